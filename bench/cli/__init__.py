@@ -1,0 +1,52 @@
+"""The `gpubench` command: a thin layer over the library. Each command group is its own module,
+wired here; errors become one line on stderr and a named exit code (bench.errors.ExitCode)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from ..errors import ExitCode, GpubenchError
+from . import compare_cmd, run_cmd
+
+app = typer.Typer(
+    name="gpubench",
+    help="Benchmark the single-GPU efficient-training techniques of the Hugging Face guide "
+    "on your own GPU, and gate nightly jobs on regressions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+run_cmd.register(app)
+compare_cmd.register(app)
+
+
+def main() -> None:
+    """Console-script entry point: run the app, turning GpubenchError into one line + exit code."""
+    debug = "--debug" in sys.argv or os.environ.get("GPUBENCH_DEBUG") == "1"
+    if "--debug" in sys.argv:
+        sys.argv.remove("--debug")
+    try:
+        code = app(standalone_mode=False)
+    except GpubenchError as exc:
+        if debug:
+            raise
+        print(f"gpubench: error: {exc}", file=sys.stderr)
+        sys.exit(int(exc.exit_code))
+    except KeyboardInterrupt:
+        print("gpubench: interrupted", file=sys.stderr)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, EOFError):
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except Exception as exc:  # click usage errors arrive here in standalone_mode=False
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(int(ExitCode.BAD_INPUT))
+        raise
+    sys.exit(code if isinstance(code, int) else 0)

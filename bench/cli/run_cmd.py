@@ -1,0 +1,107 @@
+"""`gpubench run`, `gpubench list` and `gpubench env`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from .. import api
+from ..plan import DEFAULT_TIMEOUT_S, RunRequest
+from ..progress import RichReporter
+from ..report import summary_table
+from ..results import summarize, to_frame
+from .options import MatrixOpt, ModelOpt
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("list")(list_cmd)
+    app.command("env")(env)
+
+
+def run(
+    matrix: Annotated[str | None, typer.Option("--matrix", "-m", help="A matrix name (scenarios/NAME.toml) or a .toml path. Default: full.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="bert-large, bert-base, tiny, a local checkpoint directory, or auto (bert-large on a GPU, tiny on the CPU).")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    only: Annotated[str | None, typer.Option(help="Comma-separated scenario names to run.")] = None,
+    repeats: Annotated[int, typer.Option(help="Runs of each scenario (interleaved).")] = 1,
+    out: Annotated[Path | None, typer.Option(help="Result directory. Default: results/<timestamp>/.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per scenario; a scenario's own timeout_s wins.")] = DEFAULT_TIMEOUT_S,
+    samples: Annotated[int | None, typer.Option(help="Samples in the epoch (guide: 512).")] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Sequence length (guide: 512).")] = None,
+    warmup_steps: Annotated[int | None, typer.Option(help="Optimizer steps kept out of the timed window.")] = None,
+    engine: Annotated[str | None, typer.Option(help="trainer or accelerate, for every scenario.")] = None,
+    exclusive: Annotated[bool, typer.Option(help="Refuse to run if other processes use the GPU.")] = False,
+    resume: Annotated[Path | None, typer.Option(help="Finish an interrupted run in this directory.")] = None,
+) -> None:
+    """Run a matrix of training scenarios, each in its own subprocess.
+
+    Writes DIR/results.csv (one row per scenario x repeat, rewritten atomically after each),
+    DIR/env.json and DIR/scenarios.json, then prints a summary table.
+
+    Example: gpubench run --matrix full --repeats 3 --out results/nightly
+
+    Exit codes: 0 every scenario ok or skipped; 1 a scenario failed (results still written);
+    2 bad input, nothing ran; 130 interrupted (finished scenarios saved; finish with --resume DIR).
+    """
+    err = Console(stderr=True)
+    request = RunRequest(
+        matrix=matrix, model=model, device=device,
+        only=[s.strip() for s in only.split(",") if s.strip()] if only else None,
+        repeats=repeats, out=out, timeout_s=timeout,
+        overrides={"samples": samples, "seq_len": seq_len, "warmup_steps": warmup_steps, "engine": engine},
+        exclusive=exclusive, resume=resume, command=["gpubench", *sys.argv[1:]],
+    )
+    plan, outcome = api.run(request, RichReporter(err), warn=lambda m: err.print(f"[yellow]warning:[/yellow] {m}"))
+    summary = summarize(to_frame(outcome.rows))
+    Console(width=None if sys.stdout.isatty() else 160).print(summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})"))
+    err.print(f"results: {plan.results_csv}")
+    if outcome.interrupted:
+        err.print(f"interrupted: finish the run with `gpubench run --resume {plan.out}`")
+    raise typer.Exit(int(outcome.exit_code))
+
+
+def list_cmd(
+    matrix: MatrixOpt = "full",
+    model: Annotated[str | None, typer.Option("--model", help="Show the scenarios with this model.")] = None,
+) -> None:
+    """List a matrix's scenarios and what each changes versus the baseline.
+
+    Example: gpubench list --matrix full
+    """
+    rows = api.list_scenarios(matrix, {"model": model})
+    for item in rows:
+        sc, changes = item["scenario"], item["changes"]
+        what = ", ".join(f"{k}={v}" for k, v in changes.items()) or f"(the reference: {item['reference']})"
+        typer.echo(f"{sc.name:<18} {what:<60} {sc.description}")
+
+
+def env(
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show the environment: GPU, driver, CUDA, torch/transformers/accelerate/bitsandbytes versions.
+
+    Example: gpubench env --json
+    """
+    info = api.environment(device)
+    if as_json:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    gpu = info.get("gpu") or {}
+    lines = [
+        ("device", info["device"]),
+        ("gpu", f"{gpu.get('name')} ({gpu.get('memory_total_mb', 0):.0f} MB, capability {gpu.get('capability')})" if gpu else "none"),
+        ("driver", gpu.get("driver", "-") if gpu else "-"),
+        ("cuda runtime", info.get("cuda_runtime") or "-"),
+        *[(name, version or "not installed") for name, version in info["packages"].items()],
+        ("python", info["python"]),
+        ("cpu", f"{info['cpu']} x{info['cpu_count']}"),
+    ]
+    for key, value in lines:
+        typer.echo(f"{key:<14} {value}")

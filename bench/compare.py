@@ -1,0 +1,370 @@
+"""Compare two result sets (base -> new), scenario by scenario and metric by metric: the nightly gate.
+
+`compare` is pure: frames and env dicts in, a CompareResult out. Reading files is `load_run`;
+turning the result into text is bench.compare_render.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .errors import BadInput, ExitCode, IncomparableRuns
+from .results import ENV_JSON, FAILED_STATUSES, RESULTS_CSV, read_results
+from .stats import mann_whitney_p
+
+MIN_REPEATS = 3  # ok repeats on each side before a change must also be significant
+# metric -> +1 when higher is better, -1 when lower is better
+DIRECTIONS = {"samples_per_s": +1, "step_time_median_ms": -1, "peak_mem_mb": -1}
+LOSS_METRIC = "final_loss"  # compared on finiteness only
+METRICS = (*DIRECTIONS, LOSS_METRIC)
+VERDICTS = ("regression", "new failure", "missing", "noisy", "improvement", "fixed", "new", "unchanged")
+ROW_COLUMNS = [
+    "scenario", "metric", "base", "new", "change_pct", "threshold_pct", "base_n", "new_n",
+    "p_value", "verdict", "base_status", "new_status", "note",
+]
+STATUS_METRIC = "status"  # the metric of a row that judges the whole scenario
+SOFTWARE_KEYS = ("gpubench", "gpu.driver", "cuda_runtime", "python", "cpu", "matrix")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """How far (in %) a median may move before it counts; and the test's significance level."""
+
+    speed_pct: float = 5.0  # samples_per_s and step_time_median_ms
+    memory_pct: float = 2.0  # peak_mem_mb
+    alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        for key in ("speed_pct", "memory_pct"):
+            value = getattr(self, key)
+            if not math.isfinite(value) or value < 0:
+                raise BadInput(f"threshold {key} = {value!r} must be a number of at least 0")
+        if not 0 < self.alpha < 1:
+            raise BadInput(f"alpha = {self.alpha!r} must lie between 0 and 1")
+
+    def for_metric(self, metric: str) -> float:
+        return self.memory_pct if metric == "peak_mem_mb" else self.speed_pct
+
+
+def method_text(alpha: float) -> str:
+    return (
+        f"one-sided exact Mann-Whitney U test at alpha={alpha:g} (in the direction of the change) "
+        f"when both sides have at least {MIN_REPEATS} ok repeats; the threshold alone otherwise"
+    )
+
+
+@dataclass(frozen=True)
+class EnvDifference:
+    key: str
+    base: str
+    new: str
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    rows: pd.DataFrame  # ROW_COLUMNS, one row per scenario x metric (or one status row)
+    base_label: str
+    new_label: str
+    base_gpu: str  # a GPU name, "CPU", or "unknown"
+    new_gpu: str
+    env_differences: tuple[EnvDifference, ...]
+    notes: tuple[str, ...]
+    thresholds: Thresholds
+    method: str
+    allow_missing: bool
+    exit_code: int
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts = Counter(self.rows["verdict"])
+        return {v: counts[v] for v in VERDICTS if counts[v]}
+
+    @property
+    def failing(self) -> pd.DataFrame:
+        """The rows that fail the gate."""
+        return self.rows[self.rows["verdict"].map(lambda v: _fails(v, self.allow_missing))]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One side of a comparison, as read from disk."""
+
+    csv_path: Path
+    frame: pd.DataFrame
+    env: dict[str, Any] | None  # None when there is no env.json beside results.csv
+
+
+def load_run(path: Path) -> Run:
+    """Read a result directory or its results.csv, and the env.json beside it (if any)."""
+    path = Path(path)
+    csv_path = path / RESULTS_CSV if path.is_dir() else path
+    frame = read_results(csv_path)
+    if frame.empty:
+        raise BadInput(f"{csv_path}: holds a header but no result rows")
+    env_path = csv_path.parent / ENV_JSON
+    if not env_path.is_file():
+        return Run(csv_path, frame, None)
+    try:
+        env = json.loads(env_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{env_path}: not valid JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(env, dict):
+        raise BadInput(f"{env_path}: not a gpubench env.json (expected a JSON object)")
+    return Run(csv_path, frame, env)
+
+
+def compare(
+    base_frame: pd.DataFrame,
+    new_frame: pd.DataFrame,
+    base_env: dict[str, Any] | None,
+    new_env: dict[str, Any] | None,
+    thresholds: Thresholds | None = None,
+    *,
+    allow_missing: bool = False,
+    allow_env_mismatch: bool = False,
+    labels: tuple[str, str] = ("base", "new"),
+) -> CompareResult:
+    """Judge every scenario of base and new; raise IncomparableRuns when the GPU models differ."""
+    thresholds = thresholds or Thresholds()
+    base_gpu, new_gpu = gpu_model(base_env), gpu_model(new_env)
+    notes: list[str] = []
+    for label, env in zip(labels, (base_env, new_env), strict=True):
+        if env is None:
+            notes.append(f"{label}: no {ENV_JSON} beside {RESULTS_CSV}; GPU unknown, not checked")
+    differences = env_differences(base_env, new_env)
+    if base_gpu and new_gpu and base_gpu != new_gpu:
+        if not allow_env_mismatch:
+            raise IncomparableRuns(
+                f"the runs come from different devices: {labels[0]} on {base_gpu}, "
+                f"{labels[1]} on {new_gpu}",
+                hint="compare runs from the same GPU model, or pass --allow-env-mismatch",
+            )
+        notes.append(f"different devices ({base_gpu} vs {new_gpu}); compared anyway")
+        differences = (EnvDifference("gpu.name", base_gpu, new_gpu), *differences)
+
+    rows: list[dict[str, Any]] = []
+    base_groups = dict(tuple(base_frame.groupby("scenario", sort=False)))
+    new_groups = dict(tuple(new_frame.groupby("scenario", sort=False)))
+    for name in [*base_groups, *[n for n in new_groups if n not in base_groups]]:
+        rows.extend(_scenario_rows(str(name), base_groups.get(name), new_groups.get(name), thresholds))
+    frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
+    failing = any(_fails(v, allow_missing) for v in frame["verdict"])
+    if any(str(note).startswith("threshold only") for note in frame["note"]):
+        notes.append(f"some scenarios have fewer than {MIN_REPEATS} ok repeats on a side: "
+                     "the threshold alone decides there (see the notes)")
+    return CompareResult(
+        rows=frame,
+        base_label=labels[0],
+        new_label=labels[1],
+        base_gpu=base_gpu or "unknown",
+        new_gpu=new_gpu or "unknown",
+        env_differences=differences,
+        notes=tuple(notes),
+        thresholds=thresholds,
+        method=method_text(thresholds.alpha),
+        allow_missing=allow_missing,
+        exit_code=int(ExitCode.FAILED if failing else ExitCode.OK),
+    )
+
+
+def _fails(verdict: str, allow_missing: bool) -> bool:
+    return verdict in ("regression", "new failure") or (verdict == "missing" and not allow_missing)
+
+
+# -- environments --------------------------------------------------------------------------------
+def gpu_model(env: dict[str, Any] | None) -> str | None:
+    """The GPU name, "CPU" for a run without a GPU, None when unknown."""
+    if env is None:
+        return None
+    gpu = env.get("gpu")
+    if isinstance(gpu, dict) and gpu.get("name"):
+        return str(gpu["name"])
+    device = env.get("device")
+    if ("gpu" in env and gpu is None) or (isinstance(device, str) and device.startswith("cpu")):
+        return "CPU"
+    return None
+
+
+def env_differences(base: dict[str, Any] | None, new: dict[str, Any] | None) -> tuple[EnvDifference, ...]:
+    """Software (and other informative) differences; they never fail the gate."""
+    if base is None or new is None:
+        return ()
+    packages = [*_as_dict(base.get("packages")), *_as_dict(new.get("packages"))]
+    keys = [*SOFTWARE_KEYS, *dict.fromkeys(f"packages.{p}" for p in packages)]
+    out = []
+    for key in keys:
+        a, b = _lookup(base, key), _lookup(new, key)
+        if a != b:
+            out.append(EnvDifference(key, _text(a), _text(b)))
+    return tuple(out)
+
+
+def _lookup(env: dict[str, Any], dotted: str) -> Any:
+    value: Any = env
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+# -- scenarios -----------------------------------------------------------------------------------
+def side_status(group: pd.DataFrame | None) -> str:
+    """absent; the worst failed status when any repeat failed; ok when any ran; else skipped."""
+    if group is None:
+        return "absent"
+    statuses = set(group["status"])
+    for status in ("interrupted", "crashed", "timeout", "oom", "error", "diverged"):
+        if status in statuses:
+            return status
+    return "ok" if "ok" in statuses else "skipped"
+
+
+def _scenario_rows(
+    name: str, base: pd.DataFrame | None, new: pd.DataFrame | None, thresholds: Thresholds
+) -> list[dict[str, Any]]:
+    b, n = side_status(base), side_status(new)
+    if b == "ok" and n == "ok":
+        assert base is not None and new is not None
+        ok_base, ok_new = base[base["status"] == "ok"], new[new["status"] == "ok"]
+        rows = [_metric_row(m, ok_base, ok_new, thresholds) for m in DIRECTIONS]
+        rows.append(_loss_row(ok_base, ok_new))
+        return [{"scenario": name, "base_status": b, "new_status": n, **r} for r in rows if r]
+    verdict, note = _status_verdict(b, n)
+    return [{
+        "scenario": name, "metric": STATUS_METRIC, "base": math.nan, "new": math.nan,
+        "change_pct": math.nan, "threshold_pct": math.nan, "base_n": _ok_count(base),
+        "new_n": _ok_count(new), "p_value": math.nan, "verdict": verdict, "base_status": b,
+        "new_status": n, "note": note,
+    }]
+
+
+def _status_verdict(b: str, n: str) -> tuple[str, str]:
+    """The verdict of a scenario that is not ok on both sides."""
+    if b == "absent":
+        return "new", "only in the new run" + (f" ({n})" if n != "ok" else "")
+    if n == "absent":
+        return "missing", "not in the new run"
+    if n in FAILED_STATUSES and b not in FAILED_STATUSES:
+        return "new failure", f"{b} -> {n}"
+    if b in FAILED_STATUSES and n == "ok":
+        return "fixed", f"{b} -> ok"
+    if b == "ok" and n == "skipped":
+        return "missing", "skipped in the new run"
+    if b == "skipped" and n == "ok":
+        return "new", "skipped in base, runs now"
+    return "unchanged", "skipped on both sides" if b == n == "skipped" else f"{b} -> {n}"
+
+
+def _ok_count(group: pd.DataFrame | None) -> int:
+    return 0 if group is None else int((group["status"] == "ok").sum())
+
+
+def _values(frame: pd.DataFrame, metric: str) -> list[float]:
+    if metric not in frame:
+        return []
+    return [float(v) for v in pd.to_numeric(frame[metric], errors="coerce") if not math.isnan(v)]
+
+
+def _metric_row(
+    metric: str, ok_base: pd.DataFrame, ok_new: pd.DataFrame, thresholds: Thresholds
+) -> dict[str, Any] | None:
+    xs, ys = _values(ok_base, metric), _values(ok_new, metric)
+    if not xs and not ys:
+        return None
+    threshold = thresholds.for_metric(metric)
+    row: dict[str, Any] = {
+        "metric": metric, "base": _median(xs), "new": _median(ys), "change_pct": math.nan,
+        "threshold_pct": threshold, "base_n": len(xs), "new_n": len(ys), "p_value": math.nan,
+        "verdict": "unchanged", "note": "",
+    }
+    if not xs or not ys:
+        row["note"] = f"no values in {'base' if not xs else 'new'}"
+        return row
+    change = percent_change(row["base"], row["new"])
+    row["change_pct"] = change
+    better_sign = DIRECTIONS[metric]
+    beyond = abs(change) > threshold + 1e-9
+    better = beyond and change * better_sign > 0
+    testable = len(xs) >= MIN_REPEATS and len(ys) >= MIN_REPEATS
+    if testable:
+        # one-sided: does new sit above base (change > 0) or below it?
+        row["p_value"] = mann_whitney_p(ys, xs, "greater" if change > 0 else "less")
+    if not beyond:
+        return row
+    if not testable:
+        row["verdict"] = "improvement" if better else "regression"
+        row["note"] = f"threshold only: fewer than {MIN_REPEATS} ok repeats on a side"
+    elif row["p_value"] <= thresholds.alpha + 1e-12:
+        row["verdict"] = "improvement" if better else "regression"
+    else:
+        row["verdict"] = "noisy"
+        row["note"] = f"beyond the threshold but not significant (p > {thresholds.alpha:g})"
+    return row
+
+
+def _loss_row(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> dict[str, Any] | None:
+    """final_loss: the medians are shown; only a loss turning non-finite (or back) counts."""
+    fb, fn = _finite_flags(ok_base), _finite_flags(ok_new)
+    if not fb and not fn:
+        return None
+    xs = [v for v in _values(ok_base, LOSS_METRIC) if math.isfinite(v)]
+    ys = [v for v in _values(ok_new, LOSS_METRIC) if math.isfinite(v)]
+    base_bad, new_bad = not all(fb), not all(fn)
+    verdict, note = "unchanged", "judged on finiteness only"
+    if new_bad and not base_bad:
+        verdict, note = "regression", "non-finite loss in the new run"
+    elif base_bad and not new_bad:
+        verdict, note = "improvement", "loss finite again"
+    base, new = _median(xs), _median(ys)
+    return {
+        "metric": LOSS_METRIC, "base": base, "new": new,
+        "change_pct": percent_change(base, new) if xs and ys else math.nan,
+        "threshold_pct": math.nan, "base_n": len(fb), "new_n": len(fn), "p_value": math.nan,
+        "verdict": verdict, "note": note,
+    }
+
+
+def _finite_flags(frame: pd.DataFrame) -> list[bool]:
+    """Per ok repeat: was the final loss finite? (loss_finite when recorded, else final_loss)"""
+    flags = []
+    for _, row in frame.iterrows():
+        recorded = _as_bool(row.get("loss_finite"))
+        if recorded is not None:
+            flags.append(recorded)
+        elif pd.notna(row.get(LOSS_METRIC)):
+            flags.append(math.isfinite(float(row[LOSS_METRIC])))
+    return flags
+
+
+def _as_bool(value: Any) -> bool | None:
+    if pd.api.types.is_bool(value):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values)) if values else math.nan
+
+
+def percent_change(base: float, new: float) -> float:
+    """(new / base - 1) x 100; a move away from zero is infinite."""
+    if base == 0:
+        return 0.0 if new == 0 else math.copysign(math.inf, new)
+    return (new / base - 1.0) * 100.0

@@ -1,0 +1,169 @@
+"""Turn one CompareResult into a rich table, markdown, JSON or CSV. No judging happens here."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import asdict
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .compare import DIRECTIONS, MIN_REPEATS, ROW_COLUMNS, STATUS_METRIC, CompareResult
+
+JSON_SCHEMA = "gpubench.compare/1"
+DECIMALS = {"samples_per_s": 2, "step_time_median_ms": 2, "peak_mem_mb": 0, "final_loss": 4}
+STYLES = {
+    "regression": "bold red", "new failure": "bold red", "missing": "red", "noisy": "yellow",
+    "improvement": "green", "fixed": "green", "new": "cyan", "unchanged": "dim",
+}
+HEADERS = ["Scenario", "Metric", "Base", "New", "Change", "n base/new", "p", "Verdict", "Note"]
+TABLE_WIDTH = 160  # plain-text table written to a file
+
+
+def render(result: CompareResult, fmt: str) -> str:
+    """The whole output in one format, as text (the table without colour)."""
+    if fmt == "json":
+        return json.dumps(to_data(result), indent=2) + "\n"
+    if fmt == "csv":
+        return result.rows.to_csv(index=False, columns=ROW_COLUMNS)
+    if fmt == "markdown":
+        return to_markdown(result)
+    if fmt == "table":
+        buffer = io.StringIO()
+        print_table(result, Console(file=buffer, width=TABLE_WIDTH, color_system=None))
+        return buffer.getvalue()
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+# -- pieces shared by the formats ----------------------------------------------------------------
+def gate_line(result: CompareResult) -> str:
+    counts = result.counts
+    failing = result.failing["verdict"].value_counts()
+    if result.exit_code == 0:
+        head = "no regression"
+    else:
+        head = ", ".join(f"{n} {v}" for v, n in failing.items())
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items())
+    return f"{head} (exit {result.exit_code}); verdicts: {summary or 'none'}"
+
+
+def thresholds_line(result: CompareResult) -> str:
+    t = result.thresholds
+    return (f"thresholds: speed {t.speed_pct:g}% (samples_per_s, step_time_median_ms), "
+            f"memory {t.memory_pct:g}% (peak_mem_mb)")
+
+
+def cells(row: dict[str, Any]) -> list[str]:
+    """One row as display strings, in HEADERS order."""
+    metric = row["metric"]
+    if metric == STATUS_METRIC:
+        base, new = row["base_status"], row["new_status"]
+    else:
+        base, new = _number(row["base"], metric), _number(row["new"], metric)
+    change = "-" if _missing(row["change_pct"]) else f"{row['change_pct']:+.1f}%"
+    p = "-" if _missing(row["p_value"]) else f"{row['p_value']:.3f}"
+    n = f"{row['base_n']}/{row['new_n']}"
+    return [row["scenario"], metric, base, new, change, n, p, row["verdict"], row["note"]]
+
+
+def _number(value: Any, metric: str) -> str:
+    return "-" if _missing(value) else f"{value:,.{DECIMALS.get(metric, 2)}f}"
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _records(result: CompareResult) -> list[dict[str, Any]]:
+    return result.rows.to_dict("records")
+
+
+# -- rich ----------------------------------------------------------------------------------------
+def print_table(result: CompareResult, console: Console) -> None:
+    console.print(f"[bold]base[/] {result.base_label} ({result.base_gpu})")
+    console.print(f"[bold]new[/]  {result.new_label} ({result.new_gpu})")
+    for diff in result.env_differences:
+        console.print(f"  {diff.key}: {diff.base} -> {diff.new}", style="dim")
+    table = Table(*HEADERS, header_style="bold")
+    for row in _records(result):
+        style = STYLES.get(row["verdict"], "")
+        values = cells(row)
+        values[7] = f"[{style}]{values[7]}[/]" if style else values[7]
+        table.add_row(*values)
+    console.print(table)
+    console.print(f"{thresholds_line(result)}; {result.method}", style="dim")
+    colour = "green" if result.exit_code == 0 else "bold red"
+    console.print(f"[{colour}]{gate_line(result)}[/]")
+
+
+# -- markdown ------------------------------------------------------------------------------------
+def to_markdown(result: CompareResult) -> str:
+    mark = "✅" if result.exit_code == 0 else "❌"
+    lines = [
+        f"## {mark} gpubench compare: {gate_line(result)}",
+        "",
+        f"**base** `{result.base_label}` ({result.base_gpu}) → "
+        f"**new** `{result.new_label}` ({result.new_gpu})",
+        "",
+        f"{thresholds_line(result).capitalize()}. Method: {result.method}.",
+        "",
+    ]
+    lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
+    if result.env_differences:
+        lines += ["Environment differences (shown, never failing):", "", "| | base | new |",
+                  "|---|---|---|"]
+        lines += [f"| {_md(d.key)} | {_md(d.base)} | {_md(d.new)} |" for d in result.env_differences]
+        lines.append("")
+    records = _records(result)
+    changed = [r for r in records if r["verdict"] != "unchanged"]
+    lines += ["### Changes", ""]
+    lines += _md_table(changed) if changed else ["No change beyond the thresholds."]
+    lines += ["", f"<details><summary>All {len(records)} rows</summary>", ""]
+    lines += _md_table(records) + ["", "</details>", ""]
+    return "\n".join(lines)
+
+
+def _md_table(records: list[dict[str, Any]]) -> list[str]:
+    out = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    for row in records:
+        values = [_md(v) for v in cells(row)]
+        if row["verdict"] in ("regression", "new failure", "missing"):
+            values[7] = f"**{values[7]}**"
+        out.append("| " + " | ".join(values) + " |")
+    return out
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+# -- json ----------------------------------------------------------------------------------------
+def to_data(result: CompareResult) -> dict[str, Any]:
+    """The JSON document; its keys are locked by a test."""
+    t = result.thresholds
+    return {
+        "schema": JSON_SCHEMA,
+        "exit_code": result.exit_code,
+        "base": {"path": result.base_label, "gpu": result.base_gpu},
+        "new": {"path": result.new_label, "gpu": result.new_gpu},
+        "method": result.method,
+        "alpha": t.alpha,
+        "min_repeats": MIN_REPEATS,
+        "thresholds_pct": {m: t.for_metric(m) for m in DIRECTIONS},
+        "allow_missing": result.allow_missing,
+        "counts": result.counts,
+        "env_differences": [asdict(d) for d in result.env_differences],
+        "notes": list(result.notes),
+        "rows": [{k: _json_value(row[k]) for k in ROW_COLUMNS} for row in _records(result)],
+    }
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalars
+        return _json_value(value.item())
+    return value

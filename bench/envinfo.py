@@ -1,0 +1,79 @@
+"""The environment of a run (env.json): GPU, driver, CUDA, package versions, host, command."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+
+PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes", "datasets", "nvidia-ml-py",
+            "numpy", "pandas")
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_info(cwd: Path) -> dict[str, str | None]:
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    return {"commit": git("rev-parse", "HEAD"), "branch": git("rev-parse", "--abbrev-ref", "HEAD")}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def collect(
+    *,
+    device: str,
+    probe: dict[str, Any],
+    gpu: dict[str, Any] | None,
+    gpu_processes: list[dict[str, Any]],
+    command: list[str],
+    matrix: str,
+) -> dict[str, Any]:
+    import os
+
+    return {
+        "gpubench": __version__,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(command),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "device": device,
+        "gpu": gpu,
+        "cuda_runtime": probe.get("cuda_runtime"),
+        "torch_build": probe.get("torch"),
+        "packages": package_versions(),
+        "git": git_info(Path(__file__).resolve().parent.parent),
+        "matrix": matrix,
+        "gpu_processes_at_start": gpu_processes,
+    }

@@ -1,0 +1,160 @@
+"""Matrix files (scenarios/*.toml): a base plus scenarios that override it, expanded as data."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import BadInput, did_you_mean
+from .scenario import SETTING_KEYS, Scenario
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+TOP_LEVEL_KEYS = ("matrix", "base", "scenarios")
+MATRIX_KEYS = ("description",)
+# Accepted for readers of the guide's TrainingArguments; mapped onto `precision`.
+ALIASES = ("fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class Matrix:
+    name: str
+    path: Path
+    description: str
+    scenarios: tuple[Scenario, ...]
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.scenarios]
+
+
+def available_matrices(directory: Path = SCENARIO_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.toml"))
+
+
+def resolve_matrix_path(name_or_path: str, directory: Path = SCENARIO_DIR) -> Path:
+    """A matrix name (scenarios/NAME.toml) or a path to a TOML file."""
+    candidate = Path(name_or_path)
+    if candidate.suffix == ".toml" or candidate.exists():
+        if not candidate.is_file():
+            raise BadInput(f"matrix file {candidate} does not exist")
+        return candidate
+    path = directory / f"{name_or_path}.toml"
+    if not path.is_file():
+        names = available_matrices(directory)
+        hint = did_you_mean(name_or_path, names)
+        raise BadInput(
+            f"unknown matrix '{name_or_path}'",
+            hint=hint or f"choose one of {', '.join(names)} or give a path to a .toml file",
+        )
+    return path
+
+
+def load_matrix(name_or_path: str, directory: Path = SCENARIO_DIR) -> Matrix:
+    path = resolve_matrix_path(name_or_path, directory)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
+    return expand(data, origin=str(path), name=path.stem, path=path)
+
+
+def expand(data: dict[str, Any], *, origin: str, name: str = "", path: Path | None = None) -> Matrix:
+    """Expand parsed TOML into scenarios: base settings, each scenario's overrides on top."""
+    for key in data:
+        if key not in TOP_LEVEL_KEYS:
+            raise BadInput(f"{origin}: unknown top-level key '{key}'", hint=_known(key, TOP_LEVEL_KEYS))
+    meta = _table(data.get("matrix", {}), origin, "[matrix]")
+    for key in meta:
+        if key not in MATRIX_KEYS:
+            raise BadInput(f"{origin}: [matrix]: unknown key '{key}'", hint=_known(key, MATRIX_KEYS))
+    base = _settings(_table(data.get("base", {}), origin, "[base]"), origin, "[base]")
+    scenarios_table = _table(data.get("scenarios", {}), origin, "[scenarios]")
+    if not scenarios_table:
+        raise BadInput(f"{origin}: no scenarios", hint="add at least one [scenarios.NAME] table")
+    scenarios = []
+    for scenario_name, overrides in scenarios_table.items():
+        where = f"[scenarios.{scenario_name}]"
+        own = _settings(_table(overrides, origin, where), origin, where)
+        merged = {**base, **own, "name": scenario_name}
+        try:
+            scenarios.append(Scenario(**merged, origin=origin))
+        except TypeError as exc:  # a value of the wrong type reached a comparison
+            raise BadInput(f"{origin}: {where}: bad value: {exc}") from None
+    return Matrix(
+        name=name or Path(origin).stem,
+        path=path or Path(origin),
+        description=str(meta.get("description", "")),
+        scenarios=tuple(scenarios),
+    )
+
+
+def apply_overrides(scenarios: tuple[Scenario, ...], overrides: dict[str, Any]) -> tuple[Scenario, ...]:
+    """Command-line settings (model, samples, ...) applied on top of every scenario."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if not given:
+        return scenarios
+    for key in given:
+        if key not in SETTING_KEYS:
+            raise BadInput(f"unknown setting '{key}'", hint=_known(key, SETTING_KEYS))
+    return tuple(s.replace(**given) for s in scenarios)
+
+
+def select(scenarios: tuple[Scenario, ...], only: list[str] | None, origin: str) -> tuple[Scenario, ...]:
+    """Keep the scenarios named in `only`, in matrix order; unknown names are an error."""
+    if not only:
+        return scenarios
+    names = [s.name for s in scenarios]
+    for wanted in only:
+        if wanted not in names:
+            hint = did_you_mean(wanted, names)
+            raise BadInput(
+                f"--only: no scenario '{wanted}' in {origin}",
+                hint=hint or f"its scenarios are {', '.join(names)}",
+            )
+    return tuple(s for s in scenarios if s.name in only)
+
+
+def diff_from(scenario: Scenario, reference: Scenario) -> dict[str, Any]:
+    """The settings in which `scenario` differs from `reference` (name and description aside)."""
+    ignore = {"name", "description"}
+    a, b = scenario.settings(), reference.settings()
+    return {k: v for k, v in a.items() if k not in ignore and b.get(k) != v}
+
+
+def _table(value: Any, origin: str, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise BadInput(f"{origin}: {where} must be a table, not {type(value).__name__}")
+    return value
+
+
+def _settings(table: dict[str, Any], origin: str, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in ("name", "origin") or (key not in SETTING_KEYS and key not in ALIASES):
+            raise BadInput(f"{origin}: {where}: unknown key '{key}'", hint=_known(key, SETTING_KEYS))
+        out[key] = value
+    fp16, bf16 = out.pop("fp16", None), out.pop("bf16", None)
+    for alias, flag in (("fp16", fp16), ("bf16", bf16)):
+        if flag is not None and not isinstance(flag, bool):
+            raise BadInput(f"{origin}: {where}: {alias} = {flag!r} must be true or false")
+    if fp16 and bf16:
+        raise BadInput(
+            f"{origin}: {where}: fp16 and bf16 are both true; they contradict each other",
+            hint="use precision = \"fp16\" or \"bf16\"",
+        )
+    alias_precision = "fp16" if fp16 else "bf16" if bf16 else None
+    if alias_precision:
+        if "precision" in out and out["precision"] != alias_precision:
+            raise BadInput(
+                f"{origin}: {where}: {alias_precision} = true contradicts precision = "
+                f"\"{out['precision']}\""
+            )
+        out["precision"] = alias_precision
+    return out
+
+
+def _known(key: str, choices: tuple[str, ...]) -> str:
+    return did_you_mean(key, choices) or f"known keys: {', '.join(choices)}"

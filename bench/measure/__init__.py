@@ -1,0 +1,1 @@
+"""Measurements taken by the parent, off the training process: NVML sampling, host OOM kills, FLOPs."""

@@ -1,0 +1,187 @@
+"""Everything decided before the first scenario runs: matrix, device, model, output directory.
+
+Bad input is caught here (exit 2) so no GPU time is spent on a run that cannot be right."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from . import matrix as matrix_mod
+from .errors import BadInput
+from .fsio import atomic_write_json, read_json
+from .models import resolve_model
+from .proc import run_subprocess, tail
+from .results import ENV_JSON, RESULTS_CSV, SCENARIOS_JSON
+from .scenario import Scenario
+
+DEFAULT_TIMEOUT_S = 1800.0
+PROBE_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    matrix: str | None = None
+    model: str | None = None
+    device: str = "auto"
+    only: list[str] | None = None
+    repeats: int = 1
+    out: Path | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    overrides: dict[str, Any] = field(default_factory=dict)  # samples, seq_len, warmup_steps, engine
+    exclusive: bool = False
+    resume: Path | None = None
+    command: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    matrix: str
+    scenarios: tuple[Scenario, ...]
+    repeats: int
+    device: str  # "cpu" or "cuda:N" as the user means it
+    gpu_uuid: str | None
+    model: str  # resolved models, for display (each scenario resolves its own)
+    out: Path
+    timeout_s: float
+    resume: bool = False
+
+    @property
+    def results_csv(self) -> Path:
+        return self.out / RESULTS_CSV
+
+    def timeout_for(self, sc: Scenario) -> float:
+        """A scenario's own `timeout_s` wins over the run's --timeout."""
+        return float(sc.timeout_s) if sc.timeout_s is not None else self.timeout_s
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "matrix": self.matrix, "repeats": self.repeats, "device": self.device,
+            "model": self.model, "timeout_s": self.timeout_s,
+            "scenarios": [s.settings() for s in self.scenarios],
+        }
+
+
+def probe_torch(scratch: Path) -> dict[str, Any]:
+    """Ask a child what torch sees, so this process never creates a CUDA context."""
+    out = scratch / "probe.json"
+    result = run_subprocess(
+        [sys.executable, "-m", "bench.worker", "--probe", str(out)],
+        timeout_s=PROBE_TIMEOUT_S, log_path=scratch / "probe.log", env=worker_env(None),
+    )
+    if result.returncode != 0 or not out.is_file():
+        raise BadInput(f"cannot start torch in a child process: {tail(scratch / 'probe.log', 400).strip()}")
+    data: dict[str, Any] = read_json(out)
+    return data
+
+
+def resolve_device(requested: str, probe: dict[str, Any]) -> tuple[str, str | None]:
+    """(device, GPU UUID) from auto|cpu|cuda|cuda:N; asking for a GPU that is not there is bad input."""
+    devices = probe.get("devices", [])
+    if requested == "cpu":
+        return "cpu", None
+    if requested == "auto":
+        if not devices:
+            return "cpu", None
+        requested = "cuda:0"
+    if requested == "cuda":
+        requested = "cuda:0"
+    if not requested.startswith("cuda:") or not requested[5:].isdigit():
+        raise BadInput(f"--device {requested!r} is not one of auto, cpu, cuda, cuda:N")
+    if not devices:
+        raise BadInput(f"--device {requested}: torch sees no CUDA GPU on this machine",
+                       hint="use --device cpu or auto")
+    index = int(requested[5:])
+    if index >= len(devices):
+        raise BadInput(f"--device {requested}: this machine has {len(devices)} CUDA GPU(s)")
+    return requested, devices[index].get("uuid")
+
+
+def worker_env(gpu_uuid: str | None) -> dict[str, str]:
+    """The child's environment: offline, unbuffered, and only the chosen GPU visible."""
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    env.update({"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+                "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "warning"})
+    if gpu_uuid:
+        env["CUDA_VISIBLE_DEVICES"] = gpu_uuid
+    return env
+
+
+def check_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot write there: {exc.strerror or exc}",
+                       hint="choose another directory with --out") from None
+
+
+def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, ...], str]:
+    m = matrix_mod.load_matrix(request.matrix or "full")
+    scenarios = matrix_mod.apply_overrides(m.scenarios, {**request.overrides, "model": request.model})
+    scenarios = matrix_mod.select(scenarios, request.only, str(m.path))
+    models = sorted({resolve_model(s.model, device) for s in scenarios})  # checks each one
+    return m.name, scenarios, models[0] if len(models) == 1 else ", ".join(models)
+
+
+def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]]:
+    """Validate the request and resolve it to a plan; returns (plan, probe)."""
+    if request.repeats < 1:
+        raise BadInput(f"--repeats {request.repeats} must be at least 1")
+    if request.timeout_s <= 0:
+        raise BadInput(f"--timeout {request.timeout_s} must be a positive number of seconds")
+    if request.resume is not None:
+        return _resume(request, scratch)
+    # Parse the matrix before starting any child: a typo costs nothing.
+    matrix_mod.load_matrix(request.matrix or "full")
+    probe = probe_torch(scratch)
+    device, uuid = resolve_device(request.device, probe)
+    name, scenarios, model = _scenarios(request, device)
+    out = request.out or Path("results") / datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
+    if (out / RESULTS_CSV).exists():
+        raise BadInput(f"--out {out} already holds a results.csv",
+                       hint=f"use --resume {out} to finish it, or choose another --out")
+    check_writable(out)
+    plan = RunPlan(name, scenarios, request.repeats, device, uuid, model, out, request.timeout_s)
+    return plan, probe
+
+
+def _resume(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]]:
+    out = request.resume
+    assert out is not None
+    saved_path = out / SCENARIOS_JSON
+    if not saved_path.is_file():
+        raise BadInput(f"--resume {out}: no {SCENARIOS_JSON} there; not a gpubench result directory")
+    try:
+        saved = read_json(saved_path)
+        scenarios = tuple(Scenario(**s, origin=str(saved_path)) for s in saved["scenarios"])
+        repeats, device, model = int(saved["repeats"]), saved["device"], saved["model"]
+        timeout_s = float(saved["timeout_s"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadInput(f"{saved_path}: unreadable ({type(exc).__name__}: {exc})") from None
+    if request.matrix is not None:
+        _, current, _ = _scenarios(request, device)
+        if [s.settings() for s in current] != [s.settings() for s in scenarios]:
+            raise BadInput(
+                f"--resume {out}: matrix '{request.matrix}' no longer matches the run's scenarios",
+                hint="resume without --matrix to finish the run as it was planned",
+            )
+    probe = probe_torch(scratch)
+    device, uuid = resolve_device(device, probe)
+    check_writable(out)
+    name = str(saved.get("matrix", ""))
+    return RunPlan(name, scenarios, repeats, device, uuid, model, out, timeout_s, resume=True), probe
+
+
+def save_plan(plan: RunPlan, env: dict[str, Any]) -> None:
+    atomic_write_json(plan.out / SCENARIOS_JSON, plan.to_json())
+    if not (plan.out / ENV_JSON).exists() or not plan.resume:
+        atomic_write_json(plan.out / ENV_JSON, env)

@@ -1,0 +1,90 @@
+"""The one helper that starts child processes: an argument list (never a shell), a timeout, and
+the whole process group killed on timeout or interrupt (dataloader and compile workers too)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ProcResult:
+    returncode: int | None  # negative: killed by that signal
+    wall_s: float
+    timed_out: bool = False
+    interrupted: bool = False
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM the child's process group, then SIGKILL whatever is left after `grace_s`."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    try:  # the leader may be gone while its children live on
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_subprocess(
+    cmd: Sequence[str],
+    *,
+    timeout_s: float,
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    on_start: Callable[[int], None] | None = None,
+    grace_s: float = 5.0,
+) -> ProcResult:
+    """Run `cmd` with stdout+stderr to `log_path`; wait at most `timeout_s` seconds."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            list(cmd), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=env, start_new_session=True,
+        )
+    try:
+        if on_start is not None:
+            on_start(proc.pid)
+        returncode = proc.wait(timeout=timeout_s)
+        return ProcResult(returncode, time.monotonic() - start)
+    except subprocess.TimeoutExpired:
+        kill_group(proc, grace_s)
+        return ProcResult(proc.returncode, time.monotonic() - start, timed_out=True)
+    except KeyboardInterrupt:
+        try:
+            kill_group(proc, grace_s=2.0)
+        except KeyboardInterrupt:  # a second Ctrl-C: no more grace
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        return ProcResult(proc.returncode, time.monotonic() - start, interrupted=True)
+    finally:
+        if proc.returncode is None:  # any other way out: leave nothing running
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+
+
+def tail(path: Path, limit: int = 2000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,46 @@
+"""The terminal summary of a run: one rich table from the summarized results."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+from rich.table import Table
+
+STATUS_STYLE = {"ok": "green", "skipped": "yellow"}
+
+
+def _num(value: Any, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, fmt)
+
+
+def _pct(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:+.1f}%"
+
+
+def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
+    source = next((s for s in summary.get("peak_mem_source", []) if isinstance(s, str) and s), "")
+    table = Table(title=title or None, title_justify="left")
+    for column, justify in (("scenario", "left"), ("status", "left"), ("samples/s", "right"),
+                            ("vs base", "right"), (f"peak MB ({source or 'n/a'})", "right"),
+                            ("vs base", "right"), ("loss", "right")):
+        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("note", overflow="ellipsis", no_wrap=True, max_width=70)
+    for row in summary.to_dict("records"):
+        status = row["status"]
+        style = STATUS_STYLE.get(status, "red")
+        sps = _num(row["samples_per_s"], ".2f")
+        cv = row.get("samples_per_s_cv_pct")
+        if isinstance(cv, float) and not math.isnan(cv):
+            sps += f" ±{cv:.1f}%"
+        table.add_row(
+            row["scenario"], f"[{style}]{status}[/{style}]", sps, _pct(row["samples_per_s_vs_baseline_pct"]),
+            _num(row["peak_mem_mb"], ".0f"), _pct(row["peak_mem_mb_vs_baseline_pct"]),
+            _num(row["final_loss"], ".4f"), str(row.get("error") or "")[:60],
+        )
+    return table

@@ -1,0 +1,164 @@
+"""The parent: runs each scenario x repeat in its own worker process, one at a time, and writes
+results.csv atomically after every one. A failing worker becomes a row; the run goes on."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from .errors import ExitCode
+from .fsio import atomic_write_json, read_json
+from .measure import flops, hostmem
+from .measure.nvml import MemoryPeaks, MemorySampler, Nvml
+from .models import resolve_model
+from .plan import RunPlan, worker_env
+from .proc import run_subprocess, tail
+from .results import FAILED_STATUSES, FINAL_STATUSES, read_results, write_results
+from .scenario import Scenario
+
+
+class Reporter(Protocol):
+    def start(self, total: int, done: int) -> None: ...
+    def scenario_start(self, sc: Scenario, repeat: int) -> None: ...
+    def scenario_end(self, row: dict[str, Any]) -> None: ...
+    def finish(self) -> None: ...
+
+
+class NullReporter:
+    def start(self, total: int, done: int) -> None: ...
+    def scenario_start(self, sc: Scenario, repeat: int) -> None: ...
+    def scenario_end(self, row: dict[str, Any]) -> None: ...
+    def finish(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    rows: list[dict[str, Any]]
+    exit_code: ExitCode
+    interrupted: bool
+
+
+def execute(plan: RunPlan, gpu_name: str | None, reporter: Reporter | None = None) -> RunOutcome:
+    reporter = reporter or NullReporter()
+    order = {s.name: i for i, s in enumerate(plan.scenarios)}
+    rows = _finished_rows(plan) if plan.resume else []
+    done = {(r["scenario"], int(r["repeat"])) for r in rows}
+    todo = [(r, s) for r in range(plan.repeats) for s in plan.scenarios if (s.name, r) not in done]
+    nvml = Nvml(plan.gpu_uuid) if plan.gpu_uuid else None
+    reporter.start(total=len(todo) + len(done), done=len(done))
+    interrupted = False
+    try:
+        for repeat, sc in todo:
+            reporter.scenario_start(sc, repeat)
+            row = run_one(plan, sc, repeat, nvml, gpu_name)
+            rows.append(row)
+            rows.sort(key=lambda r: (order.get(r["scenario"], 1 << 30), int(r["repeat"])))
+            write_results(plan.results_csv, rows)
+            reporter.scenario_end(row)
+            if row["status"] == "interrupted":
+                interrupted = True
+                break
+    finally:
+        reporter.finish()
+    if interrupted:
+        return RunOutcome(rows, ExitCode.INTERRUPTED, True)
+    failed = any(r["status"] in FAILED_STATUSES for r in rows)
+    return RunOutcome(rows, ExitCode.FAILED if failed else ExitCode.OK, False)
+
+
+def _finished_rows(plan: RunPlan) -> list[dict[str, Any]]:
+    if not plan.results_csv.is_file():
+        return []
+    frame = read_results(plan.results_csv)
+    names = {s.name for s in plan.scenarios}
+    keep = frame[frame["status"].isin(FINAL_STATUSES) & frame["scenario"].isin(names)]
+    return [{k: (None if _isnan(v) else v) for k, v in row.items()} for row in keep.to_dict("records")]
+
+
+def _isnan(value: Any) -> bool:
+    return isinstance(value, float) and value != value
+
+
+def run_one(plan: RunPlan, sc: Scenario, repeat: int, nvml: Nvml | None, gpu_name: str | None) -> dict[str, Any]:
+    """One scenario x repeat in a fresh worker process; always returns a row."""
+    workdir = plan.out / "work" / f"{sc.name}-r{repeat}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    spec_path, result_path = workdir / "spec.json", workdir / "result.json"
+    result_path.unlink(missing_ok=True)
+    model = resolve_model(sc.model, plan.device)
+    device = "cpu" if plan.device == "cpu" else "cuda:0"  # CUDA_VISIBLE_DEVICES holds the chosen GPU
+    launched_at = time.time()
+    atomic_write_json(spec_path, {"scenario": sc.settings(), "device": device, "model": model,
+                                  "repeat": repeat, "launched_at": launched_at})
+    sampler = MemorySampler(nvml) if nvml else None
+    if sampler is not None:
+        sampler.idle_mb = nvml.used_mb() if nvml else 0.0
+    kills_before = hostmem.oom_kills()
+    proc = run_subprocess(
+        [sys.executable, "-m", "bench.worker", str(spec_path), str(result_path)],
+        timeout_s=plan.timeout_for(sc),
+        log_path=plan.out / "logs" / f"{sc.name}-r{repeat}.log",
+        env=worker_env(plan.gpu_uuid),
+        on_start=sampler.start if sampler else None,
+    )
+    peaks = sampler.stop() if sampler else None
+    status, error, figures = _outcome(proc, result_path, plan.timeout_for(sc), kills_before)
+    row = _row(sc, repeat, model, plan.device, status, error, figures, peaks)
+    row.update(flops.figures(model, figures.get("model_params"), sc.seq_len, row.get("samples_per_s"),
+                             gpu_name, sc.precision, sc.tf32))
+    row["started_at"] = datetime.fromtimestamp(launched_at, UTC).isoformat(timespec="seconds")
+    row["worker_wall_s"] = proc.wall_s
+    if row.get("train_loop_s") is not None:
+        row["overhead_s"] = proc.wall_s - row["train_loop_s"]
+    row["exit_code"] = proc.returncode
+    if status != "ok":
+        row["stderr_tail"] = tail(plan.out / "logs" / f"{sc.name}-r{repeat}.log", 1500)
+    return row
+
+
+def _outcome(proc: Any, result_path: Path, timeout_s: float, kills_before: int | None) -> tuple[str, str, dict[str, Any]]:
+    if proc.interrupted:
+        return "interrupted", "stopped by Ctrl-C (SIGINT); the worker and its children were killed", {}
+    if proc.timed_out:
+        return "timeout", f"no result within the {timeout_s:g} s timeout; the worker and its children were killed", {}
+    if result_path.is_file():
+        try:
+            result = read_json(result_path)
+            return str(result["status"]), str(result.get("reason", "")), dict(result.get("figures") or {})
+        except (ValueError, KeyError, OSError) as exc:
+            return "crashed", f"unreadable worker result: {exc}", {}
+    code = proc.returncode
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        kills_after = hostmem.oom_kills()
+        if -code == signal.SIGKILL and kills_before is not None and kills_after is not None and kills_after > kills_before:
+            return "oom", "killed by the kernel's OOM killer (host memory)", {}
+        return "crashed", f"worker killed by signal {name} before writing a result", {}
+    return "crashed", f"worker exited with code {code} without writing a result", {}
+
+
+def _row(sc: Scenario, repeat: int, model: str, device: str, status: str, error: str,
+         figures: dict[str, Any], peaks: MemoryPeaks | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"scenario": sc.name, "repeat": repeat, "status": status, "error": error}
+    row.update({k: v for k, v in sc.settings().items() if k != "name"})
+    row.update({"model_resolved": model, "device": device})
+    row.update(figures)
+    if status == "skipped":
+        return row
+    if peaks is not None:
+        row.update({
+            "nvml_process_peak_mb": peaks.process_peak_mb,
+            "nvml_device_peak_mb": peaks.device_peak_mb,
+            "nvml_idle_mb": peaks.idle_mb,
+            "nvml_sample_hz": peaks.sample_hz,
+            "peak_mem_mb": peaks.peak_mb,
+            "peak_mem_source": peaks.source,
+        })
+    elif figures.get("rss_peak_mb") is not None:
+        row.update({"peak_mem_mb": figures["rss_peak_mb"], "peak_mem_source": "rss"})
+    return row

@@ -1,0 +1,1 @@
+"""The child process: trains one scenario and writes one JSON result. Started by bench.runner."""

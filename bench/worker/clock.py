@@ -1,0 +1,104 @@
+"""Steady-state timing: synchronise only at the window's ends; per-step times from CUDA events.
+
+Optimizer steps 1..warmup are warm-up (kernel selection, allocator growth, compilation); the
+window runs from the end of step `warmup` to the end of the last step. The device is synchronised
+three times in a run (end of step 1, window start, window end), never inside the window.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+class StepClock:
+    def __init__(
+        self,
+        device: torch.device,
+        warmup_steps: int,
+        total_steps: int,
+        samples_per_step: int,
+        tokens_per_sample: int,
+        on_first_step: Callable[[], None] | None = None,
+    ) -> None:
+        self.cuda = device.type == "cuda"
+        self.warmup_steps = warmup_steps
+        self.total_steps = total_steps
+        self.samples_per_step = samples_per_step
+        self.tokens_per_sample = tokens_per_sample
+        self.on_first_step = on_first_step
+        self.steps_seen = 0
+        self.t_begin: float | None = None
+        self.t_first: float | None = None
+        self.t_window_start: float | None = None
+        self.t_window_end: float | None = None
+        self.wall_begin: float | None = None
+        self.marks: list[Any] = []  # CUDA events (or host times) at window start and each step end
+
+    def _sync(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def _mark(self) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def train_begin(self) -> None:
+        self.t_begin = self._sync()
+        self.wall_begin = time.time()
+        if self.warmup_steps == 0:
+            self.t_window_start = self.t_begin
+            self._mark()
+
+    def step_end(self) -> None:
+        """Call once per optimizer step, after the step."""
+        self.steps_seen += 1
+        step = self.steps_seen
+        if step > self.warmup_steps:
+            self._mark()
+        if step == 1:
+            self.t_first = self._sync()
+            if self.on_first_step is not None:
+                self.on_first_step()
+        if step == self.warmup_steps:
+            self.t_window_start = self._sync()
+            self._mark()
+        if step == self.total_steps:
+            self.t_window_end = self._sync()
+
+    def step_times_s(self) -> list[float]:
+        if self.cuda:
+            return [a.elapsed_time(b) / 1000.0 for a, b in zip(self.marks, self.marks[1:], strict=False)]
+        return [b - a for a, b in zip(self.marks, self.marks[1:], strict=False)]
+
+    def summary(self) -> dict[str, Any]:
+        if self.t_window_end is None or self.t_window_start is None or self.t_begin is None:
+            raise RuntimeError(
+                f"training ended after {self.steps_seen} of {self.total_steps} optimizer steps"
+            )
+        window_steps = self.total_steps - self.warmup_steps
+        window_s = self.t_window_end - self.t_window_start
+        window_samples = window_steps * self.samples_per_step
+        steps = sorted(self.step_times_s())
+        p90 = steps[min(len(steps) - 1, int(round(0.9 * (len(steps) - 1))))] if steps else None
+        return {
+            "samples_per_s": window_samples / window_s,
+            "tokens_per_s": window_samples * self.tokens_per_sample / window_s,
+            "window_s": window_s,
+            "window_steps": window_steps,
+            "window_samples": window_samples,
+            "step_time_median_ms": statistics.median(steps) * 1000 if steps else None,
+            "step_time_p90_ms": p90 * 1000 if p90 is not None else None,
+            "first_step_s": (self.t_first - self.t_begin) if self.t_first else None,
+            "warmup_s": self.t_window_start - self.t_begin,
+            "train_loop_s": self.t_window_end - self.t_begin,
+        }

@@ -1,0 +1,121 @@
+"""Run one scenario in this process: check it can run here, build, train, measure."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..scenario import Scenario
+from . import accelerate_engine, trainer_engine
+from .clock import StepClock
+from .data import make_dataset
+from .model import build_model, count_parameters
+from .tracking import MB, LossTracker, MemoryPhases
+
+ENGINES = {"trainer": trainer_engine.train, "accelerate": accelerate_engine.train}
+
+
+class Skip(Exception):
+    """This scenario cannot run on this machine; the reason says why."""
+
+
+def check_runnable(sc: Scenario, device: torch.device) -> None:
+    if device.type == "cpu" and sc.needs_cuda:
+        raise Skip(sc.needs_cuda)
+    if device.type == "cuda" and sc.precision == "bf16" and not torch.cuda.is_bf16_supported():
+        raise Skip(f"bf16 is not supported by {torch.cuda.get_device_name(device)}")
+    if sc.tf32 and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 8:
+        raise Skip(f"tf32 needs an Ampere or newer GPU, not {torch.cuda.get_device_name(device)}")
+    if sc.optimizer == "adamw_8bit":
+        try:
+            import bitsandbytes  # noqa: F401
+        except Exception as exc:  # ImportError, or a broken native library
+            raise Skip(f"8-bit AdamW needs a working bitsandbytes: {type(exc).__name__}: {exc}") from None
+    if sc.data_source == "datasets":
+        try:
+            import datasets  # noqa: F401
+        except ImportError as exc:
+            raise Skip(f"data_source 'datasets' needs the datasets package: {exc}") from None
+    if sc.compile and device.type == "cpu" and not (shutil.which("cc") or shutil.which("gcc")):
+        raise Skip("torch.compile on the CPU needs a C compiler (cc or gcc) on PATH")
+
+
+def inject(fault: str, model: Any) -> None:
+    """Faults on purpose, for testing the harness (scenario field `inject_fault`)."""
+    if fault == "hang":
+        while True:
+            time.sleep(1)
+    elif fault == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif fault == "raise":
+        raise RuntimeError("injected failure (inject_fault = \"raise\")")
+    elif fault == "oom":
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 EiB (injected)")
+    elif fault == "exit3":
+        os._exit(3)
+
+
+def run(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
+    sc = Scenario(**spec["scenario"])
+    device = torch.device(spec["device"])
+    check_runnable(sc, device)
+    torch.manual_seed(sc.seed)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.set_float32_matmul_precision("high" if sc.tf32 else "highest")
+
+    phases = MemoryPhases(device)
+    model = build_model(spec["model"], device, sc.attn_implementation)
+    phases.mark("model_built")
+    if sc.inject_fault == "nan":
+        with torch.no_grad():
+            for p in model.parameters():
+                p.fill_(float("nan"))
+    if not sc.compile:
+        model.register_forward_hook(lambda *_: phases.mark("after_forward"))
+    dataset = make_dataset(sc.samples, sc.seq_len, model.config.vocab_size, sc.seed, sc.data_source)
+
+    clock = StepClock(
+        device,
+        warmup_steps=sc.warmup_steps,
+        total_steps=sc.optimizer_steps,
+        samples_per_step=sc.samples_per_step,
+        tokens_per_sample=sc.seq_len,
+        on_first_step=lambda: inject(sc.inject_fault, model),
+    )
+    losses = LossTracker()
+    engine_figures = ENGINES[sc.engine](sc, model, dataset, device, clock, losses, phases, scratch)
+    figures: dict[str, Any] = {
+        **clock.summary(),
+        **engine_figures,
+        **losses.result(),
+        **phases.result(),
+        "model_params": count_parameters(model),
+        # from the parent's launch of this process to the first training step
+        "startup_s": (clock.wall_begin or time.time()) - spec["launched_at"],
+    }
+    figures.update(memory_figures(device))
+    status = "ok" if figures["loss_finite"] and figures["nonfinite_losses"] == 0 else "diverged"
+    reason = "" if status == "ok" else (
+        f"{figures['nonfinite_losses']} non-finite losses; final loss {figures['final_loss']}"
+    )
+    return {"status": status, "reason": reason, "figures": figures}
+
+
+def memory_figures(device: torch.device) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "torch_max_allocated_mb": None,
+        "torch_max_reserved_mb": None,
+    }
+    if device.type == "cuda":
+        out["torch_max_allocated_mb"] = torch.cuda.max_memory_allocated(device) / MB
+        out["torch_max_reserved_mb"] = torch.cuda.max_memory_reserved(device) / MB
+    return out

@@ -1,0 +1,68 @@
+"""What the worker records alongside the clock: loss (without syncing) and memory by phase."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+MB = 1024 * 1024
+
+
+class LossTracker:
+    """Keeps the last loss and counts non-finite losses on the device; read once at the end."""
+
+    def __init__(self) -> None:
+        self.last: torch.Tensor | None = None
+        self.nonfinite: torch.Tensor | None = None
+
+    def track(self, loss: torch.Tensor) -> None:
+        loss = loss.detach().float()
+        bad = (~torch.isfinite(loss)).sum()
+        self.last = loss
+        self.nonfinite = bad if self.nonfinite is None else self.nonfinite + bad
+
+    def result(self) -> dict[str, Any]:
+        final = float(self.last) if self.last is not None else float("nan")
+        return {
+            "final_loss": final,
+            "loss_finite": math.isfinite(final),
+            "nonfinite_losses": int(self.nonfinite) if self.nonfinite is not None else 0,
+        }
+
+
+class MemoryPhases:
+    """torch's allocated memory the first time each phase is reached (CUDA only; a host-side read)."""
+
+    NAMES = ("model_built", "after_forward", "after_backward", "after_optimizer_step")
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.values: dict[str, float] = {}
+
+    def mark(self, name: str) -> None:
+        if self.cuda and name not in self.values:
+            self.values[name] = torch.cuda.memory_allocated() / MB
+
+    def result(self) -> dict[str, Any]:
+        return {f"torch_alloc_{name}_mb": self.values.get(name) for name in self.NAMES}
+
+
+def make_optimizer(name: str, params: Any, lr: float = 5e-5) -> torch.optim.Optimizer:
+    """The same optimizers, with the same settings, as the HF Trainer's `optim` choices."""
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    if name == "adamw_fused":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=True)
+    if name == "adafactor":
+        from transformers.optimization import Adafactor
+
+        return Adafactor(params, lr=lr, scale_parameter=False, relative_step=False)
+    if name == "adamw_8bit":
+        import bitsandbytes as bnb
+
+        return bnb.optim.AdamW(params, lr=lr, weight_decay=0.0, optim_bits=8)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    raise ValueError(f"unknown optimizer {name!r}")

@@ -1,0 +1,73 @@
+"""The HF Trainer engine: the guide's own recipe, with a callback that feeds the step clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..scenario import OPTIMIZERS, Scenario
+from .clock import StepClock
+from .tracking import LossTracker, MemoryPhases
+
+
+def train(
+    sc: Scenario,
+    model: Any,
+    dataset: Any,
+    device: torch.device,
+    clock: StepClock,
+    losses: LossTracker,
+    phases: MemoryPhases,
+    scratch: Path,
+) -> dict[str, Any]:
+    from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    class ClockCallback(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            clock.train_begin()
+
+        def on_optimizer_step(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            phases.mark("after_optimizer_step")
+
+        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            clock.step_end()
+
+    class MeasuredTrainer(Trainer):
+        def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+            loss = super().training_step(*args, **kwargs)
+            losses.track(loss)
+            phases.mark("after_backward")
+            return loss
+
+    extra: dict[str, Any] = {}
+    if sc.grad_checkpointing:  # renamed activation_checkpointing in transformers 5.2x
+        fields = TrainingArguments.__dataclass_fields__
+        extra["activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"] = True
+    args = TrainingArguments(
+        **extra,
+        output_dir=str(scratch),
+        per_device_train_batch_size=sc.batch_size,
+        gradient_accumulation_steps=sc.grad_accum_steps,
+        fp16=sc.precision == "fp16",
+        bf16=sc.precision == "bf16",
+        optim=OPTIMIZERS[sc.optimizer],
+        dataloader_num_workers=sc.dataloader_workers,
+        dataloader_pin_memory=sc.pin_memory,
+        dataloader_drop_last=True,
+        torch_compile=sc.compile,
+        num_train_epochs=1,
+        seed=sc.seed,
+        use_cpu=device.type == "cpu",
+        report_to="none",
+        logging_strategy="no",
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    trainer = MeasuredTrainer(model=model, args=args, train_dataset=dataset, callbacks=[ClockCallback()])
+    metrics = trainer.train().metrics
+    return {
+        "trainer_runtime_s": metrics.get("train_runtime"),
+        "trainer_samples_per_s": metrics.get("train_samples_per_second"),
+    }
