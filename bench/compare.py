@@ -1,4 +1,4 @@
-"""Compare two result sets (base -> new), scenario by scenario and metric by metric: the nightly gate.
+"""Compare two result sets (base -> new) scenario by scenario, metric by metric: the nightly gate.
 
 `compare` is pure: frames and env dicts in, a CompareResult out. Reading files is `load_run`;
 turning the result into text is bench.compare_render.
@@ -16,7 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import BadInput, ExitCode, IncomparableRuns
+from .compare_env import EnvDifference, check_envs
+from .errors import BadInput, ExitCode
 from .results import ENV_JSON, FAILED_STATUSES, RESULTS_CSV, read_results
 from .stats import mann_whitney_p
 
@@ -25,13 +26,24 @@ MIN_REPEATS = 3  # ok repeats on each side before a change must also be signific
 DIRECTIONS = {"samples_per_s": +1, "step_time_median_ms": -1, "peak_mem_mb": -1}
 LOSS_METRIC = "final_loss"  # compared on finiteness only
 METRICS = (*DIRECTIONS, LOSS_METRIC)
-VERDICTS = ("regression", "new failure", "missing", "noisy", "improvement", "fixed", "new", "unchanged")
-ROW_COLUMNS = [
-    "scenario", "metric", "base", "new", "change_pct", "threshold_pct", "base_n", "new_n",
-    "p_value", "verdict", "base_status", "new_status", "note",
-]
+# fmt: off
+VERDICTS = ("regression", "new failure", "missing", "noisy", "improvement", "fixed", "new",
+            "unchanged")
+ROW_COLUMNS = ["scenario", "metric", "base", "new", "change_pct", "threshold_pct", "base_n",
+               "new_n", "p_value", "verdict", "base_status", "new_status", "note"]
+# fmt: on
+_ROW_DEFAULTS = {
+    "base": math.nan,
+    "new": math.nan,
+    "change_pct": math.nan,
+    "threshold_pct": math.nan,
+    "base_n": 0,
+    "new_n": 0,
+    "p_value": math.nan,
+    "verdict": "unchanged",
+    "note": "",
+}
 STATUS_METRIC = "status"  # the metric of a row that judges the whole scenario
-SOFTWARE_KEYS = ("gpubench", "gpu.driver", "cuda_runtime", "python", "cpu", "matrix")
 
 
 @dataclass(frozen=True)
@@ -59,13 +71,6 @@ def method_text(alpha: float) -> str:
         f"one-sided exact Mann-Whitney U test at alpha={alpha:g} (in the direction of the change) "
         f"when both sides have at least {MIN_REPEATS} ok repeats; the threshold alone otherwise"
     )
-
-
-@dataclass(frozen=True)
-class EnvDifference:
-    key: str
-    base: str
-    new: str
 
 
 @dataclass(frozen=True)
@@ -134,39 +139,28 @@ def compare(
 ) -> CompareResult:
     """Judge every scenario of base and new; raise IncomparableRuns when the GPU models differ."""
     thresholds = thresholds or Thresholds()
-    base_gpu, new_gpu = gpu_model(base_env), gpu_model(new_env)
-    notes: list[str] = []
-    for label, env in zip(labels, (base_env, new_env), strict=True):
-        if env is None:
-            notes.append(f"{label}: no {ENV_JSON} beside {RESULTS_CSV}; GPU unknown, not checked")
-    differences = env_differences(base_env, new_env)
-    if base_gpu and new_gpu and base_gpu != new_gpu:
-        if not allow_env_mismatch:
-            raise IncomparableRuns(
-                f"the runs come from different devices: {labels[0]} on {base_gpu}, "
-                f"{labels[1]} on {new_gpu}",
-                hint="compare runs from the same GPU model, or pass --allow-env-mismatch",
-            )
-        notes.append(f"different devices ({base_gpu} vs {new_gpu}); compared anyway")
-        differences = (EnvDifference("gpu.name", base_gpu, new_gpu), *differences)
-
+    env = check_envs(base_env, new_env, allow_mismatch=allow_env_mismatch, labels=labels)
+    notes = list(env.notes)
     rows: list[dict[str, Any]] = []
     base_groups = dict(tuple(base_frame.groupby("scenario", sort=False)))
     new_groups = dict(tuple(new_frame.groupby("scenario", sort=False)))
     for name in [*base_groups, *[n for n in new_groups if n not in base_groups]]:
-        rows.extend(_scenario_rows(str(name), base_groups.get(name), new_groups.get(name), thresholds))
+        base_group, new_group = base_groups.get(name), new_groups.get(name)
+        rows.extend(_scenario_rows(str(name), base_group, new_group, thresholds))
     frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
     failing = any(_fails(v, allow_missing) for v in frame["verdict"])
     if any(str(note).startswith("threshold only") for note in frame["note"]):
-        notes.append(f"some scenarios have fewer than {MIN_REPEATS} ok repeats on a side: "
-                     "the threshold alone decides there (see the notes)")
+        notes.append(
+            f"some scenarios have fewer than {MIN_REPEATS} ok repeats on a side; "
+            "there the threshold alone decides (marked 'threshold only')"
+        )
     return CompareResult(
         rows=frame,
         base_label=labels[0],
         new_label=labels[1],
-        base_gpu=base_gpu or "unknown",
-        new_gpu=new_gpu or "unknown",
-        env_differences=differences,
+        base_gpu=env.base_gpu,
+        new_gpu=env.new_gpu,
+        env_differences=env.differences,
         notes=tuple(notes),
         thresholds=thresholds,
         method=method_text(thresholds.alpha),
@@ -177,49 +171,6 @@ def compare(
 
 def _fails(verdict: str, allow_missing: bool) -> bool:
     return verdict in ("regression", "new failure") or (verdict == "missing" and not allow_missing)
-
-
-# -- environments --------------------------------------------------------------------------------
-def gpu_model(env: dict[str, Any] | None) -> str | None:
-    """The GPU name, "CPU" for a run without a GPU, None when unknown."""
-    if env is None:
-        return None
-    gpu = env.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("name"):
-        return str(gpu["name"])
-    device = env.get("device")
-    if ("gpu" in env and gpu is None) or (isinstance(device, str) and device.startswith("cpu")):
-        return "CPU"
-    return None
-
-
-def env_differences(base: dict[str, Any] | None, new: dict[str, Any] | None) -> tuple[EnvDifference, ...]:
-    """Software (and other informative) differences; they never fail the gate."""
-    if base is None or new is None:
-        return ()
-    packages = [*_as_dict(base.get("packages")), *_as_dict(new.get("packages"))]
-    keys = [*SOFTWARE_KEYS, *dict.fromkeys(f"packages.{p}" for p in packages)]
-    out = []
-    for key in keys:
-        a, b = _lookup(base, key), _lookup(new, key)
-        if a != b:
-            out.append(EnvDifference(key, _text(a), _text(b)))
-    return tuple(out)
-
-
-def _lookup(env: dict[str, Any], dotted: str) -> Any:
-    value: Any = env
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
-def _as_dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _text(value: Any) -> str:
-    return "-" if value is None else str(value)
 
 
 # -- scenarios -----------------------------------------------------------------------------------
@@ -238,19 +189,20 @@ def _scenario_rows(
     name: str, base: pd.DataFrame | None, new: pd.DataFrame | None, thresholds: Thresholds
 ) -> list[dict[str, Any]]:
     b, n = side_status(base), side_status(new)
-    if b == "ok" and n == "ok":
-        assert base is not None and new is not None
-        ok_base, ok_new = base[base["status"] == "ok"], new[new["status"] == "ok"]
-        rows = [_metric_row(m, ok_base, ok_new, thresholds) for m in DIRECTIONS]
-        rows.append(_loss_row(ok_base, ok_new))
-        return [{"scenario": name, "base_status": b, "new_status": n, **r} for r in rows if r]
-    verdict, note = _status_verdict(b, n)
-    return [{
-        "scenario": name, "metric": STATUS_METRIC, "base": math.nan, "new": math.nan,
-        "change_pct": math.nan, "threshold_pct": math.nan, "base_n": _ok_count(base),
-        "new_n": _ok_count(new), "p_value": math.nan, "verdict": verdict, "base_status": b,
-        "new_status": n, "note": note,
-    }]
+    if base is None or new is None or not b == n == "ok":
+        verdict, note = _status_verdict(b, n)
+        counts = {"base_n": _ok_count(base), "new_n": _ok_count(new)}
+        return [_row(name, b, n, metric=STATUS_METRIC, verdict=verdict, note=note, **counts)]
+    ok_base, ok_new = base[base["status"] == "ok"], new[new["status"] == "ok"]
+    judged = [_judge_metric(m, ok_base, ok_new, thresholds) for m in DIRECTIONS]
+    judged.append(_judge_loss(ok_base, ok_new))
+    return [_row(name, b, n, **values) for values in judged if values]
+
+
+def _row(scenario: str, base_status: str, new_status: str, **values: Any) -> dict[str, Any]:
+    """A full output row: the defaults, overridden by values (which name the metric)."""
+    ids = {"scenario": scenario, "base_status": base_status, "new_status": new_status}
+    return {**_ROW_DEFAULTS, **ids, **values}
 
 
 def _status_verdict(b: str, n: str) -> tuple[str, str]:
@@ -280,44 +232,40 @@ def _values(frame: pd.DataFrame, metric: str) -> list[float]:
     return [float(v) for v in pd.to_numeric(frame[metric], errors="coerce") if not math.isnan(v)]
 
 
-def _metric_row(
+def _judge_metric(
     metric: str, ok_base: pd.DataFrame, ok_new: pd.DataFrame, thresholds: Thresholds
 ) -> dict[str, Any] | None:
+    """Median change vs the threshold, then (with enough repeats) the one-sided test."""
     xs, ys = _values(ok_base, metric), _values(ok_new, metric)
     if not xs and not ys:
         return None
-    threshold = thresholds.for_metric(metric)
-    row: dict[str, Any] = {
-        "metric": metric, "base": _median(xs), "new": _median(ys), "change_pct": math.nan,
-        "threshold_pct": threshold, "base_n": len(xs), "new_n": len(ys), "p_value": math.nan,
-        "verdict": "unchanged", "note": "",
+    out: dict[str, Any] = {
+        "metric": metric,
+        "base": _median(xs),
+        "new": _median(ys),
+        "threshold_pct": thresholds.for_metric(metric),
+        "base_n": len(xs),
+        "new_n": len(ys),
     }
     if not xs or not ys:
-        row["note"] = f"no values in {'base' if not xs else 'new'}"
-        return row
-    change = percent_change(row["base"], row["new"])
-    row["change_pct"] = change
-    better_sign = DIRECTIONS[metric]
-    beyond = abs(change) > threshold + 1e-9
-    better = beyond and change * better_sign > 0
+        return {**out, "note": f"no values in {'base' if not xs else 'new'}"}
+    change = round(percent_change(out["base"], out["new"]), 6)  # judged as shown, no float dust
+    out["change_pct"] = change
     testable = len(xs) >= MIN_REPEATS and len(ys) >= MIN_REPEATS
-    if testable:
-        # one-sided: does new sit above base (change > 0) or below it?
-        row["p_value"] = mann_whitney_p(ys, xs, "greater" if change > 0 else "less")
-    if not beyond:
-        return row
-    if not testable:
-        row["verdict"] = "improvement" if better else "regression"
-        row["note"] = f"threshold only: fewer than {MIN_REPEATS} ok repeats on a side"
-    elif row["p_value"] <= thresholds.alpha + 1e-12:
-        row["verdict"] = "improvement" if better else "regression"
+    if testable:  # one-sided, in the direction of the change: does new sit above base or below?
+        out["p_value"] = mann_whitney_p(ys, xs, "greater" if change > 0 else "less")
     else:
-        row["verdict"] = "noisy"
-        row["note"] = f"beyond the threshold but not significant (p > {thresholds.alpha:g})"
-    return row
+        out["note"] = f"threshold only: fewer than {MIN_REPEATS} ok repeats on a side"
+    if abs(change) <= out["threshold_pct"]:
+        return out
+    better = change * DIRECTIONS[metric] > 0
+    if not testable or out["p_value"] <= thresholds.alpha + 1e-12:  # 1/20 at 3 vs 3 must pass
+        return {**out, "verdict": "improvement" if better else "regression"}
+    note = f"beyond the threshold but not significant (p > {thresholds.alpha:g})"
+    return {**out, "verdict": "noisy", "note": note}
 
 
-def _loss_row(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> dict[str, Any] | None:
+def _judge_loss(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> dict[str, Any] | None:
     """final_loss: the medians are shown; only a loss turning non-finite (or back) counts."""
     fb, fn = _finite_flags(ok_base), _finite_flags(ok_new)
     if not fb and not fn:
@@ -325,17 +273,22 @@ def _loss_row(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> dict[str, Any] | N
     xs = [v for v in _values(ok_base, LOSS_METRIC) if math.isfinite(v)]
     ys = [v for v in _values(ok_new, LOSS_METRIC) if math.isfinite(v)]
     base_bad, new_bad = not all(fb), not all(fn)
-    verdict, note = "unchanged", "judged on finiteness only"
+    verdict, note = "unchanged", "finiteness only"
     if new_bad and not base_bad:
         verdict, note = "regression", "non-finite loss in the new run"
     elif base_bad and not new_bad:
         verdict, note = "improvement", "loss finite again"
     base, new = _median(xs), _median(ys)
+    change = round(percent_change(base, new), 6) if xs and ys else math.nan
     return {
-        "metric": LOSS_METRIC, "base": base, "new": new,
-        "change_pct": percent_change(base, new) if xs and ys else math.nan,
-        "threshold_pct": math.nan, "base_n": len(fb), "new_n": len(fn), "p_value": math.nan,
-        "verdict": verdict, "note": note,
+        "metric": LOSS_METRIC,
+        "base": base,
+        "new": new,
+        "change_pct": change,
+        "base_n": len(fb),
+        "new_n": len(fn),
+        "verdict": verdict,
+        "note": note,
     }
 
 

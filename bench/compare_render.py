@@ -5,22 +5,31 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from .compare import DIRECTIONS, MIN_REPEATS, ROW_COLUMNS, STATUS_METRIC, CompareResult
 
 JSON_SCHEMA = "gpubench.compare/1"
 DECIMALS = {"samples_per_s": 2, "step_time_median_ms": 2, "peak_mem_mb": 0, "final_loss": 4}
 STYLES = {
-    "regression": "bold red", "new failure": "bold red", "missing": "red", "noisy": "yellow",
-    "improvement": "green", "fixed": "green", "new": "cyan", "unchanged": "dim",
+    "regression": "bold red",
+    "new failure": "bold red",
+    "missing": "red",
+    "noisy": "yellow",
+    "improvement": "green",
+    "fixed": "green",
+    "new": "cyan",
+    "unchanged": "dim",
 }
 HEADERS = ["Scenario", "Metric", "Base", "New", "Change", "n base/new", "p", "Verdict", "Note"]
-TABLE_WIDTH = 160  # plain-text table written to a file
+TABLE_WIDTH = 160  # a table written to a file or a pipe
 
 
 def render(result: CompareResult, fmt: str) -> str:
@@ -40,20 +49,21 @@ def render(result: CompareResult, fmt: str) -> str:
 
 # -- pieces shared by the formats ----------------------------------------------------------------
 def gate_line(result: CompareResult) -> str:
-    counts = result.counts
-    failing = result.failing["verdict"].value_counts()
-    if result.exit_code == 0:
-        head = "no regression"
-    else:
-        head = ", ".join(f"{n} {v}" for v, n in failing.items())
-    summary = ", ".join(f"{n} {v}" for v, n in counts.items())
-    return f"{head} (exit {result.exit_code}); verdicts: {summary or 'none'}"
+    """One line: pass or fail, the exit code, and how many rows got each verdict."""
+    failing = set(result.failing["verdict"])
+    head = "FAIL" if result.exit_code else "PASS"
+    summary = ", ".join(
+        f"{v} {n}" if v not in failing else f"{v.upper()} {n}" for v, n in result.counts.items()
+    )
+    return f"{head} (exit {result.exit_code}): {summary or 'nothing compared'}"
 
 
 def thresholds_line(result: CompareResult) -> str:
     t = result.thresholds
-    return (f"thresholds: speed {t.speed_pct:g}% (samples_per_s, step_time_median_ms), "
-            f"memory {t.memory_pct:g}% (peak_mem_mb)")
+    return (
+        f"speed {t.speed_pct:g}% (samples_per_s, step_time_median_ms), "
+        f"memory {t.memory_pct:g}% (peak_mem_mb)"
+    )
 
 
 def cells(row: dict[str, Any]) -> list[str]:
@@ -82,21 +92,32 @@ def _records(result: CompareResult) -> list[dict[str, Any]]:
 
 
 # -- rich ----------------------------------------------------------------------------------------
+def stdout_console() -> Console:
+    """The terminal's width on a terminal; TABLE_WIDTH in a pipe or a CI log, not rich's 80."""
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = TABLE_WIDTH
+    return console
+
+
 def print_table(result: CompareResult, console: Console) -> None:
-    console.print(f"[bold]base[/] {result.base_label} ({result.base_gpu})")
-    console.print(f"[bold]new[/]  {result.new_label} ({result.new_gpu})")
+    console.print(f"[bold]base[/] {escape(result.base_label)} ({escape(result.base_gpu)})")
+    console.print(f"[bold]new[/]  {escape(result.new_label)} ({escape(result.new_gpu)})")
     for diff in result.env_differences:
-        console.print(f"  {diff.key}: {diff.base} -> {diff.new}", style="dim")
-    table = Table(*HEADERS, header_style="bold")
+        console.print(escape(f"  {diff.key}: {diff.base} -> {diff.new}"), style="dim")
+    table = Table(header_style="bold")
+    for header in HEADERS:  # names and numbers never wrap; the note takes what is left
+        table.add_column(header, no_wrap=header != "Note", ratio=1 if header == "Note" else None)
     for row in _records(result):
-        style = STYLES.get(row["verdict"], "")
-        values = cells(row)
-        values[7] = f"[{style}]{values[7]}[/]" if style else values[7]
+        values = [Text(v) for v in cells(row)]
+        values[7].stylize(STYLES.get(row["verdict"], ""))
         table.add_row(*values)
     console.print(table)
-    console.print(f"{thresholds_line(result)}; {result.method}", style="dim")
+    console.print(
+        f"thresholds: {thresholds_line(result)}; {result.method}", style="dim", highlight=False
+    )
     colour = "green" if result.exit_code == 0 else "bold red"
-    console.print(f"[{colour}]{gate_line(result)}[/]")
+    console.print(escape(gate_line(result)), style=colour, highlight=False)
 
 
 # -- markdown ------------------------------------------------------------------------------------
@@ -108,14 +129,20 @@ def to_markdown(result: CompareResult) -> str:
         f"**base** `{result.base_label}` ({result.base_gpu}) → "
         f"**new** `{result.new_label}` ({result.new_gpu})",
         "",
-        f"{thresholds_line(result).capitalize()}. Method: {result.method}.",
+        f"Thresholds: {thresholds_line(result)}. Method: {result.method}.",
         "",
     ]
-    lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
-    if result.env_differences:
-        lines += ["Environment differences (shown, never failing):", "", "| | base | new |",
-                  "|---|---|---|"]
-        lines += [f"| {_md(d.key)} | {_md(d.base)} | {_md(d.new)} |" for d in result.env_differences]
+    if result.notes:
+        lines += ["Notes:", "", *[f"- {_md(note)}" for note in result.notes], ""]
+    differences = result.env_differences
+    if differences:
+        lines += [
+            "Environment differences (shown, never failing):",
+            "",
+            "| | base | new |",
+            "|---|---|---|",
+        ]
+        lines += [f"| {_md(d.key)} | {_md(d.base)} | {_md(d.new)} |" for d in differences]
         lines.append("")
     records = _records(result)
     changed = [r for r in records if r["verdict"] != "unchanged"]

@@ -9,9 +9,10 @@ import typer
 from rich.console import Console
 
 from ..compare import Thresholds, compare, load_run
-from ..compare_render import gate_line, print_table, render
+from ..compare_render import gate_line, print_table, render, stdout_console
 from ..fsio import atomic_write_text
 from .options import OutputFileOpt, OutputFormat
+
 
 def register(app: typer.Typer) -> None:
     app.command("compare")(compare_command)
@@ -21,11 +22,14 @@ def compare_command(
     base: Annotated[
         Path, typer.Argument(help="The baseline: a result directory or its results.csv.")
     ],
-    new: Annotated[Path, typer.Argument(help="The new run: a result directory or its results.csv.")],
+    new: Annotated[
+        Path, typer.Argument(help="The new run: a result directory or its results.csv.")
+    ],
     threshold: Annotated[
         float,
         typer.Option(
-            "--threshold", min=0.0,
+            "--threshold",
+            min=0.0,
             help="Speed threshold in % (samples_per_s, step_time_median_ms).",
         ),
     ] = 5.0,
@@ -79,13 +83,17 @@ def compare_command(
         labels=(str(base_run.csv_path), str(new_run.csv_path)),
     )
     for note in result.notes:
-        diagnostics.print(f"gpubench: note: {note}", highlight=False, soft_wrap=True)
+        diagnostics.print(f"gpubench: note: {note}", highlight=False, markup=False, soft_wrap=True)
     if output is not None:
         atomic_write_text(output, render(result, fmt.value))
-        diagnostics.print(f"gpubench: wrote {output}: {gate_line(result)}", highlight=False,
-                          soft_wrap=True)
+        diagnostics.print(
+            f"gpubench: wrote {output}: {gate_line(result)}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     elif fmt is OutputFormat.table:
-        print_table(result, Console())
+        print_table(result, stdout_console())
     else:
         typer.echo(render(result, fmt.value), nl=False)
     raise typer.Exit(result.exit_code)

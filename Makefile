@@ -1,0 +1,34 @@
+# gpubench: `make install` once, then `make run` (quick matrix) and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+RUN_ARGS ?=
+
+.PHONY: install run test test-gpu lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml tools/torch_spec.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$$($(PYTHON) tools/torch_spec.py)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+run: install
+	$(BIN)/gpubench run --matrix quick $(RUN_ARGS)
+
+test: install
+	$(BIN)/python -m pytest -m "not gpu" -q
+
+test-gpu: install
+	$(BIN)/python -m pytest -m gpu -q
+
+lint: install
+	$(BIN)/ruff check bench tests tools benchmarks
+	$(BIN)/ruff format --check bench tests tools benchmarks
+	$(BIN)/mypy bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

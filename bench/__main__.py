@@ -1,0 +1,5 @@
+"""`python -m bench` is the `gpubench` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,98 @@
+"""The two runs' environments (env.json): is the comparison meaningful, and what differs?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import IncomparableRuns
+from .results import ENV_JSON, RESULTS_CSV
+
+# shown when they differ, never failing; packages.* are added from both files
+SOFTWARE_KEYS = ("gpubench", "gpu.driver", "cuda_runtime", "python", "cpu", "matrix")
+
+
+@dataclass(frozen=True)
+class EnvDifference:
+    key: str
+    base: str
+    new: str
+
+
+@dataclass(frozen=True)
+class EnvCheck:
+    base_gpu: str  # a GPU name, "CPU", or "unknown"
+    new_gpu: str
+    differences: tuple[EnvDifference, ...]
+    notes: tuple[str, ...]
+
+
+def check_envs(
+    base: dict[str, Any] | None,
+    new: dict[str, Any] | None,
+    *,
+    allow_mismatch: bool = False,
+    labels: tuple[str, str] = ("base", "new"),
+) -> EnvCheck:
+    """Raise IncomparableRuns when the GPU models differ (GPU vs CPU included), unless allowed."""
+    base_gpu, new_gpu = gpu_model(base), gpu_model(new)
+    notes = [
+        f"{label}: no {ENV_JSON} beside {RESULTS_CSV}; GPU unknown, not checked"
+        for label, env in zip(labels, (base, new), strict=True)
+        if env is None
+    ]
+    differences = env_differences(base, new)
+    if base_gpu and new_gpu and base_gpu != new_gpu:
+        if not allow_mismatch:
+            raise IncomparableRuns(
+                f"the runs come from different devices: {labels[0]} on {base_gpu}, "
+                f"{labels[1]} on {new_gpu}",
+                hint="compare runs from the same GPU model, or pass --allow-env-mismatch",
+            )
+        notes.append(f"different devices ({base_gpu} vs {new_gpu}); compared anyway")
+        differences = (EnvDifference("gpu.name", base_gpu, new_gpu), *differences)
+    return EnvCheck(base_gpu or "unknown", new_gpu or "unknown", differences, tuple(notes))
+
+
+def gpu_model(env: dict[str, Any] | None) -> str | None:
+    """The GPU name, "CPU" for a run without a GPU, None when unknown."""
+    if env is None:
+        return None
+    gpu = env.get("gpu")
+    if isinstance(gpu, dict) and gpu.get("name"):
+        return str(gpu["name"])
+    device = env.get("device")
+    if ("gpu" in env and gpu is None) or (isinstance(device, str) and device.startswith("cpu")):
+        return "CPU"
+    return None
+
+
+def env_differences(
+    base: dict[str, Any] | None, new: dict[str, Any] | None
+) -> tuple[EnvDifference, ...]:
+    """Software (and other informative) differences, in a stable order."""
+    if base is None or new is None:
+        return ()
+    packages = [*_as_dict(base.get("packages")), *_as_dict(new.get("packages"))]
+    keys = [*SOFTWARE_KEYS, *dict.fromkeys(f"packages.{p}" for p in packages)]
+    out = []
+    for key in keys:
+        a, b = _lookup(base, key), _lookup(new, key)
+        if a != b:
+            out.append(EnvDifference(key, _text(a), _text(b)))
+    return tuple(out)
+
+
+def _lookup(env: dict[str, Any], dotted: str) -> Any:
+    value: Any = env
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,418 @@
+"""compare(): verdicts, thresholds, significance, environments; load_run(): bad inputs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from bench.compare import ROW_COLUMNS, CompareResult, Thresholds, compare, load_run
+from bench.compare_env import EnvDifference
+from bench.errors import BadInput, IncomparableRuns
+from bench.results import write_results
+
+
+# -- fixtures ------------------------------------------------------------------------------------
+def env(gpu: str | None = "NVIDIA H200", **packages: str) -> dict[str, Any]:
+    """An env.json as the core writes it; gpu=None is a CPU run."""
+    return {
+        "gpubench": "0.1.0",
+        "created_at": "2025-06-01T02:00:00+00:00",
+        "command": "gpubench run --matrix full --repeats 3",
+        "host": "gpu-node-1",
+        "device": "cuda:0" if gpu else "cpu",
+        "gpu": {
+            "name": gpu,
+            "uuid": "GPU-1",
+            "driver": "580.65",
+            "memory_total_mb": 143771,
+            "capability": "9.0",
+        }
+        if gpu
+        else None,
+        "cuda_runtime": "13.0" if gpu else None,
+        "packages": {
+            "torch": "2.9.0",
+            "transformers": "4.57.0",
+            "accelerate": "1.10.0",
+            "bitsandbytes": "0.48.0",
+            "datasets": "4.0.0",
+            "nvidia-ml-py": "13.580",
+            **packages,
+        },
+        "cpu": "Intel Xeon Platinum 8480+",
+        "matrix": "full",
+    }
+
+
+def reps(
+    scenario: str,
+    speeds: list[float],
+    *,
+    mem: float | list[float] = 1000.0,
+    status: str = "ok",
+    loss: float = 2.5,
+) -> list[dict[str, Any]]:
+    """One row per repeat; failed rows carry no figures, like the runner writes them."""
+    mems = mem if isinstance(mem, list) else [mem] * len(speeds)
+    ok = status == "ok"
+    return [
+        {
+            "scenario": scenario,
+            "repeat": i + 1,
+            "status": status,
+            "samples_per_s": speed if ok else None,
+            "peak_mem_mb": m if ok else None,
+            "step_time_median_ms": 8000.0 / speed if ok else None,
+            "final_loss": loss if ok else None,
+            "error": "" if ok else f"{status}: CUDA out of memory",
+        }
+        for i, (speed, m) in enumerate(zip(speeds, mems, strict=True))
+    ]
+
+
+def write_run(directory: Path, rows: list[dict[str, Any]], env_data: dict | None) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    write_results(directory / "results.csv", rows)
+    if env_data is not None:
+        (directory / "env.json").write_text(json.dumps(env_data))
+    return directory
+
+
+def run_compare(
+    tmp_path: Path,
+    base_rows: list[dict[str, Any]],
+    new_rows: list[dict[str, Any]],
+    *,
+    base_env: dict | None = None,
+    new_env: dict | None = None,
+    **options: Any,
+) -> CompareResult:
+    """Write both runs to disk, read them back as the CLI does, compare."""
+    base = load_run(write_run(tmp_path / "base", base_rows, base_env or env()))
+    new = load_run(write_run(tmp_path / "new", new_rows, new_env or env()))
+    return compare(base.frame, new.frame, base.env, new.env, **options)
+
+
+def verdicts(result: CompareResult) -> dict[tuple[str, str], str]:
+    return {(r.scenario, r.metric): r.verdict for r in result.rows.itertuples()}
+
+
+def row(result: CompareResult, scenario: str, metric: str) -> pd.Series:
+    rows = result.rows
+    return rows[(rows["scenario"] == scenario) & (rows["metric"] == metric)].iloc[0]
+
+
+TIGHT = [100.0, 100.5, 99.5]
+SLOW_TIGHT = [90.0, 90.4, 89.6]  # -10 %, every repeat below every base repeat
+
+
+# -- verdicts ------------------------------------------------------------------------------------
+def test_identical_runs_pass(tmp_path: Path) -> None:
+    rows = reps("baseline", TIGHT) + reps("fp16", [200.0, 201.0, 199.0], mem=800.0)
+    result = run_compare(tmp_path, rows, rows)
+    assert result.exit_code == 0
+    assert set(result.rows["verdict"]) == {"unchanged"}
+    assert list(result.rows["metric"][:4]) == [
+        "samples_per_s",
+        "step_time_median_ms",
+        "peak_mem_mb",
+        "final_loss",
+    ]
+    assert list(result.rows.columns) == ROW_COLUMNS
+    assert result.notes == ()
+
+
+def test_tight_ten_percent_slowdown_is_a_regression(tmp_path: Path) -> None:
+    result = run_compare(tmp_path, reps("baseline", TIGHT), reps("baseline", SLOW_TIGHT))
+    assert result.exit_code == 1
+    speed = row(result, "baseline", "samples_per_s")
+    assert speed["verdict"] == "regression"
+    assert speed["base"] == 100.0 and speed["new"] == 90.0
+    assert speed["change_pct"] == pytest.approx(-10.0)
+    assert speed["p_value"] == pytest.approx(0.05)
+    assert (speed["base_n"], speed["new_n"]) == (3, 3)
+    assert row(result, "baseline", "step_time_median_ms")["verdict"] == "regression"
+    assert row(result, "baseline", "peak_mem_mb")["verdict"] == "unchanged"
+    assert "Mann-Whitney" in result.method
+
+
+def test_noisy_ten_percent_slowdown_is_noisy_and_passes(tmp_path: Path) -> None:
+    result = run_compare(
+        tmp_path, reps("baseline", [100.0, 80.0, 120.0]), reps("baseline", [90.0, 72.0, 108.0])
+    )
+    speed = row(result, "baseline", "samples_per_s")
+    assert speed["verdict"] == "noisy"
+    assert speed["change_pct"] == pytest.approx(-10.0)
+    assert speed["p_value"] == pytest.approx(0.35)
+    assert "not significant" in speed["note"]
+    assert result.exit_code == 0
+
+
+def test_tight_speedup_is_an_improvement(tmp_path: Path) -> None:
+    result = run_compare(tmp_path, reps("baseline", SLOW_TIGHT), reps("baseline", TIGHT))
+    assert row(result, "baseline", "samples_per_s")["verdict"] == "improvement"
+    assert result.exit_code == 0
+
+
+def test_change_within_threshold_is_unchanged_even_when_significant(tmp_path: Path) -> None:
+    result = run_compare(tmp_path, reps("baseline", TIGHT), reps("baseline", [96.0, 96.2, 95.8]))
+    speed = row(result, "baseline", "samples_per_s")
+    assert speed["p_value"] == pytest.approx(0.05)
+    assert speed["verdict"] == "unchanged"
+    assert result.exit_code == 0
+
+
+def test_change_exactly_at_the_threshold_is_unchanged(tmp_path: Path) -> None:
+    result = run_compare(tmp_path, reps("baseline", TIGHT), reps("baseline", [95.0, 95.5, 94.5]))
+    assert row(result, "baseline", "samples_per_s")["change_pct"] == -5.0
+    assert row(result, "baseline", "samples_per_s")["verdict"] == "unchanged"
+
+
+def test_speed_threshold_is_settable(tmp_path: Path) -> None:
+    result = run_compare(
+        tmp_path,
+        reps("baseline", TIGHT),
+        reps("baseline", SLOW_TIGHT),
+        thresholds=Thresholds(speed_pct=15.0),
+    )
+    assert row(result, "baseline", "samples_per_s")["threshold_pct"] == 15.0
+    assert row(result, "baseline", "samples_per_s")["verdict"] == "unchanged"
+    assert result.exit_code == 0
+
+
+def test_memory_up_five_percent_is_a_regression(tmp_path: Path) -> None:
+    result = run_compare(
+        tmp_path, reps("baseline", TIGHT, mem=1000.0), reps("baseline", TIGHT, mem=1050.0)
+    )
+    memory = row(result, "baseline", "peak_mem_mb")
+    assert memory["verdict"] == "regression"
+    assert memory["change_pct"] == pytest.approx(5.0)
+    assert memory["threshold_pct"] == 2.0
+    assert result.exit_code == 1
+
+
+def test_memory_below_its_threshold_or_raised_threshold_passes(tmp_path: Path) -> None:
+    small = run_compare(
+        tmp_path / "a", reps("baseline", TIGHT, mem=1000.0), reps("baseline", TIGHT, mem=1015.0)
+    )
+    assert row(small, "baseline", "peak_mem_mb")["verdict"] == "unchanged"
+    raised = run_compare(
+        tmp_path / "b",
+        reps("baseline", TIGHT, mem=1000.0),
+        reps("baseline", TIGHT, mem=1050.0),
+        thresholds=Thresholds(memory_pct=10.0),
+    )
+    assert row(raised, "baseline", "peak_mem_mb")["verdict"] == "unchanged"
+    assert small.exit_code == raised.exit_code == 0
+
+
+def test_new_oom_is_a_new_failure(tmp_path: Path) -> None:
+    base = reps("baseline", TIGHT) + reps("big_batch", TIGHT)
+    new = reps("baseline", TIGHT) + reps("big_batch", [0.0], status="oom")
+    result = run_compare(tmp_path, base, new)
+    failure = row(result, "big_batch", "status")
+    assert failure["verdict"] == "new failure"
+    assert (failure["base_status"], failure["new_status"]) == ("ok", "oom")
+    assert failure["note"] == "ok -> oom"
+    assert result.exit_code == 1
+
+
+@pytest.mark.parametrize("status", ["timeout", "error", "crashed", "diverged", "interrupted"])
+def test_every_failed_status_is_a_new_failure(tmp_path: Path, status: str) -> None:
+    result = run_compare(tmp_path, reps("baseline", TIGHT), reps("baseline", [0.0], status=status))
+    assert verdicts(result) == {("baseline", "status"): "new failure"}
+    assert result.exit_code == 1
+
+
+def test_one_failed_repeat_among_ok_ones_is_a_new_failure(tmp_path: Path) -> None:
+    new = reps("baseline", TIGHT[:2]) + [
+        {**reps("x", [0.0], status="oom")[0], "scenario": "baseline", "repeat": 3}
+    ]
+    result = run_compare(tmp_path, reps("baseline", TIGHT), new)
+    assert verdicts(result) == {("baseline", "status"): "new failure"}
+
+
+def test_skipped_on_both_sides_is_unchanged(tmp_path: Path) -> None:
+    rows = reps("tf32", [0.0], status="skipped")
+    result = run_compare(tmp_path, rows, rows)
+    assert verdicts(result) == {("tf32", "status"): "unchanged"}
+    assert row(result, "tf32", "status")["note"] == "skipped on both sides"
+    assert result.exit_code == 0
+
+
+def test_failure_that_runs_again_is_fixed(tmp_path: Path) -> None:
+    result = run_compare(tmp_path, reps("big", [0.0], status="oom"), reps("big", TIGHT))
+    assert verdicts(result) == {("big", "status"): "fixed"}
+    assert result.exit_code == 0
+
+
+def test_failing_on_both_sides_does_not_fail_the_gate(tmp_path: Path) -> None:
+    result = run_compare(
+        tmp_path, reps("big", [0.0], status="oom"), reps("big", [0.0], status="oom")
+    )
+    assert verdicts(result) == {("big", "status"): "unchanged"}
+    assert result.exit_code == 0
+
+
+def test_missing_scenario_fails_unless_allowed(tmp_path: Path) -> None:
+    base = reps("baseline", TIGHT) + reps("fp16", TIGHT)
+    result = run_compare(tmp_path / "a", base, reps("baseline", TIGHT))
+    assert row(result, "fp16", "status")["verdict"] == "missing"
+    assert result.exit_code == 1
+    allowed = run_compare(tmp_path / "b", base, reps("baseline", TIGHT), allow_missing=True)
+    assert row(allowed, "fp16", "status")["verdict"] == "missing"
+    assert allowed.exit_code == 0
+
+
+def test_ok_then_skipped_counts_as_missing(tmp_path: Path) -> None:
+    result = run_compare(tmp_path, reps("tf32", TIGHT), reps("tf32", [0.0], status="skipped"))
+    assert verdicts(result) == {("tf32", "status"): "missing"}
+    assert result.exit_code == 1
+
+
+def test_scenario_only_in_new_run_is_new_and_passes(tmp_path: Path) -> None:
+    result = run_compare(
+        tmp_path,
+        reps("baseline", TIGHT),
+        reps("baseline", TIGHT) + reps("fp8", [0.0], status="oom"),
+    )
+    assert row(result, "fp8", "status")["verdict"] == "new"
+    assert row(result, "fp8", "status")["note"] == "only in the new run (oom)"
+    assert result.exit_code == 0
+
+
+def test_single_repeat_uses_the_threshold_alone_and_says_so(tmp_path: Path) -> None:
+    result = run_compare(tmp_path, reps("baseline", [100.0]), reps("baseline", [90.0]))
+    speed = row(result, "baseline", "samples_per_s")
+    assert speed["verdict"] == "regression"
+    assert math.isnan(speed["p_value"])
+    assert speed["note"] == "threshold only: fewer than 3 ok repeats on a side"
+    assert any("threshold alone decides" in note for note in result.notes)
+    assert result.exit_code == 1
+
+
+def test_two_against_three_repeats_use_the_threshold_alone(tmp_path: Path) -> None:
+    # the same spread that is "noisy" at 3 vs 3 is a regression here: nothing to test it with
+    base, new = reps("baseline", [100.0, 100.4]), reps("baseline", [90.0, 72.0, 108.0])
+    speed = row(run_compare(tmp_path, base, new), "baseline", "samples_per_s")
+    assert speed["verdict"] == "regression"
+    assert speed["note"].startswith("threshold only")
+
+
+def test_loss_turning_non_finite_is_a_regression(tmp_path: Path) -> None:
+    result = run_compare(tmp_path, reps("baseline", TIGHT), reps("baseline", TIGHT, loss=math.inf))
+    assert row(result, "baseline", "final_loss")["verdict"] == "regression"
+    assert result.exit_code == 1
+
+
+# -- environments --------------------------------------------------------------------------------
+def test_different_gpu_model_is_incomparable(tmp_path: Path) -> None:
+    rows = reps("baseline", TIGHT)
+    with pytest.raises(IncomparableRuns) as caught:
+        run_compare(tmp_path, rows, rows, new_env=env("NVIDIA A100-SXM4-80GB"))
+    assert caught.value.message == (
+        "the runs come from different devices: base on NVIDIA H200, new on NVIDIA A100-SXM4-80GB"
+    )
+
+
+def test_gpu_against_cpu_is_incomparable(tmp_path: Path) -> None:
+    rows = reps("baseline", TIGHT)
+    with pytest.raises(IncomparableRuns, match="base on NVIDIA H200, new on CPU"):
+        run_compare(tmp_path, rows, rows, new_env=env(None))
+
+
+def test_env_mismatch_can_be_allowed(tmp_path: Path) -> None:
+    rows = reps("baseline", TIGHT)
+    result = run_compare(
+        tmp_path, rows, rows, new_env=env("NVIDIA A100-SXM4-80GB"), allow_env_mismatch=True
+    )
+    assert result.exit_code == 0
+    assert result.env_differences[0] == EnvDifference(
+        "gpu.name", "NVIDIA H200", "NVIDIA A100-SXM4-80GB"
+    )
+    assert result.notes == (
+        "different devices (NVIDIA H200 vs NVIDIA A100-SXM4-80GB); compared anyway",
+    )
+
+
+def test_software_differences_are_shown_never_failing(tmp_path: Path) -> None:
+    rows = reps("baseline", TIGHT)
+    result = run_compare(tmp_path, rows, rows, new_env=env(torch="2.10.0", bitsandbytes="0.49.0"))
+    assert result.exit_code == 0
+    assert result.env_differences == (
+        EnvDifference("packages.torch", "2.9.0", "2.10.0"),
+        EnvDifference("packages.bitsandbytes", "0.48.0", "0.49.0"),
+    )
+
+
+def test_missing_env_json_is_noted_not_fatal(tmp_path: Path) -> None:
+    rows = reps("baseline", TIGHT)
+    write_run(tmp_path / "base", rows, None)
+    base, new = load_run(tmp_path / "base"), load_run(write_run(tmp_path / "new", rows, env()))
+    assert base.env is None
+    result = compare(base.frame, new.frame, base.env, new.env)
+    assert (result.base_gpu, result.new_gpu) == ("unknown", "NVIDIA H200")
+    assert result.notes == ("base: no env.json beside results.csv; GPU unknown, not checked",)
+    assert result.exit_code == 0
+
+
+# -- bad input -----------------------------------------------------------------------------------
+def bad_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "bad" / "results.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+HEADER = "scenario,repeat,status,samples_per_s,peak_mem_mb,error\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "the file is empty"),
+        (
+            "a,b\n1,2\n",
+            "not a gpubench results file (missing columns: scenario, repeat, status, "
+            "samples_per_s, peak_mem_mb)",
+        ),
+        (
+            HEADER + "baseline,1,ok,100,1000,\nbaseline,2,ok,fast,1000,\n",
+            "line 3: column 'samples_per_s' holds a non-numeric value 'fast'",
+        ),
+        (
+            HEADER + "baseline,1,ok,100,1000,\nbaseline,1,ok,101,1000,\n",
+            "duplicate rows for scenario 'baseline' repeat 1",
+        ),
+        (HEADER, "holds a header but no result rows"),
+    ],
+    ids=["empty", "not-gpubench", "non-numeric", "duplicate", "header-only"],
+)
+def test_bad_results_file(tmp_path: Path, text: str, problem: str) -> None:
+    path = bad_file(tmp_path, text)
+    with pytest.raises(BadInput) as caught:
+        load_run(path.parent)
+    assert str(caught.value) == f"{path}: {problem}"
+
+
+def test_missing_results_file(tmp_path: Path) -> None:
+    with pytest.raises(BadInput) as caught:
+        load_run(tmp_path / "nowhere")
+    assert str(caught.value) == f"{tmp_path / 'nowhere'}: no such results file"
+
+
+def test_broken_env_json(tmp_path: Path) -> None:
+    directory = write_run(tmp_path / "run", reps("baseline", TIGHT), None)
+    (directory / "env.json").write_text("{not json")
+    with pytest.raises(BadInput, match=r"env\.json: not valid JSON"):
+        load_run(directory)
+
+
+def test_negative_threshold_is_bad_input() -> None:
+    with pytest.raises(BadInput, match="speed_pct = -1.0 must be a number of at least 0"):
+        Thresholds(speed_pct=-1.0)

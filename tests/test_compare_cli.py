@@ -1,0 +1,315 @@
+"""`gpubench compare` through the CLI: output formats, options, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from bench.cli import compare_cmd
+from bench.compare import ROW_COLUMNS
+from bench.errors import IncomparableRuns
+from bench.results import write_results
+
+REPO = Path(__file__).resolve().parents[1]
+H200: dict[str, Any] = {
+    "gpubench": "0.1.0",
+    "created_at": "2025-06-01T02:00:00+00:00",
+    "command": "gpubench run --matrix full --repeats 3",
+    "host": "gpu-node-1",
+    "device": "cuda:0",
+    "gpu": {
+        "name": "NVIDIA H200",
+        "uuid": "GPU-1",
+        "driver": "580.65",
+        "memory_total_mb": 143771,
+        "capability": "9.0",
+    },
+    "cuda_runtime": "13.0",
+    "packages": {
+        "torch": "2.9.0",
+        "transformers": "4.57.0",
+        "accelerate": "1.10.0",
+        "bitsandbytes": "0.48.0",
+        "datasets": "4.0.0",
+        "nvidia-ml-py": "13.580",
+    },
+    "cpu": "Intel Xeon Platinum 8480+",
+    "matrix": "full",
+}
+A100 = {**H200, "gpu": {**H200["gpu"], "name": "NVIDIA A100-SXM4-80GB"}}
+
+
+def reps(scenario: str, speeds: list[float], mem: float = 1000.0) -> list[dict[str, Any]]:
+    return [
+        {
+            "scenario": scenario,
+            "repeat": i + 1,
+            "status": "ok",
+            "samples_per_s": s,
+            "peak_mem_mb": mem,
+            "step_time_median_ms": 8000.0 / s,
+            "final_loss": 2.5,
+            "error": "",
+        }
+        for i, s in enumerate(speeds)
+    ]
+
+
+def write_run(directory: Path, rows: list[dict[str, Any]], env: dict | None = H200) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    write_results(directory / "results.csv", rows)
+    if env is not None:
+        (directory / "env.json").write_text(json.dumps(env))
+    return directory
+
+
+BASE = reps("baseline", [100.0, 100.5, 99.5]) + reps("fp16", [200.0, 201.0, 199.0], mem=800.0)
+SLOWER = reps("baseline", [90.0, 90.4, 89.6]) + reps("fp16", [200.0, 201.0, 199.0], mem=800.0)
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> dict[str, Path]:
+    return {
+        "base": write_run(tmp_path / "base", BASE),
+        "same": write_run(tmp_path / "same", BASE),
+        "slower": write_run(tmp_path / "slower", SLOWER),
+        "fewer": write_run(tmp_path / "fewer", BASE[:3]),
+        "a100": write_run(tmp_path / "a100", BASE, A100),
+    }
+
+
+def make_app() -> typer.Typer:
+    """compare alone, as bench.cli wires it (a callback keeps `compare` a subcommand)."""
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None: ...
+
+    compare_cmd.register(app)
+    return app
+
+
+def invoke(*args: str | Path) -> Any:
+    return CliRunner().invoke(make_app(), ["compare", *map(str, args)], terminal_width=200)
+
+
+def gpubench(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """The real console entry point, in a subprocess (no shell)."""
+    command = [sys.executable, "-c", "from bench.cli import main; main()", *map(str, args)]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+# -- CliRunner: output and options ---------------------------------------------------------------
+def test_identical_runs_exit_0_with_a_table(runs: dict[str, Path]) -> None:
+    result = invoke(runs["base"], runs["same"])
+    assert result.exit_code == 0, result.output
+    assert "samples_per_s" in result.stdout
+    assert "PASS (exit 0): unchanged 8" in result.stdout
+
+
+def test_slowdown_exits_1_and_names_the_regression(runs: dict[str, Path]) -> None:
+    result = invoke(runs["base"], runs["slower"])
+    assert result.exit_code == 1
+    line = next(x for x in result.stdout.splitlines() if "baseline" in x and "samples_per_s" in x)
+    assert "-10.0%" in line and "regression" in line and "0.050" in line
+    assert "FAIL (exit 1): REGRESSION 2, unchanged 6" in result.stdout
+
+
+def test_results_csv_paths_work_like_directories(runs: dict[str, Path]) -> None:
+    result = invoke(runs["base"] / "results.csv", runs["slower"] / "results.csv")
+    assert result.exit_code == 1
+
+
+def test_threshold_option_raises_the_speed_threshold(runs: dict[str, Path]) -> None:
+    assert invoke(runs["base"], runs["slower"], "--threshold", "15").exit_code == 0
+
+
+def test_memory_threshold_option(tmp_path: Path, runs: dict[str, Path]) -> None:
+    bigger = write_run(tmp_path / "bigger", reps("baseline", [100.0, 100.5, 99.5], mem=1050.0))
+    base = write_run(tmp_path / "base1", BASE[:3])
+    assert invoke(base, bigger).exit_code == 1
+    assert invoke(base, bigger, "--memory-threshold", "10").exit_code == 0
+
+
+def test_missing_scenario_and_allow_missing(runs: dict[str, Path]) -> None:
+    assert invoke(runs["base"], runs["fewer"]).exit_code == 1
+    allowed = invoke(runs["base"], runs["fewer"], "--allow-missing")
+    assert allowed.exit_code == 0
+    assert "missing" in allowed.stdout
+
+
+def test_gpu_mismatch_raises_and_can_be_allowed(runs: dict[str, Path]) -> None:
+    refused = invoke(runs["base"], runs["a100"])
+    assert isinstance(refused.exception, IncomparableRuns)  # main() turns it into exit 3
+    allowed = invoke(runs["base"], runs["a100"], "--allow-env-mismatch", "--format", "json")
+    assert allowed.exit_code == 0
+    assert json.loads(allowed.stdout)["env_differences"][0] == {
+        "key": "gpu.name",
+        "base": "NVIDIA H200",
+        "new": "NVIDIA A100-SXM4-80GB",
+    }
+
+
+def test_json_keys_are_locked(runs: dict[str, Path]) -> None:
+    result = invoke(runs["base"], runs["slower"], "--format", "json")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert list(data) == [
+        "schema",
+        "exit_code",
+        "base",
+        "new",
+        "method",
+        "alpha",
+        "min_repeats",
+        "thresholds_pct",
+        "allow_missing",
+        "counts",
+        "env_differences",
+        "notes",
+        "rows",
+    ]
+    assert data["schema"] == "gpubench.compare/1"
+    assert data["exit_code"] == 1
+    assert list(data["base"]) == ["path", "gpu"]
+    assert data["thresholds_pct"] == {
+        "samples_per_s": 5.0,
+        "step_time_median_ms": 5.0,
+        "peak_mem_mb": 2.0,
+    }
+    assert data["counts"] == {"regression": 2, "unchanged": 6}
+    assert all(list(r) == ROW_COLUMNS for r in data["rows"])
+    assert ROW_COLUMNS == [
+        "scenario",
+        "metric",
+        "base",
+        "new",
+        "change_pct",
+        "threshold_pct",
+        "base_n",
+        "new_n",
+        "p_value",
+        "verdict",
+        "base_status",
+        "new_status",
+        "note",
+    ]
+    assert data["rows"][0] == {
+        "scenario": "baseline",
+        "metric": "samples_per_s",
+        "base": 100.0,
+        "new": 90.0,
+        "change_pct": -10.0,
+        "threshold_pct": 5.0,
+        "base_n": 3,
+        "new_n": 3,
+        "p_value": 0.05,
+        "verdict": "regression",
+        "base_status": "ok",
+        "new_status": "ok",
+        "note": "",
+    }
+    assert data["rows"][3]["p_value"] is None  # final_loss: no test; NaN becomes null
+
+
+def test_csv_format(runs: dict[str, Path]) -> None:
+    result = invoke(runs["base"], runs["slower"], "--format", "csv")
+    lines = result.stdout.splitlines()
+    assert lines[0] == ",".join(ROW_COLUMNS)
+    assert lines[1] == "baseline,samples_per_s,100.0,90.0,-10.0,5.0,3,3,0.05,regression,ok,ok,"
+    assert len(lines) == 9
+
+
+def test_markdown_to_a_file(tmp_path: Path, runs: dict[str, Path]) -> None:
+    out = tmp_path / "summary.md"
+    result = invoke(runs["base"], runs["slower"], "--format", "markdown", "--output", out)
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    text = out.read_text()
+    assert text.startswith("## ❌ gpubench compare: FAIL (exit 1): REGRESSION 2, unchanged 6\n")
+    assert (
+        "| baseline | samples_per_s | 100.00 | 90.00 | -10.0% | 3/3 | 0.050 | **regression** |"
+        in text
+    )
+    assert "Mann-Whitney" in text
+    assert f"wrote {out}" in result.stderr
+
+
+def test_help_lists_exit_codes_and_an_example() -> None:
+    result = CliRunner().invoke(make_app(), ["compare", "--help"])
+    assert result.exit_code == 0
+    for text in (
+        "Example:",
+        "gpubench compare baselines/h200 results/nightly",
+        "Exit codes:",
+        "0  no regression",
+        "1  a regression, a new failure or a missing scenario",
+        "2  bad input",
+        "3  incomparable environments",
+    ):
+        assert text in result.stdout, text
+
+
+# -- the real entry point: exit codes and one-line errors ----------------------------------------
+def test_entry_point_regression_exits_1(runs: dict[str, Path]) -> None:
+    done = gpubench("compare", runs["base"], runs["slower"], "--format", "json")
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["counts"] == {"regression": 2, "unchanged": 6}
+
+
+def test_entry_point_gpu_mismatch_exits_3(runs: dict[str, Path]) -> None:
+    done = gpubench("compare", runs["base"], runs["a100"])
+    assert done.returncode == 3
+    assert done.stdout == ""
+    assert done.stderr == (
+        "gpubench: error: the runs come from different devices: "
+        f"{runs['base'] / 'results.csv'} on NVIDIA H200, {runs['a100'] / 'results.csv'} on "
+        "NVIDIA A100-SXM4-80GB (compare runs from the same GPU model, or pass "
+        "--allow-env-mismatch)\n"
+    )
+    allowed = gpubench("compare", runs["base"], runs["a100"], "--allow-env-mismatch")
+    assert allowed.returncode == 0, allowed.stderr
+
+
+HEADER = "scenario,repeat,status,samples_per_s,peak_mem_mb,error\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (None, "no such results file"),
+        ("", "the file is empty"),
+        (
+            "a,b\n1,2\n",
+            "not a gpubench results file (missing columns: scenario, repeat, status, "
+            "samples_per_s, peak_mem_mb)",
+        ),
+        (
+            HEADER + "baseline,1,ok,100,1000,\nbaseline,2,ok,fast,1000,\n",
+            "line 3: column 'samples_per_s' holds a non-numeric value 'fast'",
+        ),
+        (
+            HEADER + "baseline,1,ok,100,1000,\nbaseline,1,ok,101,1000,\n",
+            "duplicate rows for scenario 'baseline' repeat 1",
+        ),
+    ],
+    ids=["missing", "empty", "not-gpubench", "non-numeric", "duplicate"],
+)
+def test_entry_point_bad_input_exits_2_with_one_line(
+    tmp_path: Path, runs: dict[str, Path], text: str | None, problem: str
+) -> None:
+    bad = tmp_path / "bad" / "results.csv"
+    if text is not None:
+        bad.parent.mkdir()
+        bad.write_text(text)
+    done = gpubench("compare", runs["base"], bad)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == f"gpubench: error: {bad}: {problem}\n"

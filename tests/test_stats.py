@@ -1,0 +1,99 @@
+"""The hand-written Mann-Whitney U test, checked against brute-force enumeration."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from bench import stats
+from bench.stats import mann_whitney_p, mann_whitney_u
+
+
+def brute_force_p(x: list[float], y: list[float], alternative: str) -> float:
+    """P(U >= observed) ("greater") or P(U <= observed) ("less") over every relabelling."""
+    pooled, n = [*x, *y], len(x)
+    observed = mann_whitney_u(x, y)
+    hits = total = 0
+    for chosen in itertools.combinations(range(len(pooled)), n):
+        xs = [pooled[i] for i in chosen]
+        ys = [pooled[i] for i in range(len(pooled)) if i not in chosen]
+        u = mann_whitney_u(xs, ys)
+        hits += u >= observed if alternative == "greater" else u <= observed
+        total += 1
+    return hits / total
+
+
+def test_u_counts_pairs_and_half_ties() -> None:
+    assert mann_whitney_u([3, 4], [1, 2]) == 4.0
+    assert mann_whitney_u([1, 2], [3, 4]) == 0.0
+    assert mann_whitney_u([2, 5], [2, 1]) == 3.5  # 2>1, 5>2, 5>1, 2=2 counts a half
+
+
+def test_three_against_three_fully_separated() -> None:
+    # the smallest one-sided exact p at 3 vs 3 is 1 / C(6, 3) = 0.05; two-sided it is 0.1
+    assert mann_whitney_p([1, 2, 3], [4, 5, 6], "less") == 0.05
+    assert mann_whitney_p([4, 5, 6], [1, 2, 3], "greater") == 0.05
+    assert mann_whitney_p([1, 2, 3], [4, 5, 6], "two-sided") == pytest.approx(0.1)
+    assert mann_whitney_p([1, 2, 3], [4, 5, 6], "greater") == 1.0
+
+
+def test_known_exact_values() -> None:
+    assert mann_whitney_p([1, 2, 3, 4], [5, 6, 7, 8], "less") == pytest.approx(1 / 70)
+    # U = 2 at 3 vs 3: 4 of the 20 splits give U <= 2 (U = 0, 1, 2, 2)
+    assert mann_whitney_p([1, 2, 5], [3, 4, 6], "less") == pytest.approx(0.2)
+
+
+def test_identical_samples_are_never_significant() -> None:
+    same = [100.0, 100.0, 100.0]
+    assert mann_whitney_p(same, same, "greater") == 1.0
+    assert mann_whitney_p(same, same, "less") == 1.0
+
+
+def test_symmetry() -> None:
+    x, y = [1.0, 4.0, 4.0, 7.0], [2.0, 3.0, 4.0, 9.0, 9.5]
+    assert mann_whitney_p(x, y, "greater") == pytest.approx(mann_whitney_p(y, x, "less"))
+
+
+def test_exact_matches_brute_force_with_ties() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        x = [rng.choice([1.0, 2.0, 3.0, 3.0, 5.0]) for _ in range(rng.randint(1, 6))]
+        y = [rng.choice([1.0, 2.0, 4.0, 5.0]) for _ in range(rng.randint(1, 6))]
+        for alternative in ("greater", "less"):
+            assert mann_whitney_p(x, y, alternative) == pytest.approx(
+                brute_force_p(x, y, alternative), abs=1e-12
+            ), (x, y, alternative)
+
+
+def test_normal_approximation_is_close_to_exact_at_moderate_size() -> None:
+    rng = random.Random(3)
+    x = [rng.gauss(100, 5) for _ in range(20)]
+    y = [rng.gauss(103, 5) for _ in range(20)]
+    exact = mann_whitney_p(x, y, "less")
+    assert 0 < exact < 0.2
+    assert stats._normal_tail(x, y, "less") == pytest.approx(exact, abs=0.01)
+
+
+def test_large_samples_use_the_normal_approximation() -> None:
+    x = [float(v) for v in range(40)]
+    y = [v + 100.0 for v in x]
+    p = mann_whitney_p(x, y, "less")
+    assert 0 < p < 1e-12
+    assert mann_whitney_p(y, x, "less") == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "message"),
+    [([], [1.0], "at least one value"), ([1.0, math.nan], [1.0], "NaN")],
+)
+def test_bad_samples(x: list[float], y: list[float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        mann_whitney_p(x, y, "less")
+
+
+def test_unknown_alternative() -> None:
+    with pytest.raises(ValueError, match="unknown alternative"):
+        mann_whitney_p([1.0], [2.0], "sideways")  # type: ignore[arg-type]
