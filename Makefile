@@ -4,6 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUN_ARGS ?=
+BENCH_OUT ?= results/h200-bert-large
+BENCH_PARTS ?= full,throughput,faults,fidelity
 
 .PHONY: install run test test-gpu lint bench clean
 
@@ -29,6 +31,10 @@ lint: install
 	$(BIN)/ruff check bench tests tools benchmarks
 	$(BIN)/ruff format --check bench tests tools benchmarks
 	$(BIN)/mypy bench
+
+# The published GPU results (results/README.md); resumable, run again until it reports all parts done.
+bench: install
+	$(BIN)/python benchmarks/run_all.py --out $(BENCH_OUT) --parts $(BENCH_PARTS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

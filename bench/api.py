@@ -7,9 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import envinfo, matrix as matrix_mod, plan as plan_mod, runner
+from . import envinfo, runner
+from . import matrix as matrix_mod
+from . import plan as plan_mod
 from .errors import BadInput
 from .measure.nvml import Nvml
+from .models import resolve_model
 from .plan import RunPlan, RunRequest
 
 
@@ -26,6 +29,8 @@ def run(
     request: RunRequest,
     reporter: runner.Reporter | None = None,
     warn: Callable[[str], None] = lambda _msg: None,
+    record_db: str | None = None,
+    info: Callable[[str], None] = lambda _msg: None,
 ) -> tuple[RunPlan, runner.RunOutcome]:
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         plan, probe = plan_mod.prepare(request, Path(scratch))
@@ -39,6 +44,17 @@ def run(
                           command=request.command, matrix=plan.matrix)
     plan_mod.save_plan(plan, env)
     outcome = runner.execute(plan, gpu["name"] if gpu else None, reporter)
+    if outcome.rows:  # DIR/report.html: any failure is only a warning; results and exit code stand
+        try:
+            from .report_html import write_report
+
+            write_report(plan.out)
+        except Exception as exc:
+            warn(f"could not write the HTML report in {plan.out}: {exc}")
+    if record_db is not None:  # --record: store the run in the history; a store failure only warns
+        from .history.api import record_after_run
+
+        record_after_run(record_db, plan.out, interrupted=outcome.interrupted, warn=warn, info=info)
     return plan, outcome
 
 
@@ -46,6 +62,8 @@ def list_scenarios(matrix: str, overrides: dict[str, Any]) -> list[dict[str, Any
     """Each scenario of a matrix with what it changes versus the baseline (or the first scenario)."""
     m = matrix_mod.load_matrix(matrix)
     scenarios = matrix_mod.apply_overrides(m.scenarios, overrides)
+    for model in {s.model for s in scenarios}:
+        resolve_model(model, "cpu")  # an unknown model name is an error here too
     reference = next((s for s in scenarios if s.name == "baseline"), scenarios[0])
     return [
         {"scenario": s, "changes": matrix_mod.diff_from(s, reference), "reference": reference.name}
@@ -54,6 +72,7 @@ def list_scenarios(matrix: str, overrides: dict[str, Any]) -> list[dict[str, Any
 
 
 def environment(device: str = "auto") -> dict[str, Any]:
+    plan_mod.check_device_name(device)
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         probe = plan_mod.probe_torch(Path(scratch))
     resolved, uuid = plan_mod.resolve_device(device, probe)

@@ -4,6 +4,7 @@ Bad input is caught here (exit 2) so no GPU time is spent on a run that cannot b
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -35,6 +36,7 @@ class RunRequest:
     timeout_s: float = DEFAULT_TIMEOUT_S
     overrides: dict[str, Any] = field(default_factory=dict)  # samples, seq_len, warmup_steps, engine
     exclusive: bool = False
+    sample_memory: bool = True  # the NVML sampler thread in this process
     resume: Path | None = None
     command: list[str] = field(default_factory=list)
 
@@ -50,6 +52,7 @@ class RunPlan:
     out: Path
     timeout_s: float
     resume: bool = False
+    sample_memory: bool = True
 
     @property
     def results_csv(self) -> Path:
@@ -74,15 +77,23 @@ def probe_torch(scratch: Path) -> dict[str, Any]:
         [sys.executable, "-m", "bench.worker", "--probe", str(out)],
         timeout_s=PROBE_TIMEOUT_S, log_path=scratch / "probe.log", env=worker_env(None),
     )
+    if result.interrupted:  # Ctrl-C while torch was starting: stop, nothing ran
+        raise KeyboardInterrupt
     if result.returncode != 0 or not out.is_file():
         raise BadInput(f"cannot start torch in a child process: {tail(scratch / 'probe.log', 400).strip()}")
     data: dict[str, Any] = read_json(out)
     return data
 
 
+def check_device_name(requested: str) -> None:
+    if requested not in ("auto", "cpu", "cuda") and not (requested.startswith("cuda:") and requested[5:].isdigit()):
+        raise BadInput(f"--device {requested!r} is not one of auto, cpu, cuda, cuda:N")
+
+
 def resolve_device(requested: str, probe: dict[str, Any]) -> tuple[str, str | None]:
     """(device, GPU UUID) from auto|cpu|cuda|cuda:N; asking for a GPU that is not there is bad input."""
     devices = probe.get("devices", [])
+    given = requested  # for messages: what the user typed
     if requested == "cpu":
         return "cpu", None
     if requested == "auto":
@@ -91,14 +102,13 @@ def resolve_device(requested: str, probe: dict[str, Any]) -> tuple[str, str | No
         requested = "cuda:0"
     if requested == "cuda":
         requested = "cuda:0"
-    if not requested.startswith("cuda:") or not requested[5:].isdigit():
-        raise BadInput(f"--device {requested!r} is not one of auto, cpu, cuda, cuda:N")
+    check_device_name(requested)
     if not devices:
-        raise BadInput(f"--device {requested}: torch sees no CUDA GPU on this machine",
+        raise BadInput(f"--device {given}: torch sees no CUDA GPU on this machine",
                        hint="use --device cpu or auto")
     index = int(requested[5:])
     if index >= len(devices):
-        raise BadInput(f"--device {requested}: this machine has {len(devices)} CUDA GPU(s)")
+        raise BadInput(f"--device {given}: this machine has {len(devices)} CUDA GPU(s)")
     return requested, devices[index].get("uuid")
 
 
@@ -129,7 +139,18 @@ def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, .
     scenarios = matrix_mod.apply_overrides(m.scenarios, {**request.overrides, "model": request.model})
     scenarios = matrix_mod.select(scenarios, request.only, str(m.path))
     models = sorted({resolve_model(s.model, device) for s in scenarios})  # checks each one
+    for resolved in models:
+        if Path(resolved).is_dir():
+            check_checkpoint(Path(resolved))
     return m.name, scenarios, models[0] if len(models) == 1 else ", ".join(models)
+
+
+def check_checkpoint(path: Path) -> None:
+    """A local checkpoint is loaded from safetensors only (no pickle), so it must have them."""
+    if not any(path.glob("*.safetensors")):
+        raise BadInput(f"model directory {path} has no .safetensors weights",
+                       hint="gpubench loads local checkpoints from safetensors only (never pickle); "
+                       "save it with save_pretrained(..., safe_serialization=True)")
 
 
 def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]]:
@@ -140,17 +161,26 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         raise BadInput(f"--timeout {request.timeout_s} must be a positive number of seconds")
     if request.resume is not None:
         return _resume(request, scratch)
-    # Parse the matrix before starting any child: a typo costs nothing.
-    matrix_mod.load_matrix(request.matrix or "full")
-    probe = probe_torch(scratch)
-    device, uuid = resolve_device(request.device, probe)
-    name, scenarios, model = _scenarios(request, device)
+    # Check matrix, settings, --only, models and --out before starting any child: a typo costs nothing.
+    _scenarios(request, "cpu")
+    check_device_name(request.device)
     out = request.out or Path("results") / datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
     if (out / RESULTS_CSV).exists():
         raise BadInput(f"--out {out} already holds a results.csv",
                        hint=f"use --resume {out} to finish it, or choose another --out")
+    created = not out.exists()
     check_writable(out)
-    plan = RunPlan(name, scenarios, request.repeats, device, uuid, model, out, request.timeout_s)
+    try:
+        probe = probe_torch(scratch)
+        device, uuid = resolve_device(request.device, probe)
+        name, scenarios, model = _scenarios(request, device)
+    except BaseException:
+        if created:  # leave no empty result directory behind
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
+    plan = RunPlan(name, scenarios, request.repeats, device, uuid, model, out, request.timeout_s,
+                   sample_memory=request.sample_memory)
     return plan, probe
 
 
@@ -167,6 +197,13 @@ def _resume(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         timeout_s = float(saved["timeout_s"])
     except (ValueError, KeyError, TypeError) as exc:
         raise BadInput(f"{saved_path}: unreadable ({type(exc).__name__}: {exc})") from None
+    changed = [flag for flag, given in (("--model", request.model), ("--only", request.only),
+                                        *((f"--{k.replace('_', '-')}", v) for k, v in request.overrides.items()))
+               if given is not None]
+    if request.matrix is None and changed:
+        raise BadInput(f"--resume {out}: {', '.join(changed)} would change the run's scenarios",
+                       hint="resume without them (the run's own scenarios.json is used), "
+                       "or also give the same --matrix to check they still match")
     if request.matrix is not None:
         _, current, _ = _scenarios(request, device)
         if [s.settings() for s in current] != [s.settings() for s in scenarios]:
@@ -174,11 +211,18 @@ def _resume(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
                 f"--resume {out}: matrix '{request.matrix}' no longer matches the run's scenarios",
                 hint="resume without --matrix to finish the run as it was planned",
             )
+    for resolved in {resolve_model(s.model, device) for s in scenarios}:  # still there?
+        if Path(resolved).is_dir():
+            check_checkpoint(Path(resolved))
     probe = probe_torch(scratch)
     device, uuid = resolve_device(device, probe)
     check_writable(out)
+    for stale in out.glob(".*.tmp"):  # an atomic write cut short by a SIGKILL
+        stale.unlink(missing_ok=True)
     name = str(saved.get("matrix", ""))
-    return RunPlan(name, scenarios, repeats, device, uuid, model, out, timeout_s, resume=True), probe
+    plan = RunPlan(name, scenarios, repeats, device, uuid, model, out, timeout_s, resume=True,
+                   sample_memory=request.sample_memory)
+    return plan, probe
 
 
 def save_plan(plan: RunPlan, env: dict[str, Any]) -> None:

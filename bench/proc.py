@@ -3,13 +3,15 @@ the whole process group killed on timeout or interrupt (dataloader and compile w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,56 @@ class ProcResult:
     wall_s: float
     timed_out: bool = False
     interrupted: bool = False
+
+
+class Interrupts:
+    """The parent's Ctrl-C policy while it runs scenarios (SIGINT, and SIGTERM like it).
+
+    A first Ctrl-C while a worker runs stops that worker at once (KeyboardInterrupt in the wait);
+    one that arrives anywhere else (between scenarios, while a row is being saved) is held, so the
+    row being saved is never lost, and the run stops before the next scenario. A second Ctrl-C
+    raises KeyboardInterrupt wherever it lands: exit at once (writes are atomic, so the results
+    file stays valid)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.presses = 0
+        self.armed = False
+        self._previous: dict[int, object] = {}
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        self.presses += 1
+        if self.armed or self.presses > 1:
+            raise KeyboardInterrupt
+
+    @property
+    def requested(self) -> bool:
+        return self.presses > 0
+
+    def __enter__(self) -> Interrupts:
+        try:
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handler)
+        except ValueError:  # not the main thread: leave signals alone
+            pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    @contextlib.contextmanager
+    def armed_while(self) -> Iterator[None]:
+        """Within this block a Ctrl-C (even one held from before) raises KeyboardInterrupt."""
+        self.armed = True
+        try:
+            if self.presses:
+                raise KeyboardInterrupt
+            yield
+        finally:
+            self.armed = False
 
 
 def kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
@@ -32,10 +84,8 @@ def kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
             break
         except subprocess.TimeoutExpired:
             continue
-    try:  # the leader may be gone while its children live on
+    with contextlib.suppress(ProcessLookupError):  # the leader may be gone while its children live on
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def run_subprocess(
@@ -46,8 +96,12 @@ def run_subprocess(
     env: dict[str, str] | None = None,
     on_start: Callable[[int], None] | None = None,
     grace_s: float = 5.0,
+    interrupts: Interrupts | None = None,
 ) -> ProcResult:
-    """Run `cmd` with stdout+stderr to `log_path`; wait at most `timeout_s` seconds."""
+    """Run `cmd` with stdout+stderr to `log_path`; wait at most `timeout_s` seconds.
+
+    Ctrl-C (KeyboardInterrupt) while waiting kills the child's group and returns interrupted=True;
+    a second one during that kill is re-raised. With `interrupts`, a held Ctrl-C also counts."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with open(log_path, "wb") as log:
@@ -58,7 +112,8 @@ def run_subprocess(
     try:
         if on_start is not None:
             on_start(proc.pid)
-        returncode = proc.wait(timeout=timeout_s)
+        with interrupts.armed_while() if interrupts else contextlib.nullcontext():
+            returncode = proc.wait(timeout=timeout_s)
         return ProcResult(returncode, time.monotonic() - start)
     except subprocess.TimeoutExpired:
         kill_group(proc, grace_s)

@@ -32,6 +32,7 @@ SPEED_COLUMNS = [
     "first_step_s",  # first optimizer step (kernel selection, compilation)
     "warmup_s",  # training start to window start
     "train_loop_s",  # training start to last step end
+    "fp32_matmul_precision",  # CUDA fp32 matmuls after training: ieee (plain fp32) or tf32
     "trainer_runtime_s",  # the Trainer's own train_runtime (whole epoch, warm-up included)
     "trainer_samples_per_s",  # the Trainer's own train_samples_per_second
 ]
@@ -50,6 +51,18 @@ MEMORY_COLUMNS = [
     "torch_alloc_after_backward_mb",
     "torch_alloc_after_optimizer_step_mb",
 ]
+PREDICTED_COLUMNS = [  # bench/memory_model.py: arithmetic on the model config, before running (docs/memory.md)
+    "pred_weights_mb",
+    "pred_autocast_copies_mb",
+    "pred_grads_mb",
+    "pred_optimizer_mb",
+    "pred_optimizer_temp_mb",
+    "pred_activations_mb",
+    "pred_workspace_mb",
+    "pred_peak_allocated_mb",  # compare with torch_max_allocated_mb
+    "pred_peak_phase",
+    "pred_peak_error_pct",  # (predicted - measured torch_max_allocated_mb) / measured x 100
+]
 FLOP_COLUMNS = ["model_params", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu", "peak_source"]
 OTHER_COLUMNS = [
     "final_loss",
@@ -57,15 +70,19 @@ OTHER_COLUMNS = [
     "nonfinite_losses",
     "worker_wall_s",  # the subprocess's whole life
     "startup_s",  # launch to first training step
+    "startup_breakdown",  # JSON: seconds per start-up step (interpreter, imports, CUDA, model, data, engine)
     "overhead_s",  # worker_wall_s - train_loop_s
     "exit_code",
     "started_at",
     "stderr_tail",
 ]
-COLUMNS = ID_COLUMNS + SETTING_COLUMNS + SPEED_COLUMNS + MEMORY_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
-NUMERIC_COLUMNS = [c for c in SPEED_COLUMNS + MEMORY_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
+COLUMNS = (ID_COLUMNS + SETTING_COLUMNS + SPEED_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS
+           + OTHER_COLUMNS)
+NUMERIC_COLUMNS = [c for c in SPEED_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
                    if c not in ("peak_mem_source", "peak_source", "loss_finite", "started_at",
-                                "stderr_tail")]
+                                "stderr_tail", "fp32_matmul_precision", "startup_breakdown",
+                                "pred_peak_phase")]
+NAN_WORDS = ("nan", "-nan", "na", "n/a", "null", "none", "<na>")  # numeric cells that mean missing
 REQUIRED_COLUMNS = ["scenario", "repeat", "status", "samples_per_s", "peak_mem_mb"]
 
 
@@ -88,7 +105,8 @@ def read_results(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise BadInput(f"{path}: no such results file")
     try:
-        frame = pd.read_csv(path)
+        # Only an empty cell is missing: a scenario may be called "NA", "nan" or "1".
+        frame = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"scenario": str})
     except pd.errors.EmptyDataError:
         raise BadInput(f"{path}: the file is empty") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
@@ -98,7 +116,8 @@ def read_results(path: Path) -> pd.DataFrame:
         raise BadInput(f"{path}: not a gpubench results file (missing columns: {', '.join(missing)})")
     for column in [c for c in NUMERIC_COLUMNS if c in frame.columns]:
         converted = pd.to_numeric(frame[column], errors="coerce")
-        bad = frame[column].notna() & converted.isna()
+        spelled_nan = frame[column].astype(str).str.strip().str.lower().isin(NAN_WORDS)
+        bad = frame[column].notna() & converted.isna() & ~spelled_nan
         if bad.any():
             row = int(bad.idxmax()) + 2  # header is line 1
             raise BadInput(

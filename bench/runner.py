@@ -11,13 +11,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from . import memory_model
 from .errors import ExitCode
 from .fsio import atomic_write_json, read_json
 from .measure import flops, hostmem
 from .measure.nvml import MemoryPeaks, MemorySampler, Nvml
 from .models import resolve_model
 from .plan import RunPlan, worker_env
-from .proc import run_subprocess, tail
+from .proc import Interrupts, run_subprocess, tail
 from .results import FAILED_STATUSES, FINAL_STATUSES, read_results, write_results
 from .scenario import Scenario
 
@@ -52,19 +53,24 @@ def execute(plan: RunPlan, gpu_name: str | None, reporter: Reporter | None = Non
     nvml = Nvml(plan.gpu_uuid) if plan.gpu_uuid else None
     reporter.start(total=len(todo) + len(done), done=len(done))
     interrupted = False
-    try:
-        for repeat, sc in todo:
-            reporter.scenario_start(sc, repeat)
-            row = run_one(plan, sc, repeat, nvml, gpu_name)
-            rows.append(row)
-            rows.sort(key=lambda r: (order.get(r["scenario"], 1 << 30), int(r["repeat"])))
-            write_results(plan.results_csv, rows)
-            reporter.scenario_end(row)
-            if row["status"] == "interrupted":
-                interrupted = True
-                break
-    finally:
-        reporter.finish()
+    ctrl_c = Interrupts()
+    with ctrl_c:
+        try:
+            for repeat, sc in todo:
+                if ctrl_c.requested:  # a Ctrl-C held while the last row was saved
+                    interrupted = True
+                    break
+                reporter.scenario_start(sc, repeat)
+                row = run_one(plan, sc, repeat, nvml, gpu_name, ctrl_c)
+                rows.append(row)
+                rows.sort(key=lambda r: (order.get(r["scenario"], 1 << 30), int(r["repeat"])))
+                write_results(plan.results_csv, rows)
+                reporter.scenario_end(row)
+                if row["status"] == "interrupted" or ctrl_c.requested:
+                    interrupted = True
+                    break
+        finally:
+            reporter.finish()
     if interrupted:
         return RunOutcome(rows, ExitCode.INTERRUPTED, True)
     failed = any(r["status"] in FAILED_STATUSES for r in rows)
@@ -84,7 +90,8 @@ def _isnan(value: Any) -> bool:
     return isinstance(value, float) and value != value
 
 
-def run_one(plan: RunPlan, sc: Scenario, repeat: int, nvml: Nvml | None, gpu_name: str | None) -> dict[str, Any]:
+def run_one(plan: RunPlan, sc: Scenario, repeat: int, nvml: Nvml | None, gpu_name: str | None,
+            interrupts: Interrupts | None = None) -> dict[str, Any]:
     """One scenario x repeat in a fresh worker process; always returns a row."""
     workdir = plan.out / "work" / f"{sc.name}-r{repeat}"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -95,7 +102,7 @@ def run_one(plan: RunPlan, sc: Scenario, repeat: int, nvml: Nvml | None, gpu_nam
     launched_at = time.time()
     atomic_write_json(spec_path, {"scenario": sc.settings(), "device": device, "model": model,
                                   "repeat": repeat, "launched_at": launched_at})
-    sampler = MemorySampler(nvml) if nvml else None
+    sampler = MemorySampler(nvml) if nvml and plan.sample_memory else None
     if sampler is not None:
         sampler.idle_mb = nvml.used_mb() if nvml else 0.0
     kills_before = hostmem.oom_kills()
@@ -105,12 +112,15 @@ def run_one(plan: RunPlan, sc: Scenario, repeat: int, nvml: Nvml | None, gpu_nam
         log_path=plan.out / "logs" / f"{sc.name}-r{repeat}.log",
         env=worker_env(plan.gpu_uuid),
         on_start=sampler.start if sampler else None,
+        interrupts=interrupts,
     )
     peaks = sampler.stop() if sampler else None
     status, error, figures = _outcome(proc, result_path, plan.timeout_for(sc), kills_before)
     row = _row(sc, repeat, model, plan.device, status, error, figures, peaks)
+    tf32 = sc.tf32 or figures.get("fp32_matmul_precision") == "tf32"
     row.update(flops.figures(model, figures.get("model_params"), sc.seq_len, row.get("samples_per_s"),
-                             gpu_name, sc.precision, sc.tf32))
+                             gpu_name, sc.precision, tf32))
+    row.update(memory_model.predicted_columns(sc, model, figures))
     row["started_at"] = datetime.fromtimestamp(launched_at, UTC).isoformat(timespec="seconds")
     row["worker_wall_s"] = proc.wall_s
     if row.get("train_loop_s") is not None:
@@ -121,25 +131,40 @@ def run_one(plan: RunPlan, sc: Scenario, repeat: int, nvml: Nvml | None, gpu_nam
     return row
 
 
-def _outcome(proc: Any, result_path: Path, timeout_s: float, kills_before: int | None) -> tuple[str, str, dict[str, Any]]:
-    if proc.interrupted:
-        return "interrupted", "stopped by Ctrl-C (SIGINT); the worker and its children were killed", {}
+def _outcome(proc: Any, result_path: Path, timeout_s: float,
+             kills_before: int | None) -> tuple[str, str, dict[str, Any]]:
+    result = _read_result(result_path)
+    if proc.interrupted and not isinstance(result, tuple):  # a worker that had finished keeps its row
+        return "interrupted", "stopped by Ctrl-C (SIGINT) or SIGTERM; the worker and its children were killed", {}
     if proc.timed_out:
         return "timeout", f"no result within the {timeout_s:g} s timeout; the worker and its children were killed", {}
-    if result_path.is_file():
-        try:
-            result = read_json(result_path)
-            return str(result["status"]), str(result.get("reason", "")), dict(result.get("figures") or {})
-        except (ValueError, KeyError, OSError) as exc:
-            return "crashed", f"unreadable worker result: {exc}", {}
+    if isinstance(result, tuple):
+        return result
+    if result is not None:
+        return "crashed", f"unreadable worker result: {result}", {}
     code = proc.returncode
     if code is not None and code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         kills_after = hostmem.oom_kills()
-        if -code == signal.SIGKILL and kills_before is not None and kills_after is not None and kills_after > kills_before:
+        oom_killed = kills_before is not None and kills_after is not None and kills_after > kills_before
+        if -code == signal.SIGKILL and oom_killed:
             return "oom", "killed by the kernel's OOM killer (host memory)", {}
         return "crashed", f"worker killed by signal {name} before writing a result", {}
     return "crashed", f"worker exited with code {code} without writing a result", {}
+
+
+def _read_result(path: Path) -> tuple[str, str, dict[str, Any]] | str | None:
+    """The worker's (status, reason, figures); a string saying why it is unreadable; None if absent."""
+    if not path.is_file():
+        return None
+    try:
+        result = read_json(path)
+        status, reason, figures = result["status"], result.get("reason", ""), result.get("figures") or {}
+    except (ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if status not in FINAL_STATUSES or not isinstance(figures, dict):
+        return f"status {status!r}, figures of type {type(figures).__name__}"
+    return str(status), str(reason), figures
 
 
 def _row(sc: Scenario, repeat: int, model: str, device: str, status: str, error: str,
@@ -159,6 +184,8 @@ def _row(sc: Scenario, repeat: int, model: str, device: str, status: str, error:
             "peak_mem_mb": peaks.peak_mb,
             "peak_mem_source": peaks.source,
         })
+    elif device != "cpu" and figures.get("torch_max_reserved_mb") is not None:  # NVML sampling off
+        row.update({"peak_mem_mb": figures["torch_max_reserved_mb"], "peak_mem_source": "torch-reserved"})
     elif figures.get("rss_peak_mb") is not None:
         row.update({"peak_mem_mb": figures["rss_peak_mb"], "peak_mem_source": "rss"})
     return row

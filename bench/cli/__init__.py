@@ -9,7 +9,7 @@ import sys
 import typer
 
 from ..errors import ExitCode, GpubenchError
-from . import compare_cmd, run_cmd
+from . import compare_cmd, history_cmd, predict_cmd, report_cmd, run_cmd
 
 app = typer.Typer(
     name="gpubench",
@@ -21,6 +21,9 @@ app = typer.Typer(
 )
 run_cmd.register(app)
 compare_cmd.register(app)
+history_cmd.register(app)
+predict_cmd.register(app)
+report_cmd.register(app)
 
 
 def main() -> None:

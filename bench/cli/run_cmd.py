@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,7 +16,8 @@ from ..plan import DEFAULT_TIMEOUT_S, RunRequest
 from ..progress import RichReporter
 from ..report import summary_table
 from ..results import summarize, to_frame
-from .options import MatrixOpt, ModelOpt
+from .history_cmd import DbOpt, db_target
+from .options import MatrixOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -38,6 +40,11 @@ def run(
     engine: Annotated[str | None, typer.Option(help="trainer or accelerate, for every scenario.")] = None,
     exclusive: Annotated[bool, typer.Option(help="Refuse to run if other processes use the GPU.")] = False,
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted run in this directory.")] = None,
+    memory_sampling: Annotated[bool, typer.Option(help="Sample GPU memory with NVML at ~200 Hz (off: to measure its cost).")] = True,
+    record: Annotated[bool, typer.Option(
+        "--record", help="Store the run in the history database (`gpubench history`); a failure there only warns.",
+    )] = False,
+    db: DbOpt = None,
 ) -> None:
     """Run a matrix of training scenarios, each in its own subprocess.
 
@@ -50,20 +57,32 @@ def run(
     2 bad input, nothing ran; 130 interrupted (finished scenarios saved; finish with --resume DIR).
     """
     err = Console(stderr=True)
+    _sigterm_as_interrupt()
     request = RunRequest(
         matrix=matrix, model=model, device=device,
         only=[s.strip() for s in only.split(",") if s.strip()] if only else None,
         repeats=repeats, out=out, timeout_s=timeout,
         overrides={"samples": samples, "seq_len": seq_len, "warmup_steps": warmup_steps, "engine": engine},
-        exclusive=exclusive, resume=resume, command=["gpubench", *sys.argv[1:]],
+        exclusive=exclusive, resume=resume, sample_memory=memory_sampling, command=["gpubench", *sys.argv[1:]],
     )
-    plan, outcome = api.run(request, RichReporter(err), warn=lambda m: err.print(f"[yellow]warning:[/yellow] {m}"))
+    plan, outcome = api.run(request, RichReporter(err), warn=lambda m: err.print(f"[yellow]warning:[/yellow] {m}"),
+                            record_db=db_target(db) if record else None,
+                            info=lambda m: err.print(m, highlight=False, markup=False))
     summary = summarize(to_frame(outcome.rows))
     Console(width=None if sys.stdout.isatty() else 160).print(summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})"))
     err.print(f"results: {plan.results_csv}")
     if outcome.interrupted:
         err.print(f"interrupted: finish the run with `gpubench run --resume {plan.out}`")
     raise typer.Exit(int(outcome.exit_code))
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM (a CI job's timeout, `kill`) stops the run like Ctrl-C: worker killed, rows saved."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def list_cmd(

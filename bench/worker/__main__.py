@@ -6,12 +6,45 @@ and stderr are logs. A worker that dies without writing it is reported by the pa
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 from ..fsio import atomic_write_json, read_json
+
+PROCESS_START = time.time()
+
+
+def _die_with_parent() -> None:
+    """Linux: be killed when the parent dies, even by SIGKILL, so no orphan keeps the GPU busy."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import os
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the call above
+            os._exit(1)
+    except Exception:
+        pass
+
+
+def _warm_cuda() -> None:
+    """Create the CUDA context in a thread while the main thread imports transformers."""
+    try:
+        import torch
+
+        torch.empty(1, device="cuda")
+    except Exception:  # the main thread will meet the same error and report it
+        pass
 
 
 def classify(exc: BaseException) -> dict[str, Any]:
@@ -33,12 +66,28 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m bench.worker SPEC.json RESULT.json | --probe OUT.json", file=sys.stderr)
         return 2
+    _die_with_parent()
     spec_path, result_path = Path(argv[0]), Path(argv[1])
     spec = read_json(spec_path)
-    from .run import Skip, memory_figures, run
+    # The log's first line, so a crash's stderr tail always says what was running.
+    print(f"gpubench worker: pid {os.getpid()}, scenario '{spec['scenario'].get('name')}' "
+          f"repeat {spec.get('repeat')} on {spec.get('device')}, model {spec.get('model')}",
+          file=sys.stderr, flush=True)
+    marks = {"interpreter": PROCESS_START}
+    warm = None
+    if str(spec.get("device", "")).startswith("cuda"):
+        warm = threading.Thread(target=_warm_cuda, name="cuda-warm", daemon=True)
+        warm.start()
+    from .run import Skip, memory_figures, preload, run
 
+    with contextlib.suppress(Exception):  # an import error is reported where the import is needed
+        preload(spec["scenario"].get("engine", "trainer"))
+    marks["imports"] = time.time()
+    if warm is not None:
+        warm.join()
+        marks["cuda_context"] = time.time()
     try:
-        result = run(spec, scratch=result_path.parent / "scratch")
+        result = run(spec, scratch=result_path.parent / "scratch", marks=marks)
     except Skip as exc:
         result = {"status": "skipped", "reason": str(exc), "figures": {}}
     except Exception as exc:  # recorded as a row; the parent's run goes on

@@ -17,6 +17,7 @@ from . import accelerate_engine, trainer_engine
 from .clock import StepClock
 from .data import make_dataset
 from .model import build_model, count_parameters
+from .precision import matmul_precision, set_tf32
 from .tracking import MB, LossTracker, MemoryPhases
 
 ENGINES = {"trainer": trainer_engine.train, "accelerate": accelerate_engine.train}
@@ -62,18 +63,33 @@ def inject(fault: str, model: Any) -> None:
         os._exit(3)
 
 
-def run(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
+def preload(engine: str) -> None:
+    """Import what the engine needs (while a thread creates the CUDA context)."""
+    import transformers.models.bert.modeling_bert  # noqa: F401
+
+    if engine == "trainer":
+        import transformers.trainer  # noqa: F401
+    else:
+        import accelerate  # noqa: F401
+
+
+def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = None) -> dict[str, Any]:
+    """Train one scenario. `marks` holds wall times of the process's start-up steps so far."""
+    marks = dict(marks or {})
     sc = Scenario(**spec["scenario"])
     device = torch.device(spec["device"])
     check_runnable(sc, device)
     torch.manual_seed(sc.seed)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-        torch.set_float32_matmul_precision("high" if sc.tf32 else "highest")
+        set_tf32(sc.tf32)
+        torch.empty(1, device=device)  # the CUDA context, unless a start-up thread made it already
+    marks["cuda_ready"] = time.time()
 
     phases = MemoryPhases(device)
     model = build_model(spec["model"], device, sc.attn_implementation)
     phases.mark("model_built")
+    marks["model_built"] = time.time()
     if sc.inject_fault == "nan":
         with torch.no_grad():
             for p in model.parameters():
@@ -81,6 +97,7 @@ def run(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
     if not sc.compile:
         model.register_forward_hook(lambda *_: phases.mark("after_forward"))
     dataset = make_dataset(sc.samples, sc.seq_len, model.config.vocab_size, sc.seed, sc.data_source)
+    marks["data_built"] = time.time()
 
     clock = StepClock(
         device,
@@ -100,6 +117,10 @@ def run(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
         "model_params": count_parameters(model),
         # from the parent's launch of this process to the first training step
         "startup_s": (clock.wall_begin or time.time()) - spec["launched_at"],
+        "startup_breakdown": startup_breakdown(spec["launched_at"], marks, clock.wall_begin),
+        # what the matmuls really ran in: a library may change it (the Trainer turns TF32 on
+        # for torch_compile unless told otherwise)
+        "fp32_matmul_precision": matmul_precision() if device.type == "cuda" else "",
     }
     figures.update(memory_figures(device))
     status = "ok" if figures["loss_finite"] and figures["nonfinite_losses"] == 0 else "diverged"
@@ -107,6 +128,16 @@ def run(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
         f"{figures['nonfinite_losses']} non-finite losses; final loss {figures['final_loss']}"
     )
     return {"status": status, "reason": reason, "figures": figures}
+
+
+def startup_breakdown(launched_at: float, marks: dict[str, float], train_begin: float | None) -> str:
+    """Seconds spent in each start-up step, in order, as JSON (a results column)."""
+    import json
+
+    steps = [("launched", launched_at), *sorted(marks.items(), key=lambda kv: kv[1])]
+    if train_begin:
+        steps.append(("train_begin", train_begin))
+    return json.dumps({name: round(t - prev, 3) for (_, prev), (name, t) in zip(steps, steps[1:], strict=False)})
 
 
 def memory_figures(device: torch.device) -> dict[str, Any]:

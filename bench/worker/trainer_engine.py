@@ -57,6 +57,9 @@ def train(
         dataloader_pin_memory=sc.pin_memory,
         dataloader_drop_last=True,
         torch_compile=sc.compile,
+        # Explicit on CUDA: left at None, the Trainer turns TF32 on by itself for torch_compile,
+        # which would mix two techniques in one row.
+        tf32=sc.tf32 if device.type == "cuda" else None,
         num_train_epochs=1,
         seed=sc.seed,
         use_cpu=device.type == "cpu",

@@ -1,0 +1,234 @@
+"""`gpubench history ...`: runs stored in a database, trends, and regressions over time.
+
+The store (bench.history) is imported inside each command, so `gpubench --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from ..history import DB_ENV, DEFAULT_DB
+from .options import OutputFormat
+
+if TYPE_CHECKING:
+    from ..history.judge import Params
+
+
+class Metric(StrEnum):
+    samples_per_s = "samples_per_s"
+    step_time_median_ms = "step_time_median_ms"
+    peak_mem_mb = "peak_mem_mb"
+    final_loss = "final_loss"
+
+
+class AcceptMetric(StrEnum):
+    samples_per_s = "samples_per_s"
+    step_time_median_ms = "step_time_median_ms"
+    peak_mem_mb = "peak_mem_mb"
+    status = "status"
+
+
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        envvar=DB_ENV,
+        show_default=False,
+        help=f"The history store: a SQLite file path or a postgresql:// URL (env {DB_ENV}; default {DEFAULT_DB}).",
+    ),
+]
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
+WindowOpt = Annotated[int, typer.Option("--window", min=1, help="Earlier runs of a series in its baseline (median).")]
+ThresholdOpt = Annotated[
+    float,
+    typer.Option("--threshold", min=0.0, help="Speed threshold in % (samples_per_s, step_time_median_ms)."),
+]
+MemoryThresholdOpt = Annotated[float, typer.Option("--memory-threshold", min=0.0, help="Peak memory threshold in %.")]
+RunOpt = Annotated[
+    str | None,
+    typer.Option("--run", help="A run id (see `history list`) or a stored result directory. Default: the newest run."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    history = typer.Typer(
+        name="history",
+        help="Store every run in a database (a SQLite file or PostgreSQL) and judge new runs against "
+        "the history of each scenario. Example: gpubench history check",
+        no_args_is_help=True,
+    )
+    history.command("list")(list_command)
+    history.command("show")(show_command)
+    history.command("check")(check_command)
+    history.command("import")(import_command)
+    history.command("accept")(accept_command)
+    app.add_typer(history, name="history")
+
+
+def db_target(db: str | None) -> str:
+    """--db or $GPUBENCH_DB (read by the option), else the default SQLite file."""
+    return db if db else DEFAULT_DB
+
+
+def _stdout() -> Console:
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _params(window: int, threshold: float, memory_threshold: float, consecutive: int = 2) -> Params:
+    from ..compare import Thresholds
+    from ..history.judge import Params
+
+    return Params(
+        window=window, consecutive=consecutive, thresholds=Thresholds(speed_pct=threshold, memory_pct=memory_threshold)
+    )
+
+
+def list_command(
+    db: DbOpt = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="The newest N runs; 0: all.")] = 20,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """List the stored runs, newest first: date, git commit, GPU, versions, status.
+
+    Example: gpubench history list --limit 10
+    """
+    from ..history import api, render
+
+    runs = api.list_runs(db_target(db), limit or None)
+    if fmt is OutputFormat.table:
+        _stdout().print(render.runs_table(runs, f"{len(runs)} runs in {db_target(db)}"))
+    else:
+        typer.echo(render.render_records(render.run_rows(runs), render.RUN_COLUMNS, fmt.value), nl=False)
+
+
+def show_command(
+    scenario: Annotated[str, typer.Option("--scenario", "-s", help="The scenario to show.")],
+    metric: Annotated[Metric, typer.Option("--metric", "-m", help="The figure to show.")] = Metric.samples_per_s,
+    db: DbOpt = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="Only runs on this GPU model (e.g. 'NVIDIA H200').")] = None,
+    last: Annotated[int, typer.Option("--last", min=0, help="Show the newest N runs of each series; 0: all.")] = 30,
+    window: WindowOpt = 7,
+    threshold: ThresholdOpt = 5.0,
+    memory_threshold: MemoryThresholdOpt = 2.0,
+    fmt: FormatOpt = OutputFormat.table,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also draw the chart into this SVG file (needs matplotlib).")
+    ] = None,
+) -> None:
+    """Show a scenario's series over time: a table and a sparkline (or an SVG chart).
+
+    Each point is judged as `history check` would judge it: flagged (!) when beyond the
+    threshold against the median of the earlier runs since the last accepted step (|).
+    A scenario run on several GPU models or with other settings has one series for each.
+
+    Example: gpubench history show --scenario bf16 --metric samples_per_s -o bf16.svg
+    """
+    from ..history import api, chart, render
+
+    views = api.show(
+        db_target(db), scenario, metric.value, _params(window, threshold, memory_threshold), gpu=gpu, last=last or None
+    )
+    if output is not None:
+        chart.write_svg(views, output, f"{scenario}: {metric.value}")
+        Console(stderr=True).print(f"gpubench: wrote {output}", highlight=False, markup=False)
+    if fmt is OutputFormat.table:
+        render.print_series(views, _stdout())
+    else:
+        typer.echo(render.render_records(render.point_rows(views), render.POINT_COLUMNS, fmt.value), nl=False)
+
+
+def check_command(
+    db: DbOpt = None,
+    run: RunOpt = None,
+    consecutive: Annotated[
+        int,
+        typer.Option(
+            "--consecutive",
+            min=1,
+            help="Fail when the newest N runs of a series are all flagged (1: a single run fails).",
+        ),
+    ] = 2,
+    window: WindowOpt = 7,
+    threshold: ThresholdOpt = 5.0,
+    memory_threshold: MemoryThresholdOpt = 2.0,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Judge the newest run against the history of each of its scenarios; exit 1 on a regression.
+
+    Per series (scenario, settings, GPU model, model) and metric, the baseline is the median of
+    the last --window runs since the last accepted step. A run is flagged when its median is
+    beyond the threshold (5% speed, 2% peak memory) the wrong way and, with 3 or more ok
+    repeats, a one-sided Mann-Whitney U test of its repeats against the baseline's confirms it.
+    A regression is a series flagged in its newest --consecutive runs (default 2), so one
+    noisy night alone does not fail. A scenario failing after ok runs counts the same way.
+
+    Example: gpubench history check --format markdown >> "$GITHUB_STEP_SUMMARY"
+
+    Exit codes: 0 no regression; 1 a regression or new failure; 2 bad input (no store, a
+    corrupt or foreign database, an unknown run); 3 the run has no comparable history.
+    """
+    from ..history import api, render
+
+    result = api.check(db_target(db), _params(window, threshold, memory_threshold, consecutive), run=run)
+    err = Console(stderr=True)
+    for note in result.notes:
+        err.print(f"gpubench: note: {note}", highlight=False, markup=False, soft_wrap=True)
+    if fmt is OutputFormat.table:
+        _stdout().print(render.check_table(result))
+    else:
+        typer.echo(render.render_check(result, fmt.value), nl=False)
+    raise typer.Exit(result.exit_code)
+
+
+def import_command(
+    dirs: Annotated[
+        list[Path], typer.Argument(help="Result directories (each with results.csv and env.json).", exists=True)
+    ],
+    db: DbOpt = None,
+) -> None:
+    """Add existing result directories to the history; a directory stored before is skipped.
+
+    The result directories stay the source of truth: the database can be rebuilt from them.
+
+    Example: gpubench history import results/2026-11-29T10-00-00/ results/nightly/
+    """
+    from ..history import api
+
+    for item in api.import_dirs(db_target(db), dirs):
+        what = "stored" if item.created else "already stored"
+        typer.echo(f"run {item.run_id}: {what} {item.path} ({item.scenarios} scenarios)")
+
+
+def accept_command(
+    note: Annotated[str, typer.Option("--note", help="Why the change is intended (e.g. 'torch 2.12 upgrade').")],
+    scenario: Annotated[
+        list[str] | None,
+        typer.Option("--scenario", "-s", help="A scenario to accept (repeatable). Default: every scenario of the run."),
+    ] = None,
+    metric: Annotated[
+        AcceptMetric | None, typer.Option("--metric", help="Accept only this metric. Default: all, and the status.")
+    ] = None,
+    run: RunOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Accept a run's level as the new normal (a deliberate upgrade, a new driver).
+
+    From that run on, baselines are counted again from it, so the intended step is not a
+    regression; `history show` marks it.
+
+    Example: gpubench history accept --scenario bf16 --note "torch 2.12: new SDPA kernels"
+    """
+    from ..history import api
+
+    found, steps = api.accept(
+        db_target(db), note, scenarios=scenario or (), metric=metric.value if metric else None, run=run
+    )
+    what = metric.value if metric else "all metrics"
+    for step in steps:
+        typer.echo(f"accepted: {step['scenario']} ({what}) from run {found['id']} on: {step['note']}")

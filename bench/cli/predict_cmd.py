@@ -1,0 +1,95 @@
+"""`gpubench predict`: each scenario's memory, by term and phase, before running it (no GPU needed)."""
+
+from __future__ import annotations
+
+import io
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from .. import memory_model
+from ..fsio import atomic_write_text
+from ..memory import render
+from .options import MatrixOpt, OutputFileOpt
+
+
+class PredictFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("predict")(predict)
+
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="bert-large, bert-base, tiny or a local BERT checkpoint directory; auto means bert-large. "
+        "Overrides the matrix.",
+    ),
+]
+GpuMemoryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--gpu-memory", help="The GPU's memory (24GB, 24GiB, 81559MB; 1 GB = 1024 MB): mark which scenarios fit."
+    ),
+]
+CalibrateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibrate",
+        exists=True,
+        help="A previous run's result directory on the same GPU: measured context "
+        "and allocator slack, and the measured terms beside the predicted ones.",
+    ),
+]
+
+
+def predict(
+    matrix: MatrixOpt = "full",
+    model: ModelOpt = None,
+    only: Annotated[str | None, typer.Option(help="Comma-separated scenario names.")] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Sequence length, for every scenario.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Per-device batch size, for every scenario.")] = None,
+    engine: Annotated[str | None, typer.Option(help="trainer or accelerate, for every scenario.")] = None,
+    gpu_memory: GpuMemoryOpt = None,
+    calibrate: CalibrateOpt = None,
+    fmt: Annotated[PredictFormat, typer.Option("--format", "-f", help="Output format.")] = PredictFormat.table,
+    output: OutputFileOpt = None,
+) -> None:
+    """Predict each scenario's GPU memory by term and phase, without a GPU.
+
+    Weights, gradients, optimizer states, activations and cuBLAS workspaces are computed from the
+    model's config and the scenario (docs/memory.md gives every formula and its source); the
+    peak is the largest of the forward, backward and optimizer-step phases. The CUDA context and
+    the allocator's slack are not predicted: --calibrate DIR takes them from a run on the same GPU.
+
+    Example: gpubench predict --matrix full --model bert-large --gpu-memory 24GB
+    """
+    report = memory_model.predict_matrix(
+        matrix,
+        model=model,
+        only=[s.strip() for s in only.split(",") if s.strip()] if only else None,
+        overrides={"seq_len": seq_len, "batch_size": batch_size, "engine": engine},
+        gpu_memory=gpu_memory,
+        calibrate_dir=calibrate,
+    )
+    if output is None and fmt is PredictFormat.table:
+        render.print_report(report, Console(width=None if sys.stdout.isatty() else 200))
+        return
+    if fmt is PredictFormat.json:
+        text = render.to_json(report)
+    else:
+        buffer = io.StringIO()
+        render.print_report(report, Console(file=buffer, width=200, color_system=None))
+        text = buffer.getvalue()
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        atomic_write_text(output, text)

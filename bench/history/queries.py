@@ -1,0 +1,170 @@
+"""Read the history database: runs, and series of points ready for bench.history.judge."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Select, and_, case, func, or_, select
+
+from ..results import FAILED_STATUSES
+from . import schema
+from .judge import Point, Series, Step
+
+RUN_INFO = ("git_commit", "git_branch", "host", "driver", "cuda", "torch", "transformers", "accelerate", "bitsandbytes")
+
+
+def run_by_id(conn: Connection, run_id: int) -> dict[str, Any] | None:
+    row = conn.execute(select(schema.runs).where(schema.runs.c.id == run_id)).mappings().first()
+    return dict(row) if row else None
+
+
+def run_by_key(conn: Connection, run_key: str) -> dict[str, Any] | None:
+    query = select(schema.runs).where(schema.runs.c.run_key == run_key)
+    row = conn.execute(query).mappings().first()
+    return dict(row) if row else None
+
+
+def newest_run(conn: Connection) -> dict[str, Any] | None:
+    runs = schema.runs
+    row = conn.execute(select(runs).order_by(runs.c.created_at.desc(), runs.c.id.desc())).mappings().first()
+    return dict(row) if row else None
+
+
+def list_runs(conn: Connection, limit: int | None) -> list[dict[str, Any]]:
+    """The newest runs first, each with its number of scenarios and of failed scenarios."""
+    runs, results = schema.runs, schema.results
+    failed = func.sum(_case_failed(results.c.status))
+    counts = (
+        select(results.c.run_id, func.count().label("scenarios"), failed.label("failed"))
+        .group_by(results.c.run_id)
+        .subquery()
+    )
+    query = (
+        select(runs, counts.c.scenarios, counts.c.failed)
+        .outerjoin(counts, counts.c.run_id == runs.c.id)
+        .order_by(runs.c.created_at.desc(), runs.c.id.desc())
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    out = []
+    for row in conn.execute(query).mappings():
+        item = {k: v for k, v in row.items() if k != "env_json"}
+        item["scenarios"], item["failed"] = int(row["scenarios"] or 0), int(row["failed"] or 0)
+        out.append(item)
+    return out
+
+
+def earlier_gpus(conn: Connection, run: dict[str, Any]) -> list[str]:
+    """The GPU model of each run stored before this one (by its time)."""
+    runs = schema.runs
+    before = or_(
+        runs.c.created_at < run["created_at"], and_(runs.c.created_at == run["created_at"], runs.c.id < run["id"])
+    )
+    return [str(g) for g in conn.execute(select(runs.c.gpu_model).where(before)).scalars()]
+
+
+def scenario_names(conn: Connection) -> list[str]:
+    query = select(schema.results.c.scenario).distinct().order_by(schema.results.c.scenario)
+    return [str(s) for s in conn.execute(query).scalars()]
+
+
+def run_results(conn: Connection, run_id: int) -> list[dict[str, Any]]:
+    results = schema.results
+    query = select(results).where(results.c.run_id == run_id).order_by(results.c.id)
+    return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def load_series(
+    conn: Connection,
+    *,
+    keys: Sequence[str] | None = None,
+    scenario: str | None = None,
+    gpu: str | None = None,
+) -> list[Series]:
+    """Every stored series that matches, its points oldest first, with its accepted steps."""
+    results, runs, repeats = schema.results, schema.runs, schema.repeats
+    figures = [results.c[f] for f in schema.FIGURES]
+    info = [runs.c[c] for c in RUN_INFO]
+    query = select(
+        results.c.id,
+        results.c.run_id,
+        results.c.scenario,
+        results.c.series_key,
+        results.c.settings_json,
+        results.c.model,
+        results.c.status,
+        *figures,
+        runs.c.created_at,
+        runs.c.gpu_model,
+        *info,
+    )
+    query = _filtered(query.join(runs, runs.c.id == results.c.run_id), keys, scenario, gpu)
+    rows = list(conn.execute(query.order_by(runs.c.created_at, runs.c.id)).mappings())
+    ok_values = (
+        select(repeats.c.result_id, *[repeats.c[f] for f in schema.FIGURES])
+        .join(results, results.c.id == repeats.c.result_id)
+        .join(runs, runs.c.id == results.c.run_id)
+    )
+    ok_values = _filtered(ok_values.where(repeats.c.status == "ok"), keys, scenario, gpu)
+    values: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for rep in conn.execute(ok_values.order_by(repeats.c.result_id, repeats.c.repeat)).mappings():
+        for figure in schema.FIGURES:
+            if rep[figure] is not None:
+                values[rep["result_id"]][figure].append(float(rep[figure]))
+    grouped: dict[str, list[Any]] = defaultdict(list)
+    for row in rows:
+        grouped[row["series_key"]].append(row)
+    steps = _steps(conn, list(grouped))
+    return [_series(key, members, values, steps.get(key, ())) for key, members in grouped.items()]
+
+
+def _filtered(query: Select[Any], keys: Sequence[str] | None, scenario: str | None, gpu: str | None) -> Select[Any]:
+    if keys is not None:
+        query = query.where(schema.results.c.series_key.in_(list(keys)))
+    if scenario is not None:
+        query = query.where(schema.results.c.scenario == scenario)
+    if gpu is not None:
+        query = query.where(schema.runs.c.gpu_model == gpu)
+    return query
+
+
+def _steps(conn: Connection, keys: list[str]) -> dict[str, tuple[Step, ...]]:
+    if not keys:
+        return {}
+    accepts = schema.accepts
+    query = select(accepts).where(accepts.c.series_key.in_(keys)).order_by(accepts.c.accepted_at, accepts.c.id)
+    out: dict[str, list[Step]] = defaultdict(list)
+    for row in conn.execute(query).mappings():
+        out[row["series_key"]].append(Step(int(row["run_id"]), row["metric"], str(row["note"])))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _series(key: str, rows: list[Any], values: dict[int, dict[str, list[float]]], steps: tuple[Step, ...]) -> Series:
+    first = rows[0]
+    points = tuple(
+        Point(
+            run_id=int(row["run_id"]),
+            created_at=row["created_at"],
+            status=str(row["status"]),
+            values={f: None if row[f] is None else float(row[f]) for f in schema.FIGURES},
+            repeats={f: tuple(v) for f, v in values.get(row["id"], {}).items()},
+            info={c: row[c] for c in RUN_INFO},
+        )
+        for row in rows
+    )
+    return Series(
+        key=key,
+        scenario=str(first["scenario"]),
+        gpu_model=str(first["gpu_model"]),
+        model=str(first["model"]),
+        settings=json.loads(first["settings_json"]),
+        points=points,
+        steps=steps,
+    )
+
+
+def _case_failed(status: Any) -> Any:
+    return case((status.in_(FAILED_STATUSES), 1), else_=0)

@@ -1,0 +1,355 @@
+"""The history's results as text: rich tables, markdown, JSON and CSV. No judging happens here."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from .api import SeriesView
+from .chart import LEGEND, marker_line, sparkline
+from .judge import CHECK_COLUMNS, GATE_FAILS, CheckResult
+
+CHECK_SCHEMA = "gpubench.history.check/1"
+RUN_COLUMNS = [
+    "id",
+    "created_at",
+    "git_commit",
+    "git_branch",
+    "host",
+    "gpu",
+    "driver",
+    "cuda",
+    "torch",
+    "transformers",
+    "accelerate",
+    "bitsandbytes",
+    "scenarios",
+    "failed",
+    "status",
+]
+POINT_COLUMNS = [
+    "scenario",
+    "gpu_model",
+    "model",
+    "series_key",
+    "metric",
+    "run_id",
+    "created_at",
+    "git_commit",
+    "torch",
+    "value",
+    "spread_pct",
+    "repeats_n",
+    "baseline",
+    "change_pct",
+    "flag",
+    "note",
+]
+STYLES = {
+    "regression": "bold red",
+    "new failure": "bold red",
+    "watch": "yellow",
+    "noisy": "yellow",
+    "improvement": "green",
+    "accepted": "cyan",
+    "failed": "red",
+    "interrupted": "red",
+    "ok": "green",
+    "beyond": "bold red",
+}
+
+
+# -- history list ----------------------------------------------------------------------------------
+def run_rows(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs as flat rows (RUN_COLUMNS)."""
+    out = []
+    for run in runs:
+        gpu = run["gpu_model"] + (f" x{run['gpu_count']}" if (run.get("gpu_count") or 0) > 1 else "")
+        out.append({**{c: run.get(c) for c in RUN_COLUMNS}, "gpu": gpu, "created_at": _when(run["created_at"])})
+    return out
+
+
+def runs_table(runs: Sequence[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    headers = [
+        "run",
+        "date (UTC)",
+        "commit",
+        "branch",
+        "GPU",
+        "driver",
+        "CUDA",
+        "torch",
+        "transformers",
+        "accelerate",
+        "bnb",
+        "scen.",
+        "status",
+    ]
+    for header in headers:
+        table.add_column(header, no_wrap=True, justify="right" if header in ("run", "scen.") else "left")
+    for row in run_rows(runs):
+        status = row["status"] if not row["failed"] else f"{row['status']} ({row['failed']} failed)"
+        style = STYLES.get(row["status"], "")
+        table.add_row(
+            str(row["id"]),
+            row["created_at"],
+            (row["git_commit"] or "-")[:10],
+            row["git_branch"] or "-",
+            row["gpu"],
+            *[_dash(row[c]) for c in ("driver", "cuda", "torch", "transformers", "accelerate", "bitsandbytes")],
+            str(row["scenarios"]),
+            f"[{style}]{status}[/]" if style else status,
+        )
+    return table
+
+
+# -- history show ----------------------------------------------------------------------------------
+def point_rows(views: Sequence[SeriesView]) -> list[dict[str, Any]]:
+    out = []
+    for view in views:
+        s = view.series
+        for point, mark in zip(view.points, view.marks, strict=True):
+            reps = point.repeats.get(view.metric, ())
+            spread = (max(reps) - min(reps)) / abs(mark.value) * 100 if len(reps) > 1 and mark.value else None
+            out.append(
+                {
+                    "scenario": s.scenario,
+                    "gpu_model": s.gpu_model,
+                    "model": s.model,
+                    "series_key": s.key,
+                    "metric": view.metric,
+                    "run_id": point.run_id,
+                    "created_at": _when(point.created_at),
+                    "git_commit": point.info.get("git_commit"),
+                    "torch": point.info.get("torch"),
+                    "value": mark.value,
+                    "spread_pct": spread,
+                    "repeats_n": len(reps),
+                    "baseline": mark.baseline,
+                    "change_pct": mark.change_pct,
+                    "flag": mark.flag,
+                    "note": mark.note,
+                }
+            )
+    return out
+
+
+def print_series(views: Sequence[SeriesView], console: Console) -> None:
+    """Per series: a table of its points, then the sparkline with its markers."""
+    rows = point_rows(views)
+    for view in views:
+        s = view.series
+        table = Table(
+            title=f"{s.scenario}: {view.metric} on {s.gpu_model} ({s.model}), series {s.key}", title_justify="left"
+        )
+        for header in (
+            "run",
+            "date (UTC)",
+            "commit",
+            "torch",
+            "value",
+            "spread",
+            "n",
+            "baseline",
+            "change",
+            "flag",
+            "note",
+        ):
+            table.add_column(
+                header,
+                no_wrap=header != "note",
+                justify="left" if header in ("date (UTC)", "commit", "torch", "flag", "note") else "right",
+            )
+        for row in (r for r in rows if r["series_key"] == s.key):
+            style = STYLES.get(row["flag"], "")
+            flag = f"[{style}]{row['flag']}[/]" if style else row["flag"]
+            table.add_row(
+                str(row["run_id"]),
+                row["created_at"],
+                (row["git_commit"] or "-")[:10],
+                _dash(row["torch"]),
+                _num(row["value"]),
+                _pct(row["spread_pct"], sign=False),
+                str(row["repeats_n"]),
+                _num(row["baseline"]),
+                _pct(row["change_pct"]),
+                flag,
+                row["note"],
+            )
+        console.print(table)
+        values = [m.value for m in view.marks]
+        finite = [v for v in values if v is not None]
+        scale = f"  {_num(min(finite))} .. {_num(max(finite))}" if finite else ""
+        console.print(f"  {sparkline(values)}{scale}", markup=False, highlight=False)
+        console.print(f"  {marker_line(view.marks)}", markup=False, highlight=False)
+    if views:
+        console.print(f"  {LEGEND}", style="dim", markup=False, highlight=False)
+
+
+# -- history check ---------------------------------------------------------------------------------
+def gate_line(result: CheckResult) -> str:
+    head = "FAIL" if result.exit_code else "PASS"
+    counts = ", ".join(f"{v.upper() if v in GATE_FAILS else v} {n}" for v, n in result.counts.items())
+    run = result.run
+    return (
+        f"{head} (exit {result.exit_code}): run {run['id']} of {_when(run['created_at'])} on "
+        f"{run['gpu_model']}: {counts or 'nothing judged'}"
+    )
+
+
+def method_text(result: CheckResult) -> str:
+    p = result.params
+    return (
+        f"baseline: median of the last {p.window} runs of each series since its last accepted "
+        f"step; flagged: beyond {p.thresholds.speed_pct:g}% (speed) or {p.thresholds.memory_pct:g}% "
+        f"(peak memory) and, with 3+ ok repeats, confirmed by a one-sided Mann-Whitney U test "
+        f"(alpha {p.thresholds.alpha:g}); fails when flagged in the newest {p.consecutive} runs"
+    )
+
+
+def check_table(result: CheckResult) -> Table:
+    table = Table(title=gate_line(result), title_justify="left", caption=method_text(result), caption_justify="left")
+    for header in (
+        "scenario",
+        "GPU",
+        "metric",
+        "value",
+        "baseline (n)",
+        "change",
+        "threshold",
+        "p",
+        "streak",
+        "verdict",
+        "note",
+    ):
+        table.add_column(
+            header,
+            no_wrap=header != "note",
+            justify="right" if header in ("value", "baseline (n)", "change", "threshold", "p", "streak") else "left",
+        )
+    for row in result.rows.to_dict("records"):
+        style = STYLES.get(row["verdict"], "dim" if row["verdict"] == "unchanged" else "")
+        verdict = f"[{style}]{row['verdict']}[/]" if style else row["verdict"]
+        table.add_row(
+            row["scenario"],
+            row["gpu_model"],
+            row["metric"],
+            _num(row["value"]),
+            f"{_num(row['baseline'])} ({row['baseline_n']})",
+            _pct(row["change_pct"]),
+            _pct(row["threshold_pct"], sign=False),
+            _num(row["p_value"], 3),
+            row["streak"],
+            verdict,
+            row["note"],
+        )
+    return table
+
+
+def check_data(result: CheckResult) -> dict[str, Any]:
+    p = result.params
+    return {
+        "schema": CHECK_SCHEMA,
+        "gate": "fail" if result.exit_code else "pass",
+        "exit_code": result.exit_code,
+        "run": {k: _plain(v) for k, v in result.run.items() if k != "env_json"},
+        "params": {
+            "window": p.window,
+            "consecutive": p.consecutive,
+            "speed_pct": p.thresholds.speed_pct,
+            "memory_pct": p.thresholds.memory_pct,
+            "alpha": p.thresholds.alpha,
+        },
+        "method": method_text(result),
+        "counts": result.counts,
+        "notes": list(result.notes),
+        "rows": [{k: _plain(r[k]) for k in CHECK_COLUMNS} for r in result.rows.to_dict("records")],
+    }
+
+
+def render_check(result: CheckResult, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(check_data(result), indent=2) + "\n"
+    if fmt == "csv":
+        return result.rows.to_csv(index=False, columns=CHECK_COLUMNS)
+    if fmt == "markdown":
+        head = f"## gpubench history check: {gate_line(result)}\n\n{method_text(result)}\n\n"
+        notes = "".join(f"- {n}\n" for n in result.notes)
+        return head + (notes + "\n" if notes else "") + markdown(result.rows.to_dict("records"), CHECK_COLUMNS)
+    return table_text(check_table(result))
+
+
+# -- shared ----------------------------------------------------------------------------------------
+def render_records(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str) -> str:
+    """Rows as JSON, CSV or markdown (the table format is each command's own)."""
+    if fmt == "json":
+        return json.dumps([{c: _plain(r.get(c)) for c in columns} for r in rows], indent=2) + "\n"
+    if fmt == "csv":
+        return pd.DataFrame(list(rows), columns=list(columns)).to_csv(index=False)
+    if fmt == "markdown":
+        return markdown(rows, columns)
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = [_cell(row.get(c)) for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table_text(table: Table, width: int = 160) -> str:
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None).print(table)
+    return buffer.getvalue()
+
+
+def _cell(value: Any) -> str:
+    value = _plain(value)
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", "\\|")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return _when(value, seconds=True)
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _when(value: Any, *, seconds: bool = False) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ", timespec="seconds" if seconds else "minutes")
+    return str(value)
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _pct(value: Any, *, sign: bool = True) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:+.1f}%" if sign else f"{value:.1f}%"
+
+
+def _dash(value: Any) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,120 @@
+"""The history database's tables (SQLAlchemy Core): one schema for SQLite and PostgreSQL.
+
+SCHEMA_VERSION is stored in the `schema_version` table (one row, app = "gpubench"). A release
+that changes the tables raises it and adds a step to bench.history.store.MIGRATIONS.
+Times are stored as naive UTC datetimes; figures that are not finite are stored as NULL.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+SCHEMA_VERSION = 1
+APP = "gpubench"
+# the figures kept per repeat and judged per result (median over ok repeats, spread in %)
+FIGURES = ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss")
+REPEAT_EXTRAS = ("tokens_per_s", "mfu")
+
+metadata = MetaData()
+
+schema_version = Table(
+    "schema_version",
+    metadata,
+    Column("app", String(32), primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("updated_at", DateTime, nullable=False),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # identity: sha256 of env.json created_at + host + the sha256 of results.csv
+    Column("run_key", String(64), nullable=False, unique=True),
+    Column("created_at", DateTime, nullable=False),  # env.json created_at, UTC
+    Column("recorded_at", DateTime, nullable=False),
+    Column("host", Text, nullable=False),
+    Column("git_commit", String(64)),
+    Column("git_branch", Text),
+    Column("gpu_model", Text, nullable=False),  # a GPU name, or "CPU"
+    Column("gpu_count", Integer, nullable=False),
+    Column("driver", Text),
+    Column("cuda", Text),
+    Column("torch", Text),
+    Column("transformers", Text),
+    Column("accelerate", Text),
+    Column("bitsandbytes", Text),
+    Column("gpubench", Text),
+    Column("python", Text),
+    Column("device", Text),
+    Column("matrix", Text),
+    Column("command", Text),
+    Column("status", String(16), nullable=False),  # ok, failed, interrupted
+    Column("source", Text),  # the result directory it was read from
+    Column("results_sha256", String(64), nullable=False),
+    Column("env_json", Text, nullable=False),  # the whole env.json
+)
+Index("ix_runs_created_at", runs.c.created_at)
+
+results = Table(
+    "results",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("scenario", Text, nullable=False),
+    # sha256 (first 16 hex digits) of the scenario, its settings, the GPU model and the model;
+    # the software versions under test are not part of it
+    Column("series_key", String(16), nullable=False),
+    Column("settings_json", Text, nullable=False),  # what the series key was made from
+    Column("model", Text),
+    Column("status", String(16), nullable=False),  # ok, skipped, or the worst failed status
+    Column("repeats", Integer, nullable=False),
+    Column("ok_repeats", Integer, nullable=False),
+    *[Column(name, Float) for name in FIGURES],  # medians over ok repeats
+    *[Column(f"{name}_spread_pct", Float) for name in FIGURES],  # (max - min) / median x 100
+    UniqueConstraint("run_id", "scenario", name="uq_results_run_scenario"),
+)
+Index("ix_results_series_key", results.c.series_key)
+
+repeats = Table(
+    "repeats",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("result_id", Integer, ForeignKey("results.id", ondelete="CASCADE"), nullable=False),
+    Column("repeat", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("error", Text),
+    *[Column(name, Float) for name in (*FIGURES, *REPEAT_EXTRAS)],
+    Column("started_at", Text),
+    Column("row_json", Text, nullable=False),  # the whole results.csv row
+    UniqueConstraint("result_id", "repeat", name="uq_repeats_result_repeat"),
+)
+
+# an accepted step: from run_id on, the series' level is the new normal for metric (NULL: all)
+accepts = Table(
+    "accepts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("series_key", String(16), nullable=False),
+    Column("scenario", Text, nullable=False),
+    Column("metric", String(64)),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("note", Text, nullable=False),
+    Column("accepted_at", DateTime, nullable=False),
+    Column("accepted_by", Text),
+)
+Index("ix_accepts_series_key", accepts.c.series_key)
+
+TABLES = tuple(metadata.tables)

@@ -1,0 +1,99 @@
+"""One scenario's predicted memory: the terms, and the three phases whose maximum is the peak.
+
+Steady state (step 2 on: the optimizer states exist), torch-allocated memory only:
+  forward        weights + states + workspace + activations (+ autocast's cache of half weights)
+                 (+ gradients when accumulating: they stay alive across micro-batches)
+  backward       weights + states + workspace + activations + saved half copies
+                 + the recompute of one layer (checkpointing) + the early-backward transient
+                 (+ gradients when accumulating)
+  optimizer_step weights + states + gradients + workspace + the step's temporaries
+The CUDA context and the allocator's slack are not predicted; they come from a calibration run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..scenario import Scenario
+from . import terms
+from .config import BertDims, buffer_bytes, param_count, param_tensors
+
+PHASES = ("forward", "backward", "optimizer_step")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Bytes per term for one scenario; `phases` holds the three phase peaks."""
+
+    scenario: str
+    params: int
+    weights: int  # fp32 weights + buffers
+    autocast_copies: int  # half weight copies saved for backward, alive at the end of the forward
+    grads: int
+    optimizer: int  # persistent optimizer state
+    optimizer_temp: int  # inside optimizer.step() only
+    activations: int  # saved for backward by one micro-batch at the end of its forward
+    workspace: int  # cuBLAS workspaces (forward thread + autograd thread)
+    phases: dict[str, int]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def peak(self) -> int:
+        return max(self.phases.values())
+
+    @property
+    def peak_phase(self) -> str:
+        return max(PHASES, key=lambda p: self.phases[p])
+
+
+def predict(sc: Scenario, d: BertDims) -> Prediction:
+    """Pure arithmetic on the model's dimensions and the scenario's settings."""
+    tensors = param_tensors(d)
+    b, s = sc.batch_size, sc.seq_len
+    half = sc.precision in terms.HALF
+    eager = sc.attn_implementation == "eager"
+    notes: list[str] = []
+
+    w = terms.weights(tensors, buffer_bytes(d))
+    g = terms.grads(tensors)
+    states = terms.optimizer_states(tensors, sc.optimizer, sc.engine)
+    temp = terms.optimizer_temporaries(tensors, sc.optimizer, sc.engine)
+    ws = terms.workspace()
+    layer = terms.layer_activations(d, b, s, half, eager)
+    if sc.grad_checkpointing:
+        acts = terms.checkpoint_activations(d, b, s, half)
+        head_tensors = [t for t in tensors if t.layer is None]
+        layer_tensors = [t for t in tensors if t.layer == d.layers - 1]
+        saved_copies = terms.autocast_copies(head_tensors) if half else 0
+        recompute = layer + (terms.autocast_copies(layer_tensors) if half else 0)
+    else:
+        acts = d.layers * layer + terms.embedding_activations(d, b, s) + terms.head_activations(d, b, s, half)
+        saved_copies = terms.autocast_copies(tensors) if half else 0
+        recompute = 0
+    cache = terms.autocast_copies(tensors, include_biases=True) if half else 0
+    accumulated = g if sc.grad_accum_steps > 1 else 0
+    resident = w + states + ws + accumulated
+    phases = {
+        "forward": resident + acts + cache,
+        "backward": resident + acts + saved_copies + recompute + terms.backward_transient(tensors, d, b, s),
+        "optimizer_step": w + states + g + ws + temp,
+    }
+    if sc.compile:
+        notes.append(
+            "torch.compile: Inductor picks what to save and adds its own buffers; these are the eager-mode figures"
+        )
+    if sc.optimizer == "adamw_8bit" and sc.engine == "trainer":
+        notes.append("the Trainer keeps 32-bit states for nn.Embedding weights")
+    return Prediction(
+        scenario=sc.name,
+        params=param_count(d),
+        weights=w,
+        autocast_copies=saved_copies,
+        grads=g,
+        optimizer=states,
+        optimizer_temp=temp,
+        activations=acts,
+        workspace=ws,
+        phases=phases,
+        notes=tuple(notes),
+    )

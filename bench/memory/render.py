@@ -1,0 +1,152 @@
+"""`gpubench predict` output: a rich table per report (and a check table with measurements), or JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .measured import error_pct
+from .terms import MB
+
+if TYPE_CHECKING:
+    from ..memory_model import PredictReport, ScenarioMemory
+
+JSON_SCHEMA = "gpubench.predict/1"
+CHECKS = (
+    ("weights", "weights"),
+    ("forward", "after fwd"),
+    ("grads_workspace", "grads+ws"),
+    ("optimizer", "optimizer"),
+    ("peak", "peak"),
+)
+
+
+def _mb(nbytes: int) -> str:
+    return f"{nbytes / MB:,.0f}"
+
+
+def breakdown_table(report: PredictReport) -> Table:
+    table = Table(
+        title=f"{report.matrix}: predicted torch-allocated memory per scenario (MB = 2^20 bytes)",
+        title_justify="left",
+        caption=report.calibration.source,
+        caption_justify="left",
+    )
+    for name in (
+        "scenario",
+        "params",
+        "weights",
+        "half copies",
+        "grads",
+        "optimizer",
+        "step temp",
+        "activations",
+        "workspace",
+        "peak",
+        "at",
+    ):
+        table.add_column(name, justify="left" if name in ("scenario", "at") else "right", no_wrap=True)
+    if report.gpu_memory_mb is not None:
+        table.add_column("need", justify="right", no_wrap=True)
+        table.add_column(f"fits {report.gpu_memory_mb:,.0f}", justify="left", no_wrap=True)
+    for row in report.rows:
+        p = row.prediction
+        cells = [
+            row.scenario.name,
+            f"{p.params / 1e6:,.1f}M",
+            _mb(p.weights),
+            _mb(p.autocast_copies),
+            _mb(p.grads),
+            _mb(p.optimizer),
+            _mb(p.optimizer_temp),
+            _mb(p.activations),
+            _mb(p.workspace),
+            _mb(p.peak),
+            p.peak_phase,
+        ]
+        if report.gpu_memory_mb is not None:
+            cells += [f"{row.need_mb:,.0f}", "[green]yes[/green]" if row.fits else "[red]no[/red]"]
+        table.add_row(*cells)
+    return table
+
+
+def check_table(report: PredictReport) -> Table:
+    """Predicted / measured / error per term, for scenarios the calibration run measured."""
+    table = Table(
+        title="predicted / measured MB (error %), from the calibration run's phase marks", title_justify="left"
+    )
+    table.add_column("scenario", no_wrap=True)
+    for _, label in CHECKS:
+        table.add_column(label, justify="right", no_wrap=True)
+    for row in report.rows:
+        if row.measured:
+            table.add_row(row.scenario.name, *[_check(row, key) for key, _ in CHECKS])
+    return table
+
+
+def _check(row: ScenarioMemory, key: str) -> str:
+    predicted, measured = row.predicted.get(key), row.measured.get(key)
+    if measured is None or predicted is None:
+        return "-"
+    err = error_pct(predicted, measured)
+    text = f"{predicted:,.0f} / {measured:,.0f}"
+    return f"{text} ({err:+.1f}%)" if err is not None else text
+
+
+def print_report(report: PredictReport, console: Console) -> None:
+    console.print(breakdown_table(report))
+    if any(row.measured for row in report.rows):
+        console.print(check_table(report))
+        console.print(
+            "'-': not measured (torch.compile has no forward mark), or the first optimizer-step mark "
+            "came before any state existed (fp16's GradScaler skipped the step, or accelerate was "
+            "accumulating)",
+            highlight=False,
+            markup=False,
+        )
+    for row in report.rows:
+        for note in row.prediction.notes:
+            console.print(f"note: {row.scenario.name}: {note}", highlight=False, markup=False)
+
+
+def to_data(report: PredictReport) -> dict[str, Any]:
+    def scenario(row: ScenarioMemory) -> dict[str, Any]:
+        p = row.prediction
+        terms = {
+            k: getattr(p, k) / MB
+            for k in ("weights", "autocast_copies", "grads", "optimizer", "optimizer_temp", "activations", "workspace")
+        }
+        return {
+            "scenario": row.scenario.name,
+            "model": row.model,
+            "params": p.params,
+            "terms_mb": terms,
+            "phases_mb": {k: v / MB for k, v in p.phases.items()},
+            "peak_mb": p.peak / MB,
+            "peak_phase": p.peak_phase,
+            "need_mb": row.need_mb,
+            "fits": row.fits,
+            "measured_mb": row.measured,
+            "predicted_counterparts_mb": row.predicted if row.measured else {},
+            "notes": list(p.notes),
+        }
+
+    return {
+        "schema": JSON_SCHEMA,
+        "matrix": report.matrix,
+        "unit": "MB = 2**20 bytes",
+        "calibration": {
+            "source": report.calibration.source,
+            "context_mb": report.calibration.context_mb,
+            "measured": report.calibration.measured,
+        },
+        "gpu_memory_mb": report.gpu_memory_mb,
+        "scenarios": [scenario(r) for r in report.rows],
+    }
+
+
+def to_json(report: PredictReport) -> str:
+    return json.dumps(to_data(report), indent=2) + "\n"

@@ -1,0 +1,171 @@
+"""Bytes per memory term for a BERT classifier on a CUDA GPU: pure arithmetic, no torch.
+
+Sources (docs/memory.md says more): the HF guide "Model training anatomy" (4 B/param fp32 weights,
+4 B grads, 8 B AdamW, ~2 B 8-bit AdamW), the ZeRO paper (16 B/param for mixed-precision Adam),
+bitsandbytes' optimizer code (block-wise 8-bit states, blocksize 256, 32-bit states under 4096
+elements), transformers' Adafactor (factored second moment, no first moment when beta1 is None),
+torch's foreach AdamW (one temporary the size of a parameter group), and Korthikanti et al. 2022
+for activations (34·s·b·h + 5·a·s²·b bytes per layer in 16-bit), re-derived per saved tensor here
+so that fp32 (4 B) and autocast (half-precision matmul inputs, fp32 LayerNorm) both come out right.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .config import BertDims, ParamTensor
+
+MB = 1024 * 1024  # the project's MB: 2**20 bytes, like torch.cuda.memory_allocated() / 2**20
+BLOCK = 512  # the CUDA caching allocator rounds every allocation up to a multiple of 512 bytes
+# cuBLAS workspace per (handle, stream): 32 MiB on Hopper (cuBLAS docs, cublasSetWorkspace; PyTorch
+# #120925), allocated through the caching allocator, so it is in memory_allocated(). The forward
+# runs on the main thread and the backward on autograd's thread: two handles, two workspaces.
+WORKSPACE_PER_THREAD = 32 * MB
+WORKSPACE_THREADS = 2
+BNB_BLOCKSIZE = 256  # bitsandbytes Optimizer2State.init_state: block-wise 8-bit, one fp32 absmax per block
+BNB_MIN_8BIT_SIZE = 4096  # bitsandbytes: tensors with fewer elements keep 32-bit states
+HALF = ("fp16", "bf16")
+
+
+def alloc(nbytes: int) -> int:
+    """What the caching allocator counts for one tensor of `nbytes` bytes."""
+    return -(-nbytes // BLOCK) * BLOCK
+
+
+def weights(tensors: list[ParamTensor], buffers: int) -> int:
+    """fp32 master weights (the Trainer keeps them fp32 under fp16/bf16 autocast) plus buffers."""
+    return sum(alloc(t.numel * 4) for t in tensors) + buffers
+
+
+def grads(tensors: list[ParamTensor]) -> int:
+    """One fp32 gradient per parameter (gradients take the parameters' dtype)."""
+    return sum(alloc(t.numel * 4) for t in tensors)
+
+
+def autocast_copies(tensors: list[ParamTensor], include_biases: bool = False) -> int:
+    """Half-precision copies of nn.Linear weights that autocast makes for the matmuls.
+
+    Autograd saves the weight copy (the matmul's backward needs it), so the copies live until each
+    layer's backward; autocast's cache also holds the bias copies until the autocast region ends.
+    """
+    out = sum(alloc(t.numel * 2) for t in tensors if t.is_linear_weight)
+    if include_biases:
+        linear = {t.name.rsplit(".", 1)[0] for t in tensors if t.is_linear_weight}
+        out += sum(
+            alloc(t.numel * 2) for t in tensors if t.name.endswith(".bias") and t.name.rsplit(".", 1)[0] in linear
+        )
+    return out
+
+
+def optimizer_states(tensors: list[ParamTensor], optimizer: str, engine: str) -> int:
+    """Persistent optimizer state created at the first step."""
+    if optimizer in ("adamw", "adamw_fused"):  # exp_avg + exp_avg_sq; fused keeps `step` on the GPU
+        step = alloc(4) if optimizer == "adamw_fused" else 0
+        return sum(2 * alloc(t.numel * 4) + step for t in tensors)
+    if optimizer == "adafactor":  # beta1=None: no first moment; RMS kept as a 0-dim tensor
+        total = 0
+        for t in tensors:
+            if len(t.shape) >= 2:  # factored: row and column means of the squared gradient
+                rows, cols = math.prod(t.shape[:-1]), math.prod(t.shape[:-2]) * t.shape[-1]
+                total += alloc(rows * 4) + alloc(cols * 4)
+            else:
+                total += alloc(t.numel * 4)
+            total += alloc(4)
+        return total
+    if optimizer == "adamw_8bit":
+        total = 2 * alloc(256 * 4)  # the signed and unsigned dynamic quantization maps, shared
+        for t in tensors:
+            # The Trainer registers every nn.Embedding for 32-bit states (GlobalOptimManager override).
+            if t.numel < BNB_MIN_8BIT_SIZE or (engine == "trainer" and t.is_embedding):
+                total += 2 * alloc(t.numel * 4)
+            else:
+                blocks = -(-t.numel // BNB_BLOCKSIZE)
+                total += 2 * alloc(t.numel) + 2 * alloc(blocks * 4)
+        return total
+    if optimizer == "sgd":  # momentum 0: no state
+        return 0
+    raise ValueError(f"unknown optimizer {optimizer!r}")
+
+
+def optimizer_temporaries(tensors: list[ParamTensor], optimizer: str, engine: str) -> int:
+    """Extra memory inside optimizer.step(), freed when it returns."""
+    if optimizer == "adamw":
+        # torch's foreach AdamW: _foreach_sqrt(exp_avg_sqs) is one new tensor per parameter of the
+        # group being updated; the Trainer makes two groups (with and without weight decay).
+        groups = [[t for t in tensors if not t.no_decay], [t for t in tensors if t.no_decay]]
+        if engine != "trainer":
+            groups = [tensors]
+        return max(sum(alloc(t.numel * 4) for t in g) for g in groups)
+    if optimizer == "adafactor":
+        # per parameter: update = grad**2 + eps, then the factored update and its negation
+        return 2 * max(alloc(t.numel * 4) for t in tensors)
+    return 0  # fused AdamW, bitsandbytes and plain SGD update in place
+
+
+def _attention_probs(d: BertDims, b: int, s: int, half: bool) -> int:
+    """Eager attention's saved a·s²·b tensors: softmax output (fp32, also under autocast), the
+    dropout mask (1 B) and the dropout output fed to the second matmul (fp32, or its half copy)."""
+    return d.heads * s * s * b * (4 + 1 + (2 if half else 4))
+
+
+def layer_activations(d: BertDims, b: int, s: int, half: bool, eager: bool) -> int:
+    """Tensors one encoder layer saves for backward (Korthikanti et al. 2022, Table 2, per tensor).
+
+    e = bytes of a matmul input/output (4 in fp32, 2 under autocast); LayerNorm inputs stay fp32
+    under autocast (the residual add promotes to fp32), and each of the Q, K, V Linear calls makes
+    its own half copy of the fp32 layer input. Dropout masks are 1 B per element.
+    """
+    e = 2 if half else 4
+    qkv_inputs = 3 * e if half else 4  # one fp32 tensor shared by Q, K, V; or three half copies
+    per_sbh = (
+        qkv_inputs
+        + 3 * e  # Q, K, V (saved by the attention)
+        + e  # attention output, input to the output projection
+        + 1
+        + 4  # dropout mask, LayerNorm 1 input (fp32)
+        + e  # LayerNorm 1 output (or its half copy), input to the FFN's first Linear
+        + 1
+        + 4
+    )  # dropout mask, LayerNorm 2 input (fp32)
+    sbh, sbi = s * b * d.hidden, s * b * d.intermediate
+    out = per_sbh * sbh + 2 * e * sbi  # GELU input and output
+    if eager:
+        out += _attention_probs(d, b, s, half)
+    else:  # SDPA (flash / memory-efficient): the log-sum-exp per query instead of the a·s² probs
+        out += d.heads * s * b * 4
+    return out
+
+
+def embedding_activations(d: BertDims, b: int, s: int) -> int:
+    """Embeddings: the LayerNorm's fp32 input and the dropout mask (the output is layer 0's input)."""
+    return 5 * s * b * d.hidden
+
+
+def head_activations(d: BertDims, b: int, s: int, half: bool) -> int:
+    """Pooler + classifier. In fp32 the pooler's Linear saves a view of the first token, which
+    keeps the whole last hidden state (s·b·h fp32) alive; under autocast it saves a b·h half copy."""
+    bh = b * d.hidden
+    if half:
+        return bh * (2 + 2 + 1 + 2)  # pooler input copy, tanh output, dropout mask, classifier input
+    return s * bh * 4 + bh * (4 + 1 + 4)
+
+
+def checkpoint_activations(d: BertDims, b: int, s: int, half: bool) -> int:
+    """Gradient checkpointing (non-reentrant, per layer): each layer keeps only its fp32 input."""
+    return d.layers * s * b * d.hidden * 4 + embedding_activations(d, b, s) + head_activations(d, b, s, half)
+
+
+def backward_transient(tensors: list[ParamTensor], d: BertDims, b: int, s: int) -> int:
+    """Early in the backward: the head's and the last layer's fp32 weight gradients appear while
+    every activation is still alive, with two fp32 b·s·h gradient buffers in flight."""
+    last = d.layers - 1
+    weight_grads = sum(
+        alloc(t.numel * 4)
+        for t in tensors
+        if t.layer == last or t.layer is None and not t.name.startswith("bert.embeddings")
+    )
+    return weight_grads + 2 * s * b * d.hidden * 4
+
+
+def workspace() -> int:
+    return WORKSPACE_THREADS * WORKSPACE_PER_THREAD

@@ -1,0 +1,308 @@
+"""What a report shows, as data: the summary per scenario (bench.results.summarize plus the
+spread, the memory figures per API and the Pareto front), the failures and the findings.
+
+Rendering is elsewhere: bench.report_html (with bench.charts) and bench.report_md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .compare import load_run
+from .errors import BadInput, did_you_mean
+from .results import summarize
+
+DEFAULT_BASELINE = "baseline"
+NOISE_PCT = 2.0  # changes vs baseline smaller than this are "about the same" in the findings
+# Peak memory per API, in the order the memory chart shows them: (column, label).
+MEMORY_SERIES = (
+    ("peak_mem_mb", "peak"),  # labelled with its source (nvml-process, nvml-device, rss)
+    ("torch_max_reserved_mb", "torch max reserved"),
+    ("torch_max_allocated_mb", "torch max allocated"),
+)
+EXTRA_COLUMNS = [
+    "description",
+    "samples_per_s_min",
+    "samples_per_s_max",
+    "torch_max_reserved_mb",
+    "nvml_process_peak_mb",
+    "rss_peak_mb",
+    "is_baseline",
+    "pareto",
+]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A scenario with a repeat that did not end ok: skipped, or failed (oom, error, ...)."""
+
+    scenario: str
+    status: str  # the scenario's summarized status (the worst over its repeats)
+    not_ok: int  # repeats that did not end ok
+    repeats: int
+    reason: str  # the first error message, or the last line of the stderr tail
+    stderr_tail: str
+
+
+@dataclass(frozen=True)
+class Report:
+    summary: pd.DataFrame  # summarize()'s columns + EXTRA_COLUMNS, one row per scenario
+    env: dict[str, Any] | None  # env.json (bench.envinfo.collect), None when absent
+    source: Path  # the results.csv
+    baseline: str | None  # the scenario the "vs baseline" columns refer to
+    problems: tuple[Problem, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def ok(self) -> pd.DataFrame:
+        """The scenarios with a measurement (at least one ok repeat)."""
+        s = self.summary
+        return s[(s["ok"] > 0) & s["samples_per_s"].notna()]
+
+    @property
+    def memory_source(self) -> str:
+        sources = [s for s in self.summary["peak_mem_source"] if isinstance(s, str) and s]
+        return sources[0] if sources else ""
+
+    @property
+    def max_repeats(self) -> int:
+        return int(self.summary["repeats"].max()) if len(self.summary) else 0
+
+    @property
+    def has_mfu(self) -> bool:
+        return bool(self.summary["mfu"].notna().any())
+
+    @property
+    def title(self) -> str:
+        env = self.env or {}
+        matrix = env.get("matrix") or self.source.parent.name
+        return f"{matrix} on {device_name(env)}"
+
+
+def env_part(env: dict[str, Any] | None, key: str) -> dict[str, Any]:
+    """env.json's sub-object `key` (gpu, packages, git), or {} where absent or not an object."""
+    value = (env or {}).get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def device_name(env: dict[str, Any] | None) -> str:
+    """The GPU's name, "CPU" for a CPU run, "unknown device" without env.json."""
+    if not env:
+        return "unknown device"
+    gpu = env.get("gpu")
+    if isinstance(gpu, dict) and gpu.get("name"):
+        return str(gpu["name"])
+    return "CPU" if str(env.get("device", "")).startswith("cpu") else str(env.get("device") or "?")
+
+
+def load(path: Path, baseline: str | None = None) -> Report:
+    """Read a result directory (or its results.csv) and env.json, and build its report."""
+    run = load_run(Path(path))
+    return build(run.frame, run.env, run.csv_path, baseline)
+
+
+def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baseline: str | None = None) -> Report:
+    """Pure: the results frame and env in, the report data out.
+
+    baseline None means "baseline" if the run has it, else the first scenario (with a note).
+    """
+    names = [str(n) for n in frame["scenario"].drop_duplicates()]
+    notes: list[str] = []
+    if baseline is None:
+        baseline = DEFAULT_BASELINE if DEFAULT_BASELINE in names else (names[0] if names else None)
+        if baseline and baseline != DEFAULT_BASELINE:
+            notes.append(
+                f"no scenario named '{DEFAULT_BASELINE}': changes are relative to '{baseline}', the first scenario"
+            )
+    elif baseline not in names:
+        raise BadInput(
+            f"{source}: no scenario named '{baseline}' to use as the baseline", hint=did_you_mean(baseline, names)
+        )
+    summary = summarize(frame, baseline=baseline or DEFAULT_BASELINE)
+    summary = _extend(summary, frame, baseline)
+    base_rows = summary[summary["is_baseline"]]
+    if len(base_rows) and base_rows["ok"].iloc[0] == 0:
+        notes.append(
+            f"the baseline '{baseline}' has no ok repeat ({base_rows['status'].iloc[0]}): no changes vs baseline"
+        )
+    if len(summary) and summary["repeats"].max() == 1:
+        notes.append(
+            "one repeat per scenario: no spread to show (run with --repeats 3 for error "
+            "bars, and for significance tests in gpubench compare)"
+        )
+    high_mfu = summary[summary["mfu"] > 1.0]
+    if len(high_mfu):
+        notes.append(
+            "MFU above 100% for "
+            + ", ".join(high_mfu["scenario"].astype(str))
+            + ": the FLOP count or the peak it divides by (peak_source in results.csv) "
+            "does not fit what the scenario ran; treat that MFU with care"
+        )
+    if env and env.get("gpu_processes_at_start"):
+        notes.append(
+            "other processes were on the GPU when the run started: figures may be "
+            "disturbed (see env.json, gpu_processes_at_start)"
+        )
+    return Report(summary, env, Path(source), baseline, _problems(frame, summary), tuple(notes))
+
+
+def _extend(summary: pd.DataFrame, frame: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
+    """summarize()'s table plus min/max over ok repeats, more memory figures, flags."""
+    extra: dict[str, list[Any]] = {c: [] for c in EXTRA_COLUMNS}
+    for name in summary["scenario"]:
+        group = frame[frame["scenario"] == name]
+        ok = group[group["status"] == "ok"]
+        described = [d for d in group.get("description", []) if isinstance(d, str) and d]
+        extra["description"].append(described[0] if described else "")
+        sps = pd.to_numeric(ok["samples_per_s"], errors="coerce").dropna()
+        extra["samples_per_s_min"].append(float(sps.min()) if len(sps) else math.nan)
+        extra["samples_per_s_max"].append(float(sps.max()) if len(sps) else math.nan)
+        for column in ("torch_max_reserved_mb", "nvml_process_peak_mb", "rss_peak_mb"):
+            values = pd.to_numeric(ok.get(column, pd.Series(dtype=float)), errors="coerce")
+            extra[column].append(float(values.median()) if values.notna().any() else math.nan)
+        extra["is_baseline"].append(name == baseline)
+    out = summary.assign(**{k: v for k, v in extra.items() if k != "pareto"})
+    out["pareto"] = pareto_front(out["samples_per_s"].tolist(), out["peak_mem_mb"].tolist())
+    return out
+
+
+def pareto_front(speeds: list[float], memories: list[float]) -> list[bool]:
+    """True for each point no other point beats on both axes (higher speed, lower memory).
+
+    A point is beaten when another is at least as fast and at most as heavy, and strictly
+    better on one axis. Points with a missing value are never on the front.
+    """
+    points = list(zip(speeds, memories, strict=True))
+
+    def known(p: tuple[float, float]) -> bool:
+        return all(isinstance(v, float | int) and math.isfinite(v) for v in p)
+
+    def beaten(p: tuple[float, float]) -> bool:
+        return any(known(q) and q[0] >= p[0] and q[1] <= p[1] and q != p for q in points)
+
+    return [known(p) and not beaten(p) for p in points]
+
+
+def _problems(frame: pd.DataFrame, summary: pd.DataFrame) -> tuple[Problem, ...]:
+    out = []
+    for row in summary.to_dict("records"):
+        if row["ok"] == row["repeats"]:
+            continue
+        group = frame[(frame["scenario"] == row["scenario"]) & (frame["status"] != "ok")]
+        tails = [t for t in group.get("stderr_tail", []) if isinstance(t, str) and t.strip()]
+        tail = tails[0] if tails else ""
+        reason = row["error"] or (tail.strip().splitlines()[-1] if tail else "") or "no reason recorded"
+        out.append(
+            Problem(str(row["scenario"]), str(row["status"]), len(group), int(row["repeats"]), str(reason), tail)
+        )
+    return tuple(out)
+
+
+def findings(report: Report) -> list[str]:
+    """A few plain-text sentences: the fastest, the leanest, the front, the trade-offs."""
+    ok = report.ok
+    out: list[str] = []
+    if ok.empty:
+        return ["No scenario produced a measurement."]
+    fastest = ok.loc[ok["samples_per_s"].idxmax()]
+    out.append(
+        f"Fastest: {fastest['scenario']} at {fmt_num(fastest['samples_per_s'], 2)} "
+        f"samples/s{_vs(fastest, 'samples_per_s')}; peak memory "
+        f"{fmt_num(fastest['peak_mem_mb'], 0)} MB{_vs(fastest, 'peak_mem_mb')}."
+    )
+    mem = ok[ok["peak_mem_mb"].notna()]
+    if not mem.empty:
+        lean = mem.loc[mem["peak_mem_mb"].idxmin()]
+        out.append(
+            f"Lowest peak memory: {lean['scenario']} at {fmt_num(lean['peak_mem_mb'], 0)} "
+            f"MB{_vs(lean, 'peak_mem_mb')}; {fmt_num(lean['samples_per_s'], 2)} "
+            f"samples/s{_vs(lean, 'samples_per_s')}."
+        )
+    front = list(ok[ok["pareto"]]["scenario"])
+    if front:
+        out.append(
+            "Not beaten on both speed and memory by any other scenario (Pareto front): " + ", ".join(front) + "."
+        )
+    out += _tradeoffs(ok[~ok["is_baseline"]])
+    if report.problems:
+        listed = ", ".join(f"{p.scenario} ({p.status})" for p in report.problems)
+        out.append(f"Without a full measurement: {listed}; see the list of failed and skipped scenarios.")
+    return out
+
+
+def _tradeoffs(others: pd.DataFrame) -> list[str]:
+    """Versus the baseline: better on both, the biggest trade-offs each way, worse on both."""
+    ds, dm = others["samples_per_s_vs_baseline_pct"], others["peak_mem_mb_vs_baseline_pct"]
+    known = others[ds.notna() & dm.notna()]
+    if known.empty:
+        return []
+    ds, dm = known["samples_per_s_vs_baseline_pct"], known["peak_mem_mb_vs_baseline_pct"]
+    out = []
+    both = known[(ds > NOISE_PCT) & (dm < -NOISE_PCT)]
+    if len(both):
+        out.append("Faster and leaner than the baseline: " + _list(both) + ".")
+    faster = known[(ds > NOISE_PCT) & (dm > NOISE_PCT)]
+    if len(faster):
+        top = faster.loc[faster["samples_per_s_vs_baseline_pct"].idxmax()]
+        out.append(f"Biggest speed-up at a memory cost: {_change(top)}.")
+    leaner = known[(dm < -NOISE_PCT) & (ds < -NOISE_PCT)]
+    if len(leaner):
+        top = leaner.loc[leaner["peak_mem_mb_vs_baseline_pct"].idxmin()]
+        out.append(f"Biggest memory saving at a speed cost: {_change(top)}.")
+    worse = known[(ds < -NOISE_PCT) & (dm > NOISE_PCT)]
+    if len(worse):
+        out.append("Slower and heavier than the baseline: " + _list(worse) + ".")
+    same = known[(ds.abs() <= NOISE_PCT) & (dm.abs() <= NOISE_PCT)]
+    if len(same):
+        out.append(f"Within ±{NOISE_PCT:g}% of the baseline on both: " + ", ".join(same["scenario"]) + ".")
+    return out
+
+
+def _change(row: pd.Series) -> str:
+    return (
+        f"{row['scenario']} ({fmt_pct(row['samples_per_s_vs_baseline_pct'])} speed, "
+        f"{fmt_pct(row['peak_mem_mb_vs_baseline_pct'])} memory)"
+    )
+
+
+def _list(rows: pd.DataFrame) -> str:
+    return ", ".join(_change(r) for _, r in rows.iterrows())
+
+
+def _vs(row: pd.Series, metric: str) -> str:
+    value = row[f"{metric}_vs_baseline_pct"]
+    if row["is_baseline"] or missing(value):
+        return ""
+    return f" ({fmt_pct(value)} vs baseline)"
+
+
+# -- number formatting shared by the renderers -----------------------------------------------------
+def missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
+def fmt_num(value: Any, decimals: int) -> str:
+    return "–" if missing(value) else f"{float(value):,.{decimals}f}"
+
+
+def fmt_pct(value: Any) -> str:
+    return "–" if missing(value) else f"{float(value):+.1f}%".replace("-", "−")
+
+
+def fmt_date(value: Any) -> str:
+    """An ISO timestamp as "YYYY-MM-DD HH:MM UTC"; other text as is; "" for nothing."""
+    if not isinstance(value, str) or not value:
+        return ""
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if stamp.tzinfo is not None:
+        stamp = stamp.astimezone(UTC)
+    return stamp.strftime("%Y-%m-%d %H:%M UTC")

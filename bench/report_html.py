@@ -1,0 +1,353 @@
+"""The HTML report: one self-contained file (inline CSS and SVG charts, no script, no network).
+
+`write_report(result_dir)` is what `gpubench report` and `gpubench run` call. Every piece of text
+from the results or env.json goes through html.escape.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .fsio import atomic_write_text
+from .report_data import (
+    Problem,
+    Report,
+    device_name,
+    env_part,
+    findings,
+    fmt_date,
+    fmt_num,
+    fmt_pct,
+    load,
+    missing,
+)
+
+REPORT_HTML = "report.html"
+TAIL_CHARS = 3000  # of a failed scenario's stderr, shown folded
+
+CSS = """
+:root { color-scheme: light; --fg: #1d1d1f; --muted: #5f6368; --line: #d9dce1; --bad: #b3261e;
+  --warn: #8a5a00; --good: #1e6b34; --front: #9a5b00; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans",
+  Arial, sans-serif; color: var(--fg); background: #fff; }
+main { max-width: 1200px; margin: 0 auto; padding: 24px 20px 40px; }
+h1 { font-size: 1.6em; margin: 0 0 4px; }
+h2 { font-size: 1.2em; margin: 28px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
+.sub { color: var(--muted); margin: 0 0 12px; }
+dl.env { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 0; }
+dl.env dt { color: var(--muted); }
+dl.env dd { margin: 0; overflow-wrap: anywhere; }
+code { font: 0.92em ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { padding: 4px 8px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
+th { background: #f4f5f7; font-weight: 600; vertical-align: bottom; }
+th small { font-weight: 400; color: var(--muted); }
+td.name { white-space: nowrap; }
+td.what { min-width: 14em; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
+td.reason { max-width: 46em; overflow-wrap: anywhere; }
+.status-ok { color: var(--good); }
+.status-skipped { color: var(--warn); }
+.status-failed { color: var(--bad); font-weight: 600; }
+.tag { display: inline-block; font-size: 11px; padding: 0 5px; margin-left: 4px; border: 1px solid;
+  border-radius: 3px; white-space: nowrap; }
+.tag.base { color: #444; } .tag.front { color: var(--front); }
+tr.baseline td { background: #f7f7f7; }
+ul.findings li { margin: 2px 0; }
+.notes { color: var(--muted); font-size: 13px; }
+figure { margin: 12px 0 24px; break-inside: avoid; page-break-inside: avoid; }
+figure svg { display: block; max-width: 100%; height: auto; }
+figcaption { color: var(--muted); font-size: 13px; margin-top: 4px; max-width: 60em; }
+details pre { white-space: pre-wrap; font-size: 12px; background: #f6f6f6; padding: 8px;
+  max-height: 24em; overflow: auto; }
+footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
+@media print {
+  @page { margin: 12mm; }
+  body { font-size: 10.5pt; }
+  main { max-width: none; padding: 0; }
+  h2 { break-after: avoid; page-break-after: avoid; }
+  table { font-size: 9pt; }
+  tr { break-inside: avoid; page-break-inside: avoid; }
+  .scroll { overflow: visible; }
+  th, tr.baseline td { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+  details pre { max-height: none; }
+}
+"""
+
+
+def write_report(result_dir: Path, output: Path | None = None, baseline: str | None = None) -> Path:
+    """Read a result set and write its HTML report (default RESULT_DIR/report.html), atomically."""
+    report = load(Path(result_dir), baseline)
+    path = Path(output) if output is not None else report.source.parent / REPORT_HTML
+    atomic_write_text(path, render(report))
+    return path
+
+
+def render(report: Report) -> str:
+    from . import charts  # matplotlib: only when a report is drawn
+
+    title = f"gpubench report: {report.title}"
+    body = [
+        _header(report),
+        _findings(report),
+        _summary(report),
+        _problems(report.problems),
+        _figure("Throughput", charts.speed_chart(report), _speed_caption(report)),
+        _figure("Peak memory", charts.memory_chart(report), _memory_caption(report)),
+        _figure("Speed versus memory", charts.speed_memory_map(report), _map_caption(report)),
+        _footer(report),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta name="generator" content="gpubench {escape(__version__)}">\n'
+        f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
+        + "\n".join(part for part in body if part)
+        + "\n</main>\n</body>\n</html>\n"
+    )
+
+
+# -- sections --------------------------------------------------------------------------------------
+def _header(report: Report) -> str:
+    env = report.env or {}
+    when = fmt_date(env.get("created_at"))
+    sub = " · ".join(
+        x for x in (f"matrix {env.get('matrix')}" if env.get("matrix") else "", device_name(report.env), when) if x
+    )
+    rows = "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in _env_rows(report))
+    return (
+        f"<header>\n<h1>gpubench report: {escape(report.title)}</h1>\n"
+        f'<p class="sub">{escape(sub)}</p>\n<dl class="env">{rows}</dl>\n</header>'
+    )
+
+
+def _env_rows(report: Report) -> list[tuple[str, str]]:
+    """(label, already-escaped HTML) pairs for the environment block."""
+    env = report.env
+    if not env:
+        return [
+            ("environment", "unknown: no env.json beside the results"),
+            ("results", f"<code>{escape(str(report.source))}</code>"),
+        ]
+    gpu, packages = env_part(env, "gpu"), env_part(env, "packages")
+
+    def text(value: Any) -> str:
+        return escape(str(value)) if value not in (None, "") else "–"
+
+    if gpu:
+        gpu_text = text(gpu.get("name"))
+        extras = []
+        memory = gpu.get("memory_total_mb")
+        if isinstance(memory, int | float) and not missing(float(memory)):
+            extras.append(f"{float(memory):,.0f} MB")
+        if gpu.get("capability"):
+            extras.append(f"compute capability {gpu['capability']}")
+        gpu_text += f" ({escape(', '.join(extras))})" if extras else ""
+    else:
+        gpu_text = "none (CPU run)" if str(env.get("device", "")).startswith("cpu") else "–"
+    torch = text(packages.get("torch"))
+    if env.get("torch_build") and env.get("torch_build") != packages.get("torch"):
+        torch += f" (build {text(env['torch_build'])})"
+    cpu = text(env.get("cpu")) + (f" × {text(env['cpu_count'])}" if env.get("cpu_count") else "")
+    commit = env_part(env, "git").get("commit")
+    rows = [
+        ("GPU", gpu_text),
+        ("driver", text(gpu.get("driver"))),
+        ("CUDA runtime", text(env.get("cuda_runtime"))),
+        ("device", text(env.get("device"))),
+        ("torch", torch),
+        ("transformers", text(packages.get("transformers"))),
+        ("accelerate", text(packages.get("accelerate"))),
+        ("bitsandbytes", text(packages.get("bitsandbytes"))),
+        ("python", text(env.get("python"))),
+        ("CPU", cpu),
+        ("host", text(env.get("host"))),
+        ("date", text(fmt_date(env.get("created_at")) or env.get("created_at"))),
+        ("command", f"<code>{text(env.get('command'))}</code>"),
+        ("results", f"<code>{escape(str(report.source))}</code>"),
+    ]
+    if commit:
+        rows.append(("git commit", f"<code>{escape(str(commit))}</code>"))
+    return rows
+
+
+def _findings(report: Report) -> str:
+    items = "".join(f"<li>{escape(f)}</li>" for f in findings(report))
+    notes = "".join(f"<li>{escape(n)}</li>" for n in report.notes)
+    notes_html = f'<ul class="notes">{notes}</ul>' if notes else ""
+    return f'<section id="findings">\n<h2>Findings</h2>\n<ul class="findings">{items}</ul>\n{notes_html}</section>'
+
+
+def _summary(report: Report) -> str:
+    s = report.summary
+    spread = bool((s["ok"] >= 2).any())
+    reserved = bool(s["torch_max_reserved_mb"].notna().any())
+    allocated = bool(s["torch_max_allocated_mb"].notna().any())
+    source = report.memory_source or "n/a"
+    # (header, sub-header, shown): numeric columns, in order
+    columns = [
+        ("samples/s", "median", True),
+        ("spread", "min–max", spread),
+        ("CV", "samples/s", spread),
+        ("samples/s", "vs baseline", True),
+        ("peak MB", source, True),
+        ("peak MB", "vs baseline", True),
+        ("torch MB", "max reserved", reserved),
+        ("torch MB", "max allocated", allocated),
+        ("MFU", "", report.has_mfu),
+    ]
+    shown = [c[2] for c in columns]
+    head = "".join(f"<th>{h}</th>" for h in ("scenario", "what it changes", "status"))
+    head += '<th class="num">ok / runs</th>'
+    head += "".join(
+        f'<th class="num">{escape(h)}<br><small>{escape(sub)}</small></th>' for h, sub, show in columns if show
+    )
+    lines = [f"<tr>{head}</tr>"]
+    for r in s.to_dict("records"):
+        values = [
+            fmt_num(r["samples_per_s"], 2),
+            _fmt_spread(r),
+            "–" if missing(r["samples_per_s_cv_pct"]) else f"±{r['samples_per_s_cv_pct']:.1f}%",
+            _vs(r, "samples_per_s"),
+            fmt_num(r["peak_mem_mb"], 0),
+            _vs(r, "peak_mem_mb"),
+            fmt_num(r["torch_max_reserved_mb"], 0),
+            fmt_num(r["torch_max_allocated_mb"], 0),
+            "–" if missing(r["mfu"]) else f"{r['mfu'] * 100:.1f}%",
+        ]
+        row = [
+            f'<td class="name">{_scenario_cell(r)}</td>',
+            f'<td class="what">{escape(str(r.get("description") or ""))}</td>',
+            f'<td class="{_status_class(r["status"])}">{escape(str(r["status"]))}</td>',
+            f'<td class="num">{r["ok"]} / {r["repeats"]}</td>',
+        ] + [f'<td class="num">{escape(v)}</td>' for v, show in zip(values, shown, strict=True) if show]
+        css = ' class="baseline"' if r["is_baseline"] else ""
+        lines.append(f"<tr{css}>" + "".join(row) + "</tr>")
+    table = "\n".join(lines)
+    legend = (
+        "Medians over the ok repeats of each scenario"
+        + ("; CV is the coefficient of variation of samples/s over them" if spread else "")
+        + '. <span class="tag front">front</span> marks the Pareto front: no other '
+        "scenario is both faster and lighter."
+    )
+    return (
+        f'<section id="summary">\n<h2>Summary</h2>\n<div class="scroll"><table>\n{table}\n'
+        f'</table></div>\n<p class="notes">{legend}</p>\n</section>'
+    )
+
+
+def _problems(problems: tuple[Problem, ...]) -> str:
+    if not problems:
+        return ""
+    lines = ['<tr><th>scenario</th><th>status</th><th class="num">repeats not ok</th><th>reason</th></tr>']
+    for p in problems:
+        tail = p.stderr_tail[-TAIL_CHARS:]
+        details = f"<details><summary>stderr tail</summary><pre>{escape(tail)}</pre></details>" if tail.strip() else ""
+        lines.append(
+            f"<tr><td>{escape(p.scenario)}</td>"
+            f'<td class="{_status_class(p.status)}">{escape(p.status)}</td>'
+            f'<td class="num">{p.not_ok} of {p.repeats}</td>'
+            f'<td class="reason">{escape(p.reason)}{details}</td></tr>'
+        )
+    table = "\n".join(lines)
+    return (
+        f'<section id="problems">\n<h2>Failed and skipped scenarios</h2>\n'
+        f'<div class="scroll"><table>\n{table}\n</table></div>\n</section>'
+    )
+
+
+def _figure(heading: str, svg: str, caption: str) -> str:
+    return (
+        f"<section>\n<h2>{escape(heading)}</h2>\n<figure>\n{svg}\n"
+        f"<figcaption>{escape(caption)}</figcaption>\n</figure>\n</section>"
+    )
+
+
+def _footer(report: Report) -> str:
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"<footer>Written by gpubench {escape(__version__)} on {escape(now)} from "
+        f"<code>{escape(str(report.source))}</code>. Self-contained: no scripts, no network."
+        "</footer>"
+    )
+
+
+# -- captions --------------------------------------------------------------------------------------
+def _speed_caption(report: Report) -> str:
+    spread = (
+        "Error bars span the slowest to the fastest ok repeat."
+        if report.max_repeats > 1
+        else "One repeat per scenario: no error bars."
+    )
+    return (
+        f"Median samples/s over ok repeats, in the steady-state window (warm-up excluded); "
+        f"the dotted line is the baseline. {spread} Scenarios without a measurement keep "
+        "their row, with their status and reason."
+    )
+
+
+def _memory_caption(report: Report) -> str:
+    source = report.memory_source
+    if source == "rss":
+        return (
+            "CPU run: the only memory figure is the worker's peak resident set size "
+            "(getrusage); NVML and torch.cuda figures exist on GPU runs only."
+        )
+    return (
+        "The NVML per-process peak counts what the driver gives the worker: torch's "
+        "reserved pool plus the CUDA context (about 0.5 GB on an H200) and non-torch "
+        "allocations (cuBLAS workspaces, bitsandbytes). torch max reserved is the caching "
+        "allocator's pool; torch max allocated is what tensors held at the peak. "
+        f"Headline source: {source or 'unknown'}."
+    )
+
+
+def _map_caption(report: Report) -> str:
+    ok = report.ok
+    unplotted = [str(n) for n in report.summary["scenario"] if n not in set(ok[ok["peak_mem_mb"].notna()]["scenario"])]
+    absent = f" Not shown (no measurement): {', '.join(unplotted)}." if unplotted else ""
+    return (
+        "One point per scenario. Diamonds labelled [front] are the Pareto front: no other "
+        "scenario is at least as fast with at most as much memory; the dashed line joins "
+        "them. The star is the baseline; the dotted lines through it split the chart into "
+        "faster/slower and lighter/heavier than the baseline." + absent
+    )
+
+
+# -- cells -----------------------------------------------------------------------------------------
+def _scenario_cell(r: dict[str, Any]) -> str:
+    out = escape(str(r["scenario"]))
+    if r["is_baseline"]:
+        out += '<span class="tag base">baseline</span>'
+    if r["pareto"]:
+        out += '<span class="tag front">front</span>'
+    return out
+
+
+def _status_class(status: str) -> str:
+    return {"ok": "status-ok", "skipped": "status-skipped"}.get(status, "status-failed")
+
+
+def _fmt_spread(r: dict[str, Any]) -> str:
+    lo, hi = r["samples_per_s_min"], r["samples_per_s_max"]
+    if missing(lo) or missing(hi) or r["ok"] < 2:
+        return "–"
+    return f"{lo:,.2f}–{hi:,.2f}"
+
+
+def _vs(r: dict[str, Any], metric: str) -> str:
+    if r["is_baseline"] and not missing(r[metric]):
+        return "ref"
+    return fmt_pct(r[f"{metric}_vs_baseline_pct"])
+
+
+def size_text(path: Path) -> str:
+    size = path.stat().st_size
+    return f"{size / 1024:.0f} KB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MB"

@@ -1,0 +1,133 @@
+"""The markdown report: the summary table and the findings, for a pull request or a CI job summary.
+
+Columns are padded so the raw text lines up too; units sit in the headers, cells hold numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .report_data import Report, device_name, env_part, findings, fmt_date, fmt_num, missing
+
+BASE_MARK, FRONT_MARK = "★", "◆"
+
+
+def render(report: Report) -> str:
+    lines = [f"## gpubench report: {_md(report.title)}", "", _env_line(report)]
+    command = (report.env or {}).get("command")
+    if command:
+        lines += ["", f"Command: {_code(str(command))}"]
+    lines += [
+        "",
+        *_table(*_summary(report)),
+        "",
+        f"{BASE_MARK} baseline · {FRONT_MARK} Pareto front (no other scenario is both "
+        "faster and lighter) · medians over ok repeats · Δ: change vs baseline",
+        "",
+    ]
+    lines += ["### Findings", "", *[f"- {_md(f)}" for f in findings(report)]]
+    lines += [f"- _{_md(note)}_" for note in report.notes]
+    if report.problems:
+        rows = [[p.scenario, p.status, f"{p.not_ok} of {p.repeats}", _clip(p.reason, 200)] for p in report.problems]
+        header = ["Scenario", "Status", "Repeats not ok", "Reason"]
+        lines += ["", "### Failed and skipped", "", *_table(header, rows, [False, False, True, False])]
+    return "\n".join(lines) + "\n"
+
+
+def _env_line(report: Report) -> str:
+    env = report.env
+    if not env:
+        return f"Environment unknown (no env.json beside {_code(str(report.source))})."
+    gpu, packages = env_part(env, "gpu"), env_part(env, "packages")
+    parts = [device_name(env)]
+    if gpu.get("driver"):
+        parts.append(f"driver {gpu['driver']}")
+    if env.get("cuda_runtime"):
+        parts.append(f"CUDA {env['cuda_runtime']}")
+    parts += [f"{name} {packages[name]}" for name in ("torch", "transformers", "bitsandbytes") if packages.get(name)]
+    when = fmt_date(env.get("created_at"))
+    if when:
+        parts.append(when)
+    return _md(" · ".join(str(p) for p in parts))
+
+
+def _summary(report: Report) -> tuple[list[str], list[list[str]], list[bool]]:
+    s = report.summary
+    spread = bool((s["ok"] >= 2).any())
+    source = report.memory_source or "n/a"
+    # (header, numeric, shown)
+    columns = [
+        ("Scenario", False, True),
+        ("Status", False, True),
+        ("ok/runs", True, True),
+        ("samples/s", True, True),
+        ("CV (%)", True, spread),
+        ("Δ samples/s (%)", True, True),
+        (f"Peak mem (MB, {source})", True, True),
+        ("Δ peak mem (%)", True, True),
+        ("MFU (%)", True, report.has_mfu),
+    ]
+    rows = []
+    for r in s.to_dict("records"):
+        marks = (f" {BASE_MARK}" if r["is_baseline"] else "") + (f" {FRONT_MARK}" if r["pareto"] else "")
+        cells = [
+            str(r["scenario"]) + marks,
+            str(r["status"]),
+            f"{r['ok']}/{r['repeats']}",
+            fmt_num(r["samples_per_s"], 2),
+            "–" if missing(r["samples_per_s_cv_pct"]) else f"{r['samples_per_s_cv_pct']:.1f}",
+            _delta(r, "samples_per_s"),
+            fmt_num(r["peak_mem_mb"], 0),
+            _delta(r, "peak_mem_mb"),
+            "–" if missing(r["mfu"]) else f"{r['mfu'] * 100:.1f}",
+        ]
+        rows.append([c for c, (_, _, show) in zip(cells, columns, strict=True) if show])
+    shown = [c for c in columns if c[2]]
+    return [c[0] for c in shown], rows, [c[1] for c in shown]
+
+
+def _delta(r: dict[str, Any], metric: str) -> str:
+    if r["is_baseline"] and not missing(r[metric]):
+        return "ref"
+    value = r[f"{metric}_vs_baseline_pct"]
+    return "–" if missing(value) else f"{float(value):+.1f}".replace("-", "−")
+
+
+def _table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> list[str]:
+    """A GitHub table padded to line up: text left-aligned, numbers right-aligned."""
+    cells = [[_md(c) for c in header]] + [[_md(c) for c in row] for row in rows]
+    widths = [max(3, *(len(row[i]) for row in cells)) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        return (
+            "| "
+            + " | ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(row, widths, numeric, strict=True))
+            + " |"
+        )
+
+    rule = (
+        "|"
+        + "|".join(
+            ("-" * (w + 1) + ":") if num else (":" + "-" * (w + 1)) for w, num in zip(widths, numeric, strict=True)
+        )
+        + "|"
+    )
+    return [line(cells[0]), rule, *[line(row) for row in cells[1:]]]
+
+
+def _md(text: Any) -> str:
+    """Text safe in a markdown table cell or list item: no pipes, no line breaks, no markup."""
+    out = str(text).replace("\\", "\\\\").replace("\r", " ").replace("\n", " ")
+    for char in "|*_`<>[]":
+        out = out.replace(char, "\\" + char)
+    return out
+
+
+def _code(text: str) -> str:
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

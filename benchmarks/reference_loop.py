@@ -1,0 +1,83 @@
+"""A minimal hand-written PyTorch training loop: the yardstick for gpubench's Accelerate engine.
+
+Same model (a BERT preset, random weights, built on the device), same random data, same optimizer
+and precision; no Accelerate, no Trainer, no hooks. Timed with a device synchronisation at the
+window's two ends only. Writes one JSON object to --out.
+
+    python benchmarks/reference_loop.py --model bert-large --batch-size 4 --precision bf16 --out ref.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+from transformers import AutoModelForSequenceClassification, BertConfig
+
+from bench.models import PRESETS
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="bert-large", choices=sorted(PRESETS))
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
+    p.add_argument("--tf32", action="store_true")
+    p.add_argument("--optimizer", default="adamw", choices=["adamw", "adamw_fused"])
+    p.add_argument("--attn-implementation", default="default", choices=["default", "eager", "sdpa"])
+    p.add_argument("--samples", type=int, default=512)
+    p.add_argument("--seq-len", type=int, default=512)
+    p.add_argument("--warmup-steps", type=int, default=10)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+
+    device = torch.device("cuda")
+    mode = "tf32" if a.tf32 else "ieee"
+    torch.backends.cuda.matmul.fp32_precision = mode
+    torch.manual_seed(a.seed)
+    extra = {} if a.attn_implementation == "default" else {"attn_implementation": a.attn_implementation}
+    with device:
+        model = AutoModelForSequenceClassification.from_config(BertConfig(**PRESETS[a.model]), **extra)
+    model = model.float().train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.0,
+                                  fused=True if a.optimizer == "adamw_fused" else None)
+    gen = torch.Generator().manual_seed(a.seed)
+    ids = torch.randint(100, 30000, (a.samples, a.seq_len), generator=gen)
+    labels = torch.zeros(a.samples, dtype=torch.long)
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
+    scaler = torch.amp.GradScaler("cuda") if a.precision == "fp16" else None
+
+    steps = a.samples // a.batch_size
+    t_start = None
+    for step in range(steps):
+        if step == a.warmup_steps:
+            torch.cuda.synchronize()
+            t_start = time.perf_counter()
+        batch_ids = ids[step * a.batch_size:(step + 1) * a.batch_size].to(device, non_blocking=True)
+        batch_labels = labels[step * a.batch_size:(step + 1) * a.batch_size].to(device, non_blocking=True)
+        with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+            loss = model(input_ids=batch_ids, labels=batch_labels).loss
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    window_s = time.perf_counter() - t_start
+    window_samples = (steps - a.warmup_steps) * a.batch_size
+    result = {"samples_per_s": window_samples / window_s, "window_s": window_s,
+              "window_samples": window_samples, "final_loss": float(loss),
+              "torch_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20, **vars(a)}
+    with open(a.out, "w") as fh:
+        json.dump(result, fh)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

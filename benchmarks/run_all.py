@@ -1,0 +1,79 @@
+"""`make bench`: the published GPU results, in parts that can be resumed.
+
+Parts (each a result directory under --out):
+  full        gpubench run --matrix full --repeats 3        the guide's table
+  throughput  gpubench run --matrix throughput --repeats 3  how far batch 4 is from the chip's best
+  faults      gpubench run --matrix faults                  a real OOM and a real timeout mid-run
+  fidelity    benchmarks/fidelity.py                        engine vs hand-written loop; sampler cost
+
+A part whose directory holds an unfinished run is resumed (`--resume`), a finished one is skipped,
+so a GPU session with a time limit per command can run `make bench` again until everything is done.
+
+    python benchmarks/run_all.py --out results/h200-bert-large --parts full,throughput
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.results import FINAL_STATUSES, RESULTS_CSV, SCENARIOS_JSON, read_results
+
+HERE = Path(__file__).resolve().parent
+PARTS = {
+    "full": ["--matrix", "full", "--repeats", "3"],
+    "throughput": ["--matrix", "throughput", "--repeats", "3"],
+    "faults": ["--matrix", "faults"],
+}
+
+
+def finished(out: Path) -> bool:
+    import json
+
+    if not (out / RESULTS_CSV).is_file():
+        return False
+    plan = json.loads((out / SCENARIOS_JSON).read_text())
+    frame = read_results(out)
+    done = frame[frame["status"].isin(FINAL_STATUSES)]
+    return len(done) >= len(plan["scenarios"]) * int(plan["repeats"])
+
+
+def run_part(name: str, out: Path, extra: list[str]) -> int:
+    if name == "fidelity":
+        if (out / "fidelity.csv").is_file():
+            return 0
+        cmd = [sys.executable, str(HERE / "fidelity.py"), "--out", str(out)]
+    elif (out / SCENARIOS_JSON).is_file():
+        if finished(out):
+            print(f"{name}: finished, skipped", file=sys.stderr)
+            return 0
+        cmd = [sys.executable, "-m", "bench", "run", "--resume", str(out)]
+    else:
+        cmd = [sys.executable, "-m", "bench", "run", *PARTS[name], "--out", str(out), *extra]
+    print("+ " + " ".join(cmd), file=sys.stderr)
+    return subprocess.run(cmd, check=False).returncode
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--parts", default="full,throughput,faults,fidelity")
+    p.add_argument("extra", nargs="*", help="passed to gpubench run (e.g. -- --model bert-base)")
+    a = p.parse_args()
+    codes = {}
+    for name in [x for x in a.parts.split(",") if x]:
+        if name not in (*PARTS, "fidelity"):
+            print(f"unknown part {name!r}; parts: {', '.join([*PARTS, 'fidelity'])}", file=sys.stderr)
+            return 2
+        codes[name] = run_part(name, a.out / name, a.extra)
+        if codes[name] == 130:
+            break
+    print(" ".join(f"{k}={v}" for k, v in codes.items()), file=sys.stderr)
+    # faults is expected to end with failed rows (exit 1); anything else failing fails the bench
+    return max([c for k, c in codes.items() if k != "faults" or c not in (0, 1)] or [0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Helpers for the harness tests: small matrix files, `gpubench` as a real subprocess, processes by
+command line. Imported by tests/test_*.py (pytest puts tests/ on sys.path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from bench.results import read_results
+
+REPO = Path(__file__).resolve().parents[1]
+# The workload of every end-to-end test: one worker costs a few seconds on a 2-core CPU.
+BASE: dict[str, Any] = {"model": "tiny", "samples": 16, "seq_len": 32, "warmup_steps": 1, "batch_size": 4}
+T = TypeVar("T")
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string is a JSON string
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def write_matrix(
+    path: Path,
+    scenarios: dict[str, dict[str, Any]],
+    base: dict[str, Any] | None = None,
+    description: str = "",
+) -> Path:
+    """A matrix file: [matrix], [base] (BASE unless given) and one [scenarios.NAME] table each."""
+    lines = []
+    if description:
+        lines += ["[matrix]", f"description = {toml_value(description)}", ""]
+    lines.append("[base]")
+    lines += [f"{k} = {toml_value(v)}" for k, v in (BASE if base is None else base).items()]
+    for name, settings in scenarios.items():
+        lines += ["", f"[scenarios.{name}]"]
+        lines += [f"{k} = {toml_value(v)}" for k, v in settings.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def gpubench_cmd(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "bench", *map(str, args)]
+
+
+def gpubench(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`python -m bench ARGS` in the repository, as a user runs it; no shell."""
+    return subprocess.run(gpubench_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def start_gpubench(*args: str | Path, log_dir: Path) -> subprocess.Popen[bytes]:
+    """`python -m bench ARGS` in the background; stdout/stderr to files (a full pipe would block it)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / "stdout.txt", "wb") as out, open(log_dir / "stderr.txt", "wb") as err:
+        return subprocess.Popen(gpubench_cmd(*args), cwd=REPO, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip()]
+
+
+def wait_for(what: str, probe: Callable[[], T], timeout: float, interval: float = 0.1) -> T:
+    """Poll `probe` until it returns something truthy; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def alive(pid: int) -> bool:
+    """A live process (a zombie waiting for its reaper counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def pids_with(text: str) -> set[int]:
+    """Live processes whose command line contains `text` (a worker and its forked dataloader workers
+    share the worker's command line, which names its spec file)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline and alive(int(entry.name)):
+            found.add(int(entry.name))
+    return found
+
+
+def worker_spec(out: Path, scenario: str, repeat: int = 0) -> str:
+    """The text that identifies a scenario's worker processes (see bench.runner.run_one)."""
+    return str(out / "work" / f"{scenario}-r{repeat}" / "spec.json")
+
+
+def results(out: Path) -> pd.DataFrame:
+    return read_results(out / "results.csv")
+
+
+def finished(out: Path) -> pd.DataFrame | None:
+    """The results table once it exists and is readable, else None."""
+    try:
+        return results(out) if (out / "results.csv").is_file() else None
+    except Exception:
+        return None
+
+
+def statuses(frame: pd.DataFrame) -> dict[str, str]:
+    return dict(zip(frame["scenario"], frame["status"], strict=True))
+
+
+def leftover_temp_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))

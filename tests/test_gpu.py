@@ -1,0 +1,91 @@
+"""On a CUDA GPU (`make test-gpu`): the whole pipeline with real workers, NVML and torch memory."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.results import read_results
+
+pytestmark = pytest.mark.gpu
+
+
+def has_cuda() -> bool:
+    if shutil.which("nvidia-smi") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+if not has_cuda():  # collected only with -m gpu; say why instead of failing on a CPU machine
+    pytest.skip("no CUDA GPU on this machine", allow_module_level=True)
+
+
+def gpubench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("gpu") / "quick"
+    done = gpubench("run", "--matrix", "quick", "--device", "cuda", "--model", "bert-base",
+                    "--samples", "64", "--seq-len", "128", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_every_quick_scenario_runs_on_the_gpu(quick_run: Path) -> None:
+    frame = read_results(quick_run)
+    assert set(frame["status"]) == {"ok"}, frame[["scenario", "status", "error"]].to_string()
+    assert (frame["samples_per_s"] > 0).all()
+    assert set(frame["model_resolved"]) == {"bert-base"}
+
+
+def test_memory_comes_from_nvml_per_process_and_torch(quick_run: Path) -> None:
+    frame = read_results(quick_run)
+    assert set(frame["peak_mem_source"]) == {"nvml-process"}
+    # NVML per process = torch reserved + CUDA context + non-torch allocations
+    assert (frame["nvml_process_peak_mb"] > frame["torch_max_reserved_mb"]).all()
+    assert (frame["torch_max_reserved_mb"] >= frame["torch_max_allocated_mb"]).all()
+    assert (frame["nvml_sample_hz"] >= 100).all()
+    assert frame["torch_alloc_after_optimizer_step_mb"].notna().all()
+
+
+def test_tf32_is_what_the_scenario_says(quick_run: Path) -> None:
+    frame = read_results(quick_run).set_index("scenario")
+    assert frame.loc["tf32", "fp32_matmul_precision"] == "tf32"
+    assert frame.loc["baseline", "fp32_matmul_precision"] == "ieee"
+
+
+def test_mfu_uses_a_known_peak_or_says_why(quick_run: Path) -> None:
+    frame = read_results(quick_run)
+    env = json.loads((quick_run / "env.json").read_text())
+    assert env["gpu"]["name"]
+    assert frame["peak_source"].notna().all()
+    known = frame["mfu"].notna()
+    assert ((frame.loc[known, "mfu"] > 0) & (frame.loc[known, "mfu"] < 1)).all()
+
+
+def test_compile_does_not_turn_on_tf32_behind_the_scenario(tmp_path: Path) -> None:
+    matrix = tmp_path / "compile.toml"
+    matrix.write_text('[base]\nmodel = "tiny"\nsamples = 64\nseq_len = 64\nwarmup_steps = 2\n'
+                      "[scenarios.compile]\ncompile = true\n")
+    done = gpubench("run", "--matrix", str(matrix), "--device", "cuda", "--out", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = read_results(tmp_path / "r").iloc[0]
+    assert row["status"] == "ok"
+    assert row["fp32_matmul_precision"] == "ieee"
+    assert row["first_step_s"] > row["step_time_median_ms"] / 1000  # compilation is in warm-up
+
+
+def test_a_gpu_that_is_not_there_is_bad_input(tmp_path: Path) -> None:
+    done = gpubench("run", "--matrix", "quick", "--device", "cuda:99", "--out", str(tmp_path / "x"))
+    assert done.returncode == 2
+    assert "cuda:99" in done.stderr and "Traceback" not in done.stderr

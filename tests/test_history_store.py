@@ -1,0 +1,298 @@
+"""bench.history.store and api on both backends: what is stored, idempotent import, concurrent
+writers, and refusing corrupt, foreign or newer databases without touching them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from history_support import (
+    BACKENDS,
+    H200_RUN,
+    env,
+    execute,
+    nights,
+    reps,
+    store_target,
+    write_run,
+)
+
+from bench.errors import BadInput
+from bench.history import api, schema, store
+from bench.history.judge import Params
+from bench.history.store import open_store
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(params=BACKENDS)
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return store_target(request.param, tmp_path, request)
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path) -> str:
+    return str(tmp_path / "history.sqlite")
+
+
+def count(db: str, table: str) -> int:
+    return int(execute(db, f"SELECT COUNT(*) FROM {table}")[0][0])
+
+
+# -- what is stored --------------------------------------------------------------------------------
+def test_a_run_is_stored_with_its_environment_results_and_repeats(db: str, tmp_path: Path) -> None:
+    rows = reps("baseline", [100.0, 110.0, 90.0]) + reps("fp16", [0.0], status="oom")
+    directory = write_run(tmp_path / "run", rows, env(3))
+    [stored] = api.import_dirs(db, [directory])
+    assert (stored.run_id, stored.created, stored.scenarios) == (1, True, 2)
+    run = execute(
+        db,
+        "SELECT created_at, host, git_commit, git_branch, gpu_model, gpu_count, driver, cuda, torch, "
+        "transformers, accelerate, bitsandbytes, command, status, source FROM runs",
+    )[0]
+    assert str(run[0])[:19] == "2026-11-03 02:00:00"  # UTC
+    assert run[1:] == (
+        "gpu-node-1",
+        "0123456789abcdef0123456789abcdef01234567",
+        "main",
+        "NVIDIA H200",
+        1,
+        "580.65",
+        "13.0",
+        "2.11.0",
+        "5.17.0",
+        "1.15.0",
+        "0.50.2",
+        "gpubench run --matrix full --repeats 3 --record",
+        "failed",
+        str(directory.resolve()),
+    )
+    results = execute(
+        db,
+        "SELECT scenario, status, repeats, ok_repeats, samples_per_s, samples_per_s_spread_pct, "
+        "peak_mem_mb, settings_json FROM results ORDER BY id",
+    )
+    assert results[0][:7] == ("baseline", "ok", 3, 3, 100.0, 20.0, 1000.0)
+    assert json.loads(results[0][7])["batch_size"] == 4
+    assert results[1][:5] == ("fp16", "oom", 1, 0, None)
+    assert count(db, "repeats") == 4
+    repeat = execute(db, "SELECT repeat, status, samples_per_s, row_json FROM repeats ORDER BY id LIMIT 1")[0]
+    assert repeat[:3] == (0, "ok", 100.0)
+    assert json.loads(repeat[3])["scenario"] == "baseline"
+
+
+def test_a_real_h200_run_is_stored_and_importing_it_again_stores_nothing(db: str, tmp_path: Path) -> None:
+    copy = shutil.copytree(H200_RUN, tmp_path / "elsewhere")  # same run, another path
+    first = api.import_dirs(db, [H200_RUN])[0]
+    again = api.import_dirs(db, [H200_RUN, copy])
+    assert first.created and first.scenarios == 11
+    assert [(i.run_id, i.created) for i in again] == [(first.run_id, False), (first.run_id, False)]
+    assert (count(db, "runs"), count(db, "results"), count(db, "repeats")) == (1, 11, 11)
+    gpu, driver, torch = execute(db, "SELECT gpu_model, driver, torch FROM runs")[0]
+    assert (gpu, driver, torch) == ("NVIDIA H200", "580.159.04", "2.11.0")
+    bf16 = execute(db, "SELECT samples_per_s, model FROM results WHERE scenario = 'bf16'")[0]
+    assert bf16[1] == "bert-large" and bf16[0] == pytest.approx(44.4927, abs=1e-4)
+
+
+def test_a_changed_results_file_is_another_run(db: str, tmp_path: Path) -> None:
+    copy = shutil.copytree(H200_RUN, tmp_path / "edited")
+    text = (copy / "results.csv").read_text()
+    (copy / "results.csv").write_text(text.replace("33.786536661515704", "30.0"))
+    ids = [i.run_id for i in api.import_dirs(db, [H200_RUN, copy])]
+    assert ids == [1, 2]
+
+
+def test_the_series_key_ignores_software_versions_but_not_settings_or_gpu(db: str, tmp_path: Path) -> None:
+    dirs = [
+        write_run(tmp_path / "a", reps("bf16", [100.0]), env(1, torch="2.11.0")),
+        write_run(tmp_path / "b", reps("bf16", [100.0]), env(2, torch="2.12.0")),
+        write_run(tmp_path / "c", reps("bf16", [100.0], batch_size=8), env(3)),
+        write_run(tmp_path / "d", reps("bf16", [100.0]), env(4, gpu="NVIDIA A100-SXM4-80GB")),
+    ]
+    api.import_dirs(db, dirs)
+    keys = [k for (k,) in execute(db, "SELECT series_key FROM results ORDER BY run_id")]
+    assert keys[0] == keys[1]
+    assert len({keys[0], keys[2], keys[3]}) == 3
+
+
+def test_a_directory_without_env_json_is_refused_before_anything_is_stored(db: str, tmp_path: Path) -> None:
+    good = write_run(tmp_path / "good", reps("baseline", [100.0]), env(1))
+    bad = write_run(tmp_path / "bad", reps("baseline", [100.0]), None)
+    with pytest.raises(BadInput, match="no env.json"):
+        api.import_dirs(db, [good, bad])
+    with pytest.raises(BadInput, match="no history database|empty"):
+        api.list_runs(db)
+
+
+# -- judging through the store ---------------------------------------------------------------------
+def test_check_and_accept_through_the_store(db: str, tmp_path: Path) -> None:
+    steady = {"bf16": [100.0, 100.5, 99.5], "fp16": [200.0, 201.0, 199.0]}
+    slower = {"bf16": [80.0, 80.5, 79.5], "fp16": [200.0, 201.0, 199.0]}
+    api.import_dirs(db, nights(tmp_path, [steady] * 6 + [slower] * 2))
+    result = api.check(db, Params())
+    verdicts = {(r["scenario"], r["metric"]): r["verdict"] for r in result.rows.to_dict("records")}
+    assert result.exit_code == 1 and result.run["id"] == 8
+    assert verdicts[("bf16", "samples_per_s")] == "regression"
+    assert verdicts[("fp16", "samples_per_s")] == "unchanged"
+    run, steps = api.accept(db, "new attention kernel: slower on purpose", scenarios=["bf16"], run="7")
+    assert run["id"] == 7 and [s["scenario"] for s in steps] == ["bf16"]
+    assert api.check(db, Params()).exit_code == 0
+    assert (
+        api.check(db, Params(), run="7")
+        .rows.set_index(["scenario", "metric"])
+        .loc[("bf16", "samples_per_s"), "verdict"]
+        == "accepted"
+    )
+
+
+def test_check_picks_a_run_by_its_result_directory(db: str, tmp_path: Path) -> None:
+    dirs = nights(tmp_path, [{"bf16": [100.0, 100.0, 100.0]}] * 3)
+    api.import_dirs(db, dirs)
+    assert api.check(db, Params(), run=str(dirs[1])).run["id"] == 2
+    stray = write_run(tmp_path / "stray", reps("bf16", [1.0]), env(9))
+    with pytest.raises(BadInput, match="not in"):
+        api.check(db, Params(), run=str(stray))
+    with pytest.raises(BadInput, match="no run 42"):
+        api.check(db, Params(), run="42")
+
+
+# -- two writers at once ---------------------------------------------------------------------------
+WRITER = """
+import sys, time
+from pathlib import Path
+from bench.history.api import import_dirs
+db, go, dirs = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
+deadline = time.monotonic() + 60
+while not go.exists() and time.monotonic() < deadline:
+    time.sleep(0.01)
+for d in dirs:  # one store opening and one transaction per directory: as many races as we can
+    import_dirs(db, [Path(d)])
+"""
+
+
+def test_two_processes_recording_at_once_lose_nothing(db: str, tmp_path: Path) -> None:
+    per_writer = 6
+    dirs = [
+        write_run(
+            tmp_path / f"run{i:02d}",
+            reps("bf16", [100.0 + i, 101.0, 99.0]) + reps("fp16", [200.0]),
+            env(i + 1, host=f"runner-{i % 2}"),
+        )
+        for i in range(2 * per_writer)
+    ]
+    go = tmp_path / "go"
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, db, str(go), *map(str, dirs[w::2])],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(2)
+    ]
+    time.sleep(1.0)  # both are importing their modules; then they start together
+    go.touch()
+    for writer in writers:
+        _, stderr = writer.communicate(timeout=180)
+        assert writer.returncode == 0, stderr
+    assert count(db, "runs") == 2 * per_writer
+    assert count(db, "results") == 2 * 2 * per_writer
+    assert count(db, "repeats") == 4 * 2 * per_writer
+    assert execute(db, "SELECT COUNT(*) FROM schema_version")[0][0] == 1
+    sources = {Path(s).name for (s,) in execute(db, "SELECT source FROM runs")}
+    assert sources == {d.name for d in dirs}
+
+
+# -- databases that are not ours, broken, or newer -------------------------------------------------
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_corrupt_sqlite_file_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite"
+    path.write_bytes(b"this is not a database, just some bytes\n" * 50)
+    before = digest(path)
+    directory = write_run(tmp_path / "run", reps("baseline", [100.0]), env(1))
+    with pytest.raises(BadInput, match="file is not a database"):
+        api.import_dirs(str(path), [directory])
+    with pytest.raises(BadInput, match="file is not a database"):
+        api.list_runs(str(path))
+    assert digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.sqlite", "run"]
+
+
+def test_a_foreign_database_is_refused_untouched(db: str, tmp_path: Path) -> None:
+    execute(db, "CREATE TABLE invoices (id INTEGER PRIMARY KEY, amount REAL)")
+    execute(db, "INSERT INTO invoices (id, amount) VALUES (1, 9.5)")
+    directory = write_run(tmp_path / "run", reps("baseline", [100.0]), env(1))
+    with pytest.raises(BadInput, match=r"not a gpubench history database \(it holds other tables: invoices\)"):
+        api.import_dirs(db, [directory])
+    assert execute(db, "SELECT * FROM invoices") == [(1, 9.5)]
+    assert count(db, "invoices") == 1 and "runs" not in str(execute_tables(db))
+
+
+def execute_tables(db: str) -> list[str]:
+    from sqlalchemy import create_engine, inspect
+    from sqlalchemy.engine import URL
+
+    engine = create_engine(db if "://" in db else URL.create("sqlite", database=db))
+    try:
+        return inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+
+
+def test_a_schema_from_a_newer_release_is_refused_untouched(db: str, tmp_path: Path) -> None:
+    api.import_dirs(db, [write_run(tmp_path / "run", reps("baseline", [100.0]), env(1))])
+    execute(db, "UPDATE schema_version SET version = 99")
+    later = write_run(tmp_path / "later", reps("baseline", [100.0]), env(2))
+    for attempt in (lambda: api.import_dirs(db, [later]), lambda: api.list_runs(db), lambda: api.check(db, Params())):
+        with pytest.raises(
+            BadInput, match=r"written by a newer gpubench \(schema version 99; this release reads up to 1\)"
+        ):
+            attempt()
+    assert count(db, "runs") == 1
+    assert execute(db, "SELECT version FROM schema_version") == [(99,)]
+
+
+def test_an_older_schema_is_migrated_by_a_writer(db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    api.import_dirs(db, [write_run(tmp_path / "run", reps("baseline", [100.0]), env(1))])
+    from sqlalchemy import text
+
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(store.MIGRATIONS, 1, lambda conn: conn.execute(text("ALTER TABLE runs ADD COLUMN note TEXT")))
+    with pytest.raises(BadInput, match="schema version 1 is older than 2"):
+        api.list_runs(db)
+    api.import_dirs(db, [write_run(tmp_path / "later", reps("baseline", [100.0]), env(2))])
+    assert execute(db, "SELECT version FROM schema_version") == [(2,)]
+    assert execute(db, "SELECT COUNT(note) FROM runs") == [(0,)]
+    assert len(api.list_runs(db)) == 2
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("mysql://user@localhost/db", "unsupported database 'mysql'"),
+        ("postgresql://gpubench:secret@127.0.0.1:1/history", r"127\.0\.0\.1:1/history: connection failed"),
+        ("not a url://", "not a database URL"),
+        ("", "--db is empty"),
+    ],
+)
+def test_a_wrong_url_is_one_clear_error(target: str, message: str) -> None:
+    with pytest.raises(BadInput, match=message) as caught:
+        open_store(target, write=True)
+    assert "secret" not in str(caught.value)
+
+
+def test_reading_a_missing_sqlite_file_creates_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "history.sqlite"
+    with pytest.raises(BadInput, match="no history database here"):
+        api.list_runs(str(path))
+    assert not path.parent.exists()

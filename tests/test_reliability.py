@@ -1,0 +1,243 @@
+"""A run survives its scenarios' failures and its own interruption (issue 5), on the CPU with real
+worker processes and faults injected on purpose (the scenario field `inject_fault`).
+
+Each test asserts statuses, exit codes, the messages' key parts, and that no finished row is lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from harness import (
+    error_lines,
+    finished,
+    gpubench,
+    leftover_temp_files,
+    pids_with,
+    results,
+    start_gpubench,
+    statuses,
+    wait_for,
+    worker_spec,
+    write_matrix,
+)
+
+pytestmark = pytest.mark.slow
+
+HANG_TIMEOUT_S = 15
+
+
+@dataclass
+class Watched:
+    """A background `gpubench run` and the processes seen for one of its scenarios."""
+
+    proc: subprocess.Popen[bytes]
+    out: Path
+    logs: Path
+    seen: set[int] = field(default_factory=set)
+    most_at_once: int = 0
+
+    def look(self, scenario: str) -> set[int]:
+        now = pids_with(worker_spec(self.out, scenario))
+        self.seen |= now
+        self.most_at_once = max(self.most_at_once, len(now))
+        return now
+
+    def stderr(self) -> str:
+        return (self.logs / "stderr.txt").read_text(errors="replace")
+
+    def wait(self, timeout: float, watch: str | None = None) -> int:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                raise AssertionError(f"gpubench run still running after {timeout} s: {self.stderr()[-2000:]}")
+            if watch:
+                self.look(watch)
+            time.sleep(0.1)
+        return self.proc.returncode
+
+
+def start(tmp_path: Path, scenarios: dict[str, dict], *extra: str) -> Watched:
+    matrix = write_matrix(tmp_path / "m.toml", scenarios)
+    out = tmp_path / "out"
+    proc = start_gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", out, *extra,
+                          log_dir=tmp_path / "parent")
+    return Watched(proc, out, tmp_path / "parent")
+
+
+def wait_for_row(run: Watched, scenario: str, timeout: float = 180) -> None:
+    def has_row() -> bool:
+        if run.proc.poll() is not None:
+            raise AssertionError(f"gpubench run ended early ({run.proc.returncode}): {run.stderr()[-2000:]}")
+        frame = finished(run.out)
+        return frame is not None and scenario in set(frame["scenario"])
+
+    wait_for(f"the row of '{scenario}'", has_row, timeout=timeout)
+
+
+# -- every kind of scenario failure in one run -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory: pytest.TempPathFactory) -> Watched:
+    tmp_path = tmp_path_factory.mktemp("faults")
+    run = start(tmp_path, {
+        "baseline": {},
+        "hang": {"inject_fault": "hang", "dataloader_workers": 2, "timeout_s": HANG_TIMEOUT_S},
+        "oom": {"inject_fault": "oom"},
+        "nan": {"inject_fault": "nan"},
+        "sigkill": {"inject_fault": "sigkill"},
+        "exit3": {"inject_fault": "exit3"},
+        "raise": {"inject_fault": "raise"},
+    }, "--timeout", "300")  # the hang's own timeout_s must win over --timeout
+    run.wait(timeout=600, watch="hang")
+    return run
+
+
+def test_failures_are_rows_and_the_run_goes_on(faults: Watched) -> None:
+    assert faults.proc.returncode == 1  # a scenario failed; results written
+    frame = results(faults.out)
+    assert statuses(frame) == {"baseline": "ok", "hang": "timeout", "oom": "oom", "nan": "diverged",
+                               "sigkill": "crashed", "exit3": "crashed", "raise": "error"}
+    assert list(frame["scenario"]) == ["baseline", "hang", "oom", "nan", "sigkill", "exit3", "raise"]
+    assert frame.set_index("scenario").loc["baseline", "samples_per_s"] > 0
+    assert "Traceback" not in faults.stderr()
+
+
+def test_out_of_memory_is_oom_with_the_message(faults: Watched) -> None:
+    row = results(faults.out).set_index("scenario").loc["oom"]
+    assert row["error"] == "OutOfMemoryError: CUDA out of memory. Tried to allocate 1 EiB (injected)"
+    assert "torch.OutOfMemoryError" in row["stderr_tail"]  # the worker's traceback
+
+
+def test_timeout_kills_the_worker_and_its_dataloader_workers(faults: Watched) -> None:
+    row = results(faults.out).set_index("scenario").loc["hang"]
+    assert row["error"] == (f"no result within the {HANG_TIMEOUT_S} s timeout; "
+                            "the worker and its children were killed")
+    assert HANG_TIMEOUT_S <= row["worker_wall_s"] < HANG_TIMEOUT_S + 15  # its own timeout_s, not --timeout 300
+    assert row["exit_code"] == -signal.SIGTERM
+    assert faults.seen, "the hang's worker was never seen"
+    survivors = {pid for pid in faults.seen if pids_with(worker_spec(faults.out, "hang")) & {pid}}
+    assert survivors == set()
+
+
+def test_a_crash_names_the_signal_or_exit_code_and_keeps_the_stderr_tail(faults: Watched) -> None:
+    by = results(faults.out).set_index("scenario")
+    assert by.loc["sigkill", "error"] == "worker killed by signal SIGKILL before writing a result"
+    assert by.loc["sigkill", "exit_code"] == -signal.SIGKILL
+    assert by.loc["exit3", "error"] == "worker exited with code 3 without writing a result"
+    assert by.loc["exit3", "exit_code"] == 3
+    for name in ("sigkill", "exit3"):
+        assert "gpubench worker: pid " in by.loc[name, "stderr_tail"]
+        assert f"scenario '{name}' repeat 0 on cpu" in by.loc[name, "stderr_tail"]
+
+
+def test_a_non_finite_loss_is_diverged(faults: Watched) -> None:
+    row = results(faults.out).set_index("scenario").loc["nan"]
+    assert row["error"].endswith("non-finite losses; final loss nan")
+    assert row["nonfinite_losses"] > 0 and row["loss_finite"] == False  # noqa: E712 (a numpy bool)
+
+
+def test_an_exception_is_error_with_its_message(faults: Watched) -> None:
+    row = results(faults.out).set_index("scenario").loc["raise"]
+    assert row["error"] == 'RuntimeError: injected failure (inject_fault = "raise")'
+
+
+def test_the_timeout_option(tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path / "m.toml", {"hang": {"inject_fault": "hang"}})
+    done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", tmp_path / "out", "--timeout", "4",
+                    timeout=120)
+    assert done.returncode == 1, done.stderr
+    row = results(tmp_path / "out").iloc[0]
+    assert (row["status"], row["error"]) == (
+        "timeout", "no result within the 4 s timeout; the worker and its children were killed")
+    assert 4 <= row["worker_wall_s"] < 15
+
+
+# -- Ctrl-C ----------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_stops_the_worker_saves_what_finished_and_exits_130(tmp_path: Path) -> None:
+    run = start(tmp_path, {"first": {}, "hang": {"inject_fault": "hang", "dataloader_workers": 2}, "last": {}},
+                "--timeout", "300")
+    wait_for_row(run, "first")
+    # the hang's worker and its two dataloader workers are up: the worker is in its training loop
+    wait_for("the worker and 2 dataloader workers", lambda: len(run.look("hang")) >= 3, timeout=120)
+    os.kill(run.proc.pid, signal.SIGINT)
+    assert run.wait(timeout=60) == 130
+    frame = results(run.out)
+    assert statuses(frame) == {"first": "ok", "hang": "interrupted"}  # 'last' never started
+    assert frame.set_index("scenario").loc["hang", "error"] == (
+        "stopped by Ctrl-C (SIGINT) or SIGTERM; the worker and its children were killed")
+    assert f"interrupted: finish the run with `gpubench run --resume {run.out}`" in " ".join(run.stderr().split())
+    assert "Traceback" not in run.stderr()
+    assert len(run.seen) >= 3
+    assert wait_for("no survivor", lambda: not any(pids_with(worker_spec(run.out, "hang"))), timeout=10)
+    assert not (run.out / "work" / "last-r0").exists()
+
+
+def test_a_second_ctrl_c_exits_at_once_leaving_a_valid_results_file(tmp_path: Path) -> None:
+    run = start(tmp_path, {"first": {}, "hang": {"inject_fault": "hang"}, "last": {}}, "--timeout", "300")
+    wait_for_row(run, "first")
+    wait_for("the hang's worker", lambda: run.look("hang"), timeout=60)
+    os.kill(run.proc.pid, signal.SIGINT)
+    time.sleep(0.02)
+    os.kill(run.proc.pid, signal.SIGINT)
+    pressed = time.monotonic()
+    assert run.wait(timeout=30) == 130
+    assert time.monotonic() - pressed < 10
+    frame = results(run.out)  # valid: read_results accepts it
+    assert frame.set_index("scenario").loc["first", "status"] == "ok"
+    assert set(statuses(frame).items()) <= {("first", "ok"), ("hang", "interrupted")}
+    assert leftover_temp_files(run.out) == []
+    assert "Traceback" not in run.stderr()
+    assert wait_for("no survivor", lambda: not pids_with(worker_spec(run.out, "hang")), timeout=10)
+
+
+# -- the parent killed outright, then --resume -----------------------------------------------------
+
+
+def test_parent_killed_outright_then_resume(tmp_path: Path) -> None:
+    scenarios = {"a": {}, "b": {}, "c": {"batch_size": 2}}
+    run = start(tmp_path, scenarios)
+    wait_for_row(run, "a")
+    worker = wait_for("b's worker", lambda: run.look("b"), timeout=60)
+    os.kill(run.proc.pid, signal.SIGKILL)
+    run.proc.wait(timeout=30)
+    before = results(run.out)  # a valid CSV holding every finished scenario
+    assert statuses(before) == {"a": "ok"}
+    # the orphaned worker does not live on (it would hold the GPU during the resume)
+    assert wait_for("b's worker to die with its parent", lambda: not pids_with(worker_spec(run.out, "b")),
+                    timeout=15)
+    assert worker
+
+    # --resume refuses what would change the run
+    write_matrix(tmp_path / "m.toml", {**scenarios, "c": {"batch_size": 4}})  # the matrix was edited since
+    refused = gpubench("run", "--resume", run.out, "--matrix", tmp_path / "m.toml", timeout=60)
+    assert refused.returncode == 2
+    assert error_lines(refused.stderr) == [
+        f"gpubench: error: --resume {run.out}: matrix '{tmp_path / 'm.toml'}' no longer matches the run's "
+        "scenarios (resume without --matrix to finish the run as it was planned)"]
+    refused = gpubench("run", "--resume", run.out, "--samples", "8", timeout=60)
+    assert refused.returncode == 2 and "--samples would change the run's scenarios" in refused.stderr
+    assert statuses(results(run.out)) == {"a": "ok"}  # nothing ran
+
+    # the resume runs b and c from the run's own scenarios.json (c keeps batch 2) and keeps a as it was
+    done = gpubench("run", "--resume", run.out, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    after = results(run.out)
+    assert statuses(after) == {"a": "ok", "b": "ok", "c": "ok"}
+    pd.testing.assert_series_equal(after.iloc[0], before.iloc[0], check_dtype=False)  # a as it was
+    assert list(after["batch_size"]) == [4, 4, 2]
+
+    # a finished run resumed again runs nothing
+    again = gpubench("run", "--resume", run.out, timeout=120)
+    assert again.returncode == 0
+    assert results(run.out).equals(after)

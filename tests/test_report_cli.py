@@ -1,0 +1,189 @@
+"""`gpubench report` through the CLI, and the report that `gpubench run` writes at its end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from report_fixtures import cpu_rows, cpu_set, gpu_set
+from typer.testing import CliRunner
+
+from bench import api, report_data, report_md
+from bench.cli import report_cmd
+from bench.errors import ExitCode
+from bench.plan import RunPlan, RunRequest
+from bench.results import write_results
+from bench.runner import RunOutcome
+from bench.scenario import Scenario
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None: ...
+
+    report_cmd.register(app)
+    return app
+
+
+def invoke(*args: str | Path) -> Any:
+    return CliRunner().invoke(make_app(), ["report", *map(str, args)], terminal_width=200)
+
+
+def gpubench(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", "from bench.cli import main; main()", *map(str, args)]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+# -- CliRunner -------------------------------------------------------------------------------------
+def test_html_goes_to_dir_report_html(tmp_path: Path) -> None:
+    directory = gpu_set(tmp_path)
+    result = invoke(directory)
+    assert result.exit_code == 0, result.output
+    path = directory / "report.html"
+    assert result.stdout == ""
+    size_kb = round(path.stat().st_size / 1024)
+    assert result.stderr == f"gpubench: wrote {path} ({size_kb} KB)\n"
+    assert "<h1>gpubench report: full on NVIDIA H200</h1>" in path.read_text(encoding="utf-8")
+
+
+def test_html_output_option(tmp_path: Path) -> None:
+    directory, out = cpu_set(tmp_path), tmp_path / "site" / "index.html"
+    result = invoke(directory / "results.csv", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert out.read_text(encoding="utf-8").count("<svg ") == 3
+    assert not (directory / "report.html").exists()
+
+
+def test_markdown_is_printed(tmp_path: Path) -> None:
+    directory = gpu_set(tmp_path)
+    result = invoke(directory, "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == report_md.render(report_data.load(directory))
+    assert result.stdout.startswith("## gpubench report: full on NVIDIA H200\n")
+    assert not (directory / "report.html").exists()
+
+
+def test_markdown_output_option(tmp_path: Path) -> None:
+    directory, out = gpu_set(tmp_path), tmp_path / "summary.md"
+    result = invoke(directory, "-f", "markdown", "--output", out)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "" and result.stderr == f"gpubench: wrote {out}\n"
+    assert out.read_text(encoding="utf-8") == report_md.render(report_data.load(directory))
+
+
+def test_baseline_option(tmp_path: Path) -> None:
+    result = invoke(gpu_set(tmp_path), "-f", "markdown", "--baseline", "fp16")
+    assert result.exit_code == 0, result.output
+    assert "| fp16 ★ ◆    | ok      |     3/3 |     52.50 |    1.0 |             ref |" in result.stdout
+    assert "| baseline    | ok      |     3/3 |     34.00 |    2.9 |           −35.2 |" in result.stdout
+
+
+def test_help_has_an_example() -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0
+    assert "gpubench report results/h200-bert-large --format markdown" in result.stdout
+
+
+# -- the real command: exit codes and one-line errors ----------------------------------------------
+def test_missing_directory_is_bad_input(tmp_path: Path) -> None:
+    done = gpubench("report", tmp_path / "nope")
+    assert done.returncode == ExitCode.BAD_INPUT
+    assert done.stderr == f"gpubench: error: {tmp_path / 'nope'}: no such results file\n"
+
+
+def test_unknown_baseline_is_bad_input(tmp_path: Path) -> None:
+    directory = gpu_set(tmp_path)
+    done = gpubench("report", directory, "--baseline", "fp61")
+    assert done.returncode == ExitCode.BAD_INPUT
+    assert done.stderr == (
+        f"gpubench: error: {directory / 'results.csv'}: no scenario named 'fp61' "
+        "to use as the baseline (did you mean 'fp16'?)\n"
+    )
+    assert not (directory / "report.html").exists()
+
+
+def test_unknown_format_is_a_usage_error(tmp_path: Path) -> None:
+    result = invoke(cpu_set(tmp_path), "--format", "pdf")
+    assert result.exit_code == 2
+    words = " ".join(result.stderr.replace("│", " ").split())
+    assert "Invalid value for '--format' / '-f': Value error, 'pdf' is not one of 'html', 'markdown'." in words
+
+
+def test_the_cli_starts_without_matplotlib() -> None:
+    code = "import sys, bench.cli; print('matplotlib' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.stdout == "False\n", done.stderr
+
+
+# -- gpubench run writes DIR/report.html -----------------------------------------------------------
+@pytest.fixture
+def fake_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunRequest:
+    """api.run with the planning and the workers replaced: the CPU fixture rows, exit code 1."""
+    out = tmp_path / "run"
+    plan = RunPlan(
+        matrix="quick",
+        scenarios=(Scenario(name="baseline"),),
+        repeats=1,
+        device="cpu",
+        gpu_uuid=None,
+        model="tiny",
+        out=out,
+        timeout_s=60.0,
+    )
+
+    def execute(plan: RunPlan, gpu_name: str | None, reporter: Any = None) -> RunOutcome:
+        rows = cpu_rows()
+        write_results(plan.results_csv, rows)
+        return RunOutcome(rows=rows, exit_code=ExitCode.FAILED, interrupted=False)
+
+    monkeypatch.setattr(api.plan_mod, "prepare", lambda request, scratch: (plan, {}))
+    monkeypatch.setattr(api.runner, "execute", execute)
+    return RunRequest(matrix="quick", out=out, command=["gpubench", "run"])
+
+
+def test_run_writes_the_report(fake_run: RunRequest) -> None:
+    warnings: list[str] = []
+    plan, outcome = api.run(fake_run, warn=warnings.append)
+    assert warnings == []
+    html = (plan.out / "report.html").read_text(encoding="utf-8")
+    assert "<h1>gpubench report: quick on CPU</h1>" in html and "tf32 is a CUDA matmul mode" in html
+
+
+def test_a_failing_report_is_only_a_warning(fake_run: RunRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench.report_html
+
+    def broken(*args: Any, **kwargs: Any) -> Path:
+        raise RuntimeError("no fonts today")
+
+    monkeypatch.setattr(bench.report_html, "write_report", broken)
+    warnings: list[str] = []
+    plan, outcome = api.run(fake_run, warn=warnings.append)
+    assert warnings == [f"could not write the HTML report in {plan.out}: no fonts today"]
+    assert outcome.exit_code == ExitCode.FAILED and len(outcome.rows) == 5
+    assert (plan.out / "results.csv").is_file() and not (plan.out / "report.html").exists()
+
+
+@pytest.mark.slow
+def test_gpubench_run_end_to_end_writes_report_html(tmp_path: Path) -> None:
+    """The real command. Only tf32, which the CPU skips, keeps it fast; the hook is the same."""
+    out = tmp_path / "run"
+    done = gpubench("run", "--matrix", "quick", "--only", "tf32", "--out", out, timeout=300)
+    assert done.returncode == 0, done.stderr
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "<h1>gpubench report: quick on CPU</h1>" in html
+    assert "tf32 is a CUDA matmul mode" in section_text(html, "problems")
+    assert "No scenario produced a measurement." in html and html.count("<svg ") == 3
+    assert "could not write the HTML report" not in done.stderr
+
+
+def section_text(html: str, section_id: str) -> str:
+    start = html.index(f'<section id="{section_id}">')
+    return html[start : html.index("</section>", start)]

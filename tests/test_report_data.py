@@ -1,0 +1,135 @@
+"""The report's data: the extended summary, the Pareto front, the problems and the findings."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from report_fixtures import CRASH_ERROR, H200_ENV, OOM_ERROR, SKIP_REASON, cpu_set, gpu_set, write_set
+
+from bench import report_data
+from bench.errors import BadInput
+from bench.report_data import findings, pareto_front
+
+NAN = math.nan
+
+
+@pytest.mark.parametrize(
+    ("speeds", "memories", "front"),
+    [
+        ([10.0, 20.0, 30.0], [1.0, 2.0, 3.0], [True, True, True]),  # each trades speed for memory
+        ([10.0, 20.0], [2.0, 1.0], [False, True]),  # faster and lighter beats
+        ([10.0, 10.0], [1.0, 2.0], [True, False]),  # as fast but heavier is beaten
+        ([10.0, 20.0], [1.0, 1.0], [False, True]),  # as light but slower is beaten
+        ([10.0, 10.0], [1.0, 1.0], [True, True]),  # identical points beat nobody
+        ([NAN, 10.0], [0.5, 1.0], [False, True]),  # a missing value is never on the front...
+        ([99.0, 10.0], [NAN, 1.0], [False, True]),  # ...and beats nobody
+        ([], [], []),
+    ],
+)
+def test_pareto_front(speeds: list[float], memories: list[float], front: list[bool]) -> None:
+    assert pareto_front(speeds, memories) == front
+
+
+def test_gpu_summary_has_spread_memory_series_and_flags(tmp_path: Path) -> None:
+    report = report_data.load(gpu_set(tmp_path))
+    s = report.summary.set_index("scenario")
+    assert list(s.index) == ["baseline", "fp16", "compile", "adafactor", "slowheavy", "flaky", "big-batch", "tf32"]
+    assert s.loc["baseline", "samples_per_s"] == 34.0
+    assert (s.loc["baseline", "samples_per_s_min"], s.loc["baseline", "samples_per_s_max"]) == (33.0, 35.0)
+    assert s.loc["baseline", "torch_max_reserved_mb"] == 8501.0 - 700
+    assert s.loc["baseline", "nvml_process_peak_mb"] == 8501.0
+    assert s.loc["flaky", "ok"] == 2 and s.loc["flaky", "status"] == "crashed"
+    assert s.loc["flaky", "samples_per_s_min"] == 30.0
+    assert math.isnan(s.loc["big-batch", "samples_per_s_min"])
+    assert list(s.index[s["is_baseline"]]) == ["baseline"]
+    assert sorted(s.index[s["pareto"]]) == ["adafactor", "compile", "fp16"]
+    assert s.loc["fp16", "description"] == "fp16 run"
+    assert report.memory_source == "nvml-process" and report.has_mfu and report.max_repeats == 3
+    assert report.title == "full on NVIDIA H200"
+
+
+def test_problems_list_every_scenario_with_a_repeat_not_ok(tmp_path: Path) -> None:
+    report = report_data.load(gpu_set(tmp_path))
+    problems = {p.scenario: p for p in report.problems}
+    assert list(problems) == ["flaky", "big-batch", "tf32"]
+    assert (problems["flaky"].status, problems["flaky"].not_ok, problems["flaky"].repeats) == ("crashed", 1, 3)
+    assert problems["flaky"].reason == CRASH_ERROR
+    assert problems["big-batch"].reason == OOM_ERROR and "OutOfMemoryError" in problems["big-batch"].stderr_tail
+    assert problems["tf32"].reason == SKIP_REASON and problems["tf32"].not_ok == 3
+
+
+def test_a_failure_without_a_message_takes_the_last_stderr_line(tmp_path: Path) -> None:
+    rows = [
+        {"scenario": "baseline", "repeat": 0, "status": "ok", "samples_per_s": 1.0, "peak_mem_mb": 1.0},
+        {"scenario": "x", "repeat": 0, "status": "error", "stderr_tail": "a\nValueError: bad\n"},
+        {"scenario": "y", "repeat": 0, "status": "timeout"},
+    ]
+    report = report_data.load(write_set(tmp_path / "r", rows, None))
+    assert [p.reason for p in report.problems] == ["ValueError: bad", "no reason recorded"]
+
+
+def test_findings_name_the_fastest_the_leanest_the_front_and_the_trade_offs(tmp_path: Path) -> None:
+    text = findings(report_data.load(gpu_set(tmp_path)))
+    assert text[0] == (
+        "Fastest: compile at 70.00 samples/s (+105.9% vs baseline); peak memory 12,001 MB (+41.2% vs baseline)."
+    )
+    assert text[1] == (
+        "Lowest peak memory: adafactor at 6,201 MB (−27.1% vs baseline); 19.50 samples/s (−42.6% vs baseline)."
+    )
+    assert text[2].endswith("(Pareto front): fp16, compile, adafactor.")
+    assert "Faster and leaner than the baseline: fp16 (+54.4% speed, −10.6% memory)." in text
+    assert "Biggest speed-up at a memory cost: compile (+105.9% speed, +41.2% memory)." in text
+    assert "Biggest memory saving at a speed cost: adafactor (−42.6% speed, −27.1% memory)." in text
+    assert "Slower and heavier than the baseline: slowheavy (−39.7% speed, +5.9% memory)." in text
+    assert text[-1].startswith("Without a full measurement: flaky (crashed), big-batch (oom), tf32 (skipped)")
+
+
+def test_notes_for_single_repeats_and_busy_gpu(tmp_path: Path) -> None:
+    report = report_data.load(cpu_set(tmp_path))
+    assert any(n.startswith("one repeat per scenario") for n in report.notes)
+    assert report.memory_source == "rss" and not report.has_mfu and report.title == "quick on CPU"
+    busy = {**H200_ENV, "gpu_processes_at_start": [{"pid": 1, "used_mb": 500}]}
+    rows = [{"scenario": "baseline", "repeat": 0, "status": "ok", "samples_per_s": 1.0, "peak_mem_mb": 1.0, "mfu": 1.3}]
+    report = report_data.load(write_set(tmp_path / "busy", rows, busy))
+    assert any("other processes were on the GPU" in n for n in report.notes)
+    assert any(n.startswith("MFU above 100% for baseline") for n in report.notes)
+
+
+def test_baseline_choice(tmp_path: Path) -> None:
+    rows = [
+        {"scenario": name, "repeat": 0, "status": "ok", "samples_per_s": sps, "peak_mem_mb": 100.0}
+        for name, sps in (("first", 10.0), ("second", 20.0))
+    ]
+    directory = write_set(tmp_path / "r", rows, None)
+    report = report_data.load(directory)
+    assert report.baseline == "first"
+    assert report.notes[0].startswith("no scenario named 'baseline': changes are relative to 'first'")
+    assert report.summary["samples_per_s_vs_baseline_pct"].tolist() == [0.0, 100.0]
+    assert report_data.load(directory, "second").summary["samples_per_s_vs_baseline_pct"].tolist() == [-50.0, 0.0]
+    with pytest.raises(BadInput, match="no scenario named 'secnd'.*did you mean 'second'"):
+        report_data.load(directory, "secnd")
+
+
+def test_a_failed_baseline_leaves_no_changes(tmp_path: Path) -> None:
+    rows = [
+        {"scenario": "baseline", "repeat": 0, "status": "oom", "error": OOM_ERROR},
+        {"scenario": "fp16", "repeat": 0, "status": "ok", "samples_per_s": 5.0, "peak_mem_mb": 9.0},
+    ]
+    report = report_data.load(write_set(tmp_path / "r", rows, H200_ENV))
+    assert any("the baseline 'baseline' has no ok repeat (oom)" in n for n in report.notes)
+    assert report.summary["samples_per_s_vs_baseline_pct"].isna().all()
+    assert findings(report)[0] == "Fastest: fp16 at 5.00 samples/s; peak memory 9 MB."
+
+
+def test_nothing_measured(tmp_path: Path) -> None:
+    rows = [{"scenario": "baseline", "repeat": 0, "status": "oom", "error": OOM_ERROR}]
+    report = report_data.load(write_set(tmp_path / "r", rows, H200_ENV))
+    assert findings(report) == ["No scenario produced a measurement."]
+    assert report.ok.empty and len(report.problems) == 1
+
+
+def test_missing_results_are_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="no such results file"):
+        report_data.load(tmp_path / "nope")

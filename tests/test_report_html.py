@@ -1,0 +1,241 @@
+"""The HTML report built from fixture result sets: self-contained, complete, escaped."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from report_fixtures import CRASH_ERROR, OOM_ERROR, SKIP_REASON, cpu_set, gpu_set, write_set
+
+from bench.report_html import REPORT_HTML, write_report
+
+VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr", "area", "base", "source"}
+SVG_VOID_OK = {"path", "use", "rect", "stop", "circle", "ellipse", "line", "polyline", "polygon"}
+MAX_BYTES = 5 * 1024 * 1024
+
+
+class TagChecker(HTMLParser):
+    """Records unbalanced tags and the text of the sections."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in VOID | SVG_VOID_OK:
+            self.errors.append(f"self-closed <{tag}/>")
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes <{self.stack[-1] if self.stack else None}>")
+            return
+        self.stack.pop()
+
+
+def section(html: str, section_id: str) -> str:
+    match = re.search(rf'<section id="{section_id}">(.*?)</section>', html, re.DOTALL)
+    assert match, section_id
+    return match.group(1)
+
+
+def table_rows(html: str) -> dict[str, list[str]]:
+    """Summary rows by scenario: the text of each cell."""
+    rows = {}
+    for tr in re.findall(r"<tr(?: class=\"baseline\")?>(.*?)</tr>", section(html, "summary"), re.DOTALL):
+        cells = [re.sub(r"<[^>]+>", " ", c).split() for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
+        if cells:
+            rows[cells[0][0]] = [" ".join(c) for c in cells]
+    return rows
+
+
+@pytest.fixture
+def gpu_html(tmp_path: Path) -> str:
+    path = write_report(gpu_set(tmp_path))
+    assert path == tmp_path / "h200" / REPORT_HTML
+    return path.read_text(encoding="utf-8")
+
+
+def test_self_contained_and_small(gpu_html: str) -> None:
+    assert gpu_html.startswith("<!DOCTYPE html>")
+    assert not re.search(r"https?://", gpu_html)
+    assert not re.search(r"<script|<link|<iframe|<img|<object|<embed|@import|\bsrc=", gpu_html, re.I)
+    assert set(re.findall(r"url\((.)", gpu_html)) <= {"#"}  # only references inside the page
+    assert set(re.findall(r'href="(.)', gpu_html)) <= {"#"}
+    assert len(gpu_html.encode()) < MAX_BYTES
+    assert len(gpu_html.encode()) < 400_000  # a regression guard well under the limit
+    assert "@media print" in gpu_html
+
+
+def test_well_formed_with_unique_ids(gpu_html: str) -> None:
+    checker = TagChecker()
+    checker.feed(gpu_html)
+    checker.close()
+    assert checker.errors == [] and checker.stack == []
+    ids = re.findall(r'\bid="([^"]+)"', gpu_html)
+    assert len(ids) == len(set(ids))
+
+
+def test_header_shows_the_environment(gpu_html: str) -> None:
+    header = gpu_html[gpu_html.index("<header>") : gpu_html.index("</header>")]
+    assert "<h1>gpubench report: full on NVIDIA H200</h1>" in header
+    for label, value in (
+        ("GPU", "NVIDIA H200 (143,771 MB, compute capability 9.0)"),
+        ("driver", "580.159.04"),
+        ("CUDA runtime", "13.0"),
+        ("torch", "2.11.0 (build 2.11.0+cu130)"),
+        ("transformers", "5.17.0"),
+        ("bitsandbytes", "0.50.2"),
+        ("date", "2026-11-29 10:00 UTC"),
+        ("command", "<code>gpubench run --matrix full --repeats 3</code>"),
+        ("git commit", "<code>0123456789abcdef</code>"),
+    ):
+        assert f"<dt>{label}</dt><dd>{value}</dd>" in header, label
+
+
+def test_summary_table(gpu_html: str) -> None:
+    rows = table_rows(gpu_html)
+    assert list(rows) == ["baseline", "fp16", "compile", "adafactor", "slowheavy", "flaky", "big-batch", "tf32"]
+    # scenario, what, status, ok/runs, samples/s, spread, CV, vs base, peak MB, vs base,
+    # reserved, allocated, MFU
+    assert rows["baseline"] == [
+        "baseline baseline",
+        "baseline run",
+        "ok",
+        "3 / 3",
+        "34.00",
+        "33.00–35.00",
+        "±2.9%",
+        "ref",
+        "8,501",
+        "ref",
+        "7,801",
+        "7,501",
+        "34.0%",
+    ]
+    assert rows["fp16"][:10] == [
+        "fp16 front",
+        "fp16 run",
+        "ok",
+        "3 / 3",
+        "52.50",
+        "52.00–53.00",
+        "±1.0%",
+        "+54.4%",
+        "7,601",
+        "−10.6%",
+    ]
+    assert rows["flaky"][2:6] == ["crashed", "2 / 3", "30.50", "30.00–31.00"]
+    assert rows["big-batch"][2:] == ["oom", "0 / 3"] + ["–"] * 9
+    assert [name for name, cells in rows.items() if cells[0].endswith(" front")] == ["fp16", "compile", "adafactor"]
+    head = section(gpu_html, "summary")
+    for header in (
+        "samples/s<br><small>median</small>",
+        "spread<br><small>min–max</small>",
+        "peak MB<br><small>nvml-process</small>",
+        "torch MB<br><small>max reserved</small>",
+        "MFU",
+    ):
+        assert header in head
+
+
+def test_failed_and_skipped_are_listed_with_reasons(gpu_html: str) -> None:
+    problems = section(gpu_html, "problems")
+    assert "<h2>Failed and skipped scenarios</h2>" in problems
+    for name, status, count, reason in (
+        ("flaky", "crashed", "1 of 3", CRASH_ERROR),
+        ("big-batch", "oom", "3 of 3", OOM_ERROR),
+        ("tf32", "skipped", "3 of 3", SKIP_REASON),
+    ):
+        assert re.search(
+            rf"<td>{name}</td><td class=\"status-\w+\">{status}</td>"
+            rf"<td class=\"num\">{count}</td><td class=\"reason\">{re.escape(reason)}",
+            problems,
+        ), name
+    assert "&lt;frame&gt; at 0x0" in problems  # the stderr tail, escaped
+    findings = section(gpu_html, "findings")
+    assert "Without a full measurement: flaky (crashed), big-batch (oom), tf32 (skipped)" in findings
+
+
+def test_three_charts_inline(gpu_html: str) -> None:
+    assert gpu_html.count("<svg ") == 3
+    for title in (
+        "Samples per second per scenario",
+        "Peak memory per scenario",
+        "Speed versus peak memory per scenario",
+    ):
+        assert f'<svg role="img" aria-label="{title}"' in gpu_html
+    assert "fp16  [front]" in gpu_html and "slowheavy  [front]" not in gpu_html
+    assert "Error bars span the slowest to the fastest ok repeat." in gpu_html
+    assert "Not shown (no measurement): big-batch, tf32." in gpu_html
+
+
+def test_cpu_single_repeat_report(tmp_path: Path) -> None:
+    html = write_report(cpu_set(tmp_path)).read_text(encoding="utf-8")
+    rows = table_rows(html)
+    assert rows["baseline"] == [
+        "baseline baseline",
+        "baseline on the CPU",
+        "ok",
+        "1 / 1",
+        "76.10",
+        "ref",
+        "576",
+        "ref",
+    ]  # no spread, torch or MFU columns
+    assert rows["accelerate"][0] == "accelerate front"
+    assert "<dt>GPU</dt><dd>none (CPU run)</dd>" in html
+    assert "one repeat per scenario: no spread to show" in html
+    assert "One repeat per scenario: no error bars." in html
+    assert "CPU run: the only memory figure is the worker&#x27;s peak resident set size" in html
+    assert "tf32 is a CUDA matmul mode" in section(html, "problems")
+
+
+def test_everything_from_the_results_is_escaped(tmp_path: Path) -> None:
+    evil = "<img src=x onerror=alert(1)>"
+    rows = [
+        {
+            "scenario": "baseline",
+            "repeat": 0,
+            "status": "ok",
+            "samples_per_s": 1.0,
+            "peak_mem_mb": 1.0,
+            "description": "<b>bold</b>",
+        },
+        {
+            "scenario": evil,
+            "repeat": 0,
+            "status": "error",
+            "error": "bad <script>alert(2)</script>",
+            "stderr_tail": "</pre><script>alert(3)</script>",
+        },
+    ]
+    env = {"command": "gpubench run --out '<x>'", "gpu": {"name": "<GPU & co>"}, "packages": {}}
+    html = write_report(write_set(tmp_path / "r", rows, env)).read_text(encoding="utf-8")
+    assert "<img" not in html and "<script" not in html and "<b>bold" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "bad &lt;script&gt;alert(2)&lt;/script&gt;" in html
+    assert "&lt;GPU &amp; co&gt;" in html and "--out &#x27;&lt;x&gt;&#x27;" in html
+
+
+def test_without_env_json(tmp_path: Path) -> None:
+    rows = [{"scenario": "baseline", "repeat": 0, "status": "ok", "samples_per_s": 1.0, "peak_mem_mb": 1.0}]
+    directory = write_set(tmp_path / "r", rows, None)
+    html = write_report(directory / "results.csv").read_text(encoding="utf-8")
+    assert "<dt>environment</dt><dd>unknown: no env.json beside the results</dd>" in html
+    assert "<h1>gpubench report: r on unknown device</h1>" in html
+
+
+def test_output_path_and_atomic_write(tmp_path: Path) -> None:
+    directory = cpu_set(tmp_path)
+    target = tmp_path / "out" / "custom.html"
+    assert write_report(directory, target) == target
+    assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert not (directory / REPORT_HTML).exists()
+    assert not [p for p in target.parent.iterdir() if p.name.endswith(".tmp")]

