@@ -57,8 +57,9 @@ def gpubench_cmd(*args: str | Path) -> list[str]:
 
 def gpubench(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`python -m bench ARGS` in the repository, as a user runs it; no shell."""
-    return subprocess.run(gpubench_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        gpubench_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
 
 def start_gpubench(*args: str | Path, log_dir: Path) -> subprocess.Popen[bytes]:

@@ -17,12 +17,26 @@ from bench.scenario import Scenario
 @pytest.fixture
 def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """A plan on a GPU that two other processes use; records whether the run started."""
-    plan = RunPlan("m", (Scenario(name="a", samples=16, seq_len=32, warmup_steps=1),), 1, "cuda:0",
-                   "GPU-fake", "tiny", tmp_path / "out", 60.0)
+    plan = RunPlan(
+        "m",
+        (Scenario(name="a", samples=16, seq_len=32, warmup_steps=1),),
+        1,
+        "cuda:0",
+        "GPU-fake",
+        "tiny",
+        tmp_path / "out",
+        60.0,
+    )
     calls: list[str] = []
     monkeypatch.setattr(plan_mod, "prepare", lambda request, scratch: (plan, {"devices": [{}]}))
-    monkeypatch.setattr(api, "_gpu", lambda uuid: ({"name": "Fake GPU", "uuid": uuid},
-                                                    [{"pid": 123, "used_mb": 500.0}, {"pid": 456, "used_mb": None}]))
+    monkeypatch.setattr(
+        api,
+        "_gpu",
+        lambda uuid: (
+            {"name": "Fake GPU", "uuid": uuid},
+            [{"pid": 123, "used_mb": 500.0}, {"pid": 456, "used_mb": None}],
+        ),
+    )
 
     def execute(plan: RunPlan, gpu_name: Any, reporter: Any = None) -> runner.RunOutcome:
         calls.append(f"execute on {gpu_name}")
@@ -42,8 +56,9 @@ def test_exclusive_refuses_a_busy_gpu_before_anything_runs(fake_gpu: list[str], 
 def test_a_busy_gpu_is_a_warning_and_is_recorded(fake_gpu: list[str], tmp_path: Path) -> None:
     warnings: list[str] = []
     api.run(RunRequest(), warn=warnings.append)
-    assert warnings == ["the GPU is in use by other processes (pid 123 (500 MB), pid 456 (0 MB)); "
-                        "figures will be disturbed"]
+    assert warnings == [
+        "the GPU is in use by other processes (pid 123 (500 MB), pid 456 (0 MB)); figures will be disturbed"
+    ]
     assert fake_gpu == ["execute on Fake GPU"]
     env = (tmp_path / "out" / "env.json").read_text()
     assert '"pid": 123' in env and '"name": "Fake GPU"' in env

@@ -55,23 +55,32 @@ def test_shipped_matrices_load(name: str) -> None:
 
 def test_full_matrix_is_the_guides_table() -> None:
     assert load_matrix("full").names() == [
-        "baseline", "grad-accum", "grad-ckpt", "fp16", "bf16", "tf32", "adafactor", "adam-8bit",
-        "workers", "compile", "combo-fp16", "combo-adafactor", "combo-8bit",
+        "baseline",
+        "grad-accum",
+        "grad-ckpt",
+        "fp16",
+        "bf16",
+        "tf32",
+        "adafactor",
+        "adam-8bit",
+        "workers",
+        "compile",
+        "combo-fp16",
+        "combo-adafactor",
+        "combo-8bit",
     ]
 
 
 def test_unknown_key_in_a_scenario_names_file_scenario_key_and_the_closest_key(tmp_path: Path) -> None:
     path = write_matrix(tmp_path / "m.toml", {"ok": {}, "typo": {"batchsize": 8}})
-    assert load_error(path) == (
-        f"{path}: [scenarios.typo]: unknown key 'batchsize' (did you mean 'batch_size'?)"
-    )
+    assert load_error(path) == (f"{path}: [scenarios.typo]: unknown key 'batchsize' (did you mean 'batch_size'?)")
 
 
 def test_unknown_key_in_base_and_at_top_level(tmp_path: Path) -> None:
     path = write_matrix(tmp_path / "base.toml", {"a": {}}, base={**BASE, "optimiser": "adamw"})
     assert load_error(path) == f"{path}: [base]: unknown key 'optimiser' (did you mean 'optimizer'?)"
     top = tmp_path / "top.toml"
-    top.write_text('[scenario.a]\nbatch_size = 2\n')
+    top.write_text("[scenario.a]\nbatch_size = 2\n")
     assert load_error(top) == f"{top}: unknown top-level key 'scenario' (did you mean 'scenarios'?)"
     meta = tmp_path / "meta.toml"
     meta.write_text('[matrix]\ntitle = "x"\n[scenarios.a]\n')
@@ -86,8 +95,10 @@ def test_unknown_key_in_base_and_at_top_level(tmp_path: Path) -> None:
         ({"samples": 1.5}, "scenario 'bad': samples = 1.5 must be a whole number of at least 1"),
         ({"dataloader_workers": -1}, "dataloader_workers = -1 must be a whole number of at least 0"),
         ({"precision": "bfloat16"}, "precision = 'bfloat16' is not one of fp32, fp16, bf16; did you mean 'bf16'?"),
-        ({"optimizer": "adam"}, "optimizer = 'adam' is not one of adamw, adamw_fused, adafactor, adamw_8bit, "
-                                "sgd; did you mean 'adamw'?"),
+        (
+            {"optimizer": "adam"},
+            "optimizer = 'adam' is not one of adamw, adamw_fused, adafactor, adamw_8bit, sgd; did you mean 'adamw'?",
+        ),
         ({"engine": "deepspeed"}, "engine = 'deepspeed' is not one of trainer, accelerate"),
         ({"tf32": "yes"}, "tf32 = 'yes' must be true or false"),
         ({"timeout_s": 0}, "timeout_s = 0 must be a positive number of seconds"),

@@ -33,15 +33,20 @@ def family(tmp_path: Path, *extra: str) -> list[str]:
 
 
 def family_pids(tmp_path: Path) -> list[int]:
-    text = wait_for("the child's pid file", lambda: (tmp_path / "pids").is_file()
-                    and (tmp_path / "pids").read_text(), timeout=20)
+    text = wait_for(
+        "the child's pid file", lambda: (tmp_path / "pids").is_file() and (tmp_path / "pids").read_text(), timeout=20
+    )
     return [int(p) for p in text.split()]
 
 
 def test_exit_code_and_log(tmp_path: Path) -> None:
     started: list[int] = []
-    result = run_subprocess([sys.executable, "-c", "import sys; print('hello'); sys.exit(3)"],
-                            timeout_s=30, log_path=tmp_path / "logs" / "x.log", on_start=started.append)
+    result = run_subprocess(
+        [sys.executable, "-c", "import sys; print('hello'); sys.exit(3)"],
+        timeout_s=30,
+        log_path=tmp_path / "logs" / "x.log",
+        on_start=started.append,
+    )
     assert result.returncode == 3 and not result.timed_out and not result.interrupted
     assert (tmp_path / "logs" / "x.log").read_text() == "hello\n"
     assert len(started) == 1 and result.wall_s > 0
@@ -49,8 +54,9 @@ def test_exit_code_and_log(tmp_path: Path) -> None:
 
 def test_arguments_reach_the_child_verbatim_without_a_shell(tmp_path: Path) -> None:
     tricky = "$(touch pwned); `touch pwned` 'quoted' \"double\" *"
-    result = run_subprocess([sys.executable, "-c", "import sys; print(sys.argv[1])", tricky],
-                            timeout_s=30, log_path=tmp_path / "a.log")
+    result = run_subprocess(
+        [sys.executable, "-c", "import sys; print(sys.argv[1])", tricky], timeout_s=30, log_path=tmp_path / "a.log"
+    )
     assert result.returncode == 0
     assert (tmp_path / "a.log").read_text() == tricky + "\n"
     assert not (REPO / "pwned").exists() and not Path("pwned").exists()
@@ -58,8 +64,11 @@ def test_arguments_reach_the_child_verbatim_without_a_shell(tmp_path: Path) -> N
 
 def test_timeout_kills_the_child_and_its_children(tmp_path: Path) -> None:
     result: list = []
-    thread = threading.Thread(target=lambda: result.append(
-        run_subprocess(family(tmp_path), timeout_s=3, log_path=tmp_path / "f.log", grace_s=2)))
+    thread = threading.Thread(
+        target=lambda: result.append(
+            run_subprocess(family(tmp_path), timeout_s=3, log_path=tmp_path / "f.log", grace_s=2)
+        )
+    )
     thread.start()
     pids = family_pids(tmp_path)
     assert all(alive(p) for p in pids)  # the grandchild really existed
@@ -107,8 +116,12 @@ def test_a_held_press_stops_the_next_worker_at_once(tmp_path: Path) -> None:
         os.kill(os.getpid(), signal.SIGTERM)  # SIGTERM counts like Ctrl-C
         time.sleep(0.05)
         start = time.monotonic()
-        result = run_subprocess([sys.executable, "-c", "import time; time.sleep(60)"], timeout_s=60,
-                                log_path=tmp_path / "x.log", interrupts=ctrl_c)
+        result = run_subprocess(
+            [sys.executable, "-c", "import time; time.sleep(60)"],
+            timeout_s=60,
+            log_path=tmp_path / "x.log",
+            interrupts=ctrl_c,
+        )
     assert result.interrupted and time.monotonic() - start < 10
 
 

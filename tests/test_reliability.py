@@ -67,8 +67,9 @@ class Watched:
 def start(tmp_path: Path, scenarios: dict[str, dict], *extra: str) -> Watched:
     matrix = write_matrix(tmp_path / "m.toml", scenarios)
     out = tmp_path / "out"
-    proc = start_gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", out, *extra,
-                          log_dir=tmp_path / "parent")
+    proc = start_gpubench(
+        "run", "--matrix", matrix, "--device", "cpu", "--out", out, *extra, log_dir=tmp_path / "parent"
+    )
     return Watched(proc, out, tmp_path / "parent")
 
 
@@ -88,15 +89,20 @@ def wait_for_row(run: Watched, scenario: str, timeout: float = 180) -> None:
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory: pytest.TempPathFactory) -> Watched:
     tmp_path = tmp_path_factory.mktemp("faults")
-    run = start(tmp_path, {
-        "baseline": {},
-        "hang": {"inject_fault": "hang", "dataloader_workers": 2, "timeout_s": HANG_TIMEOUT_S},
-        "oom": {"inject_fault": "oom"},
-        "nan": {"inject_fault": "nan"},
-        "sigkill": {"inject_fault": "sigkill"},
-        "exit3": {"inject_fault": "exit3"},
-        "raise": {"inject_fault": "raise"},
-    }, "--timeout", "300")  # the hang's own timeout_s must win over --timeout
+    run = start(
+        tmp_path,
+        {
+            "baseline": {},
+            "hang": {"inject_fault": "hang", "dataloader_workers": 2, "timeout_s": HANG_TIMEOUT_S},
+            "oom": {"inject_fault": "oom"},
+            "nan": {"inject_fault": "nan"},
+            "sigkill": {"inject_fault": "sigkill"},
+            "exit3": {"inject_fault": "exit3"},
+            "raise": {"inject_fault": "raise"},
+        },
+        "--timeout",
+        "300",
+    )  # the hang's own timeout_s must win over --timeout
     run.wait(timeout=600, watch="hang")
     return run
 
@@ -104,8 +110,15 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Watched:
 def test_failures_are_rows_and_the_run_goes_on(faults: Watched) -> None:
     assert faults.proc.returncode == 1  # a scenario failed; results written
     frame = results(faults.out)
-    assert statuses(frame) == {"baseline": "ok", "hang": "timeout", "oom": "oom", "nan": "diverged",
-                               "sigkill": "crashed", "exit3": "crashed", "raise": "error"}
+    assert statuses(frame) == {
+        "baseline": "ok",
+        "hang": "timeout",
+        "oom": "oom",
+        "nan": "diverged",
+        "sigkill": "crashed",
+        "exit3": "crashed",
+        "raise": "error",
+    }
     assert list(frame["scenario"]) == ["baseline", "hang", "oom", "nan", "sigkill", "exit3", "raise"]
     assert frame.set_index("scenario").loc["baseline", "samples_per_s"] > 0
     assert "Traceback" not in faults.stderr()
@@ -119,8 +132,7 @@ def test_out_of_memory_is_oom_with_the_message(faults: Watched) -> None:
 
 def test_timeout_kills_the_worker_and_its_dataloader_workers(faults: Watched) -> None:
     row = results(faults.out).set_index("scenario").loc["hang"]
-    assert row["error"] == (f"no result within the {HANG_TIMEOUT_S} s timeout; "
-                            "the worker and its children were killed")
+    assert row["error"] == (f"no result within the {HANG_TIMEOUT_S} s timeout; the worker and its children were killed")
     assert HANG_TIMEOUT_S <= row["worker_wall_s"] < HANG_TIMEOUT_S + 15  # its own timeout_s, not --timeout 300
     assert row["exit_code"] == -signal.SIGTERM
     assert faults.seen, "the hang's worker was never seen"
@@ -152,12 +164,15 @@ def test_an_exception_is_error_with_its_message(faults: Watched) -> None:
 
 def test_the_timeout_option(tmp_path: Path) -> None:
     matrix = write_matrix(tmp_path / "m.toml", {"hang": {"inject_fault": "hang"}})
-    done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", tmp_path / "out", "--timeout", "4",
-                    timeout=120)
+    done = gpubench(
+        "run", "--matrix", matrix, "--device", "cpu", "--out", tmp_path / "out", "--timeout", "4", timeout=120
+    )
     assert done.returncode == 1, done.stderr
     row = results(tmp_path / "out").iloc[0]
     assert (row["status"], row["error"]) == (
-        "timeout", "no result within the 4 s timeout; the worker and its children were killed")
+        "timeout",
+        "no result within the 4 s timeout; the worker and its children were killed",
+    )
     assert 4 <= row["worker_wall_s"] < 15
 
 
@@ -165,8 +180,12 @@ def test_the_timeout_option(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_stops_the_worker_saves_what_finished_and_exits_130(tmp_path: Path) -> None:
-    run = start(tmp_path, {"first": {}, "hang": {"inject_fault": "hang", "dataloader_workers": 2}, "last": {}},
-                "--timeout", "300")
+    run = start(
+        tmp_path,
+        {"first": {}, "hang": {"inject_fault": "hang", "dataloader_workers": 2}, "last": {}},
+        "--timeout",
+        "300",
+    )
     wait_for_row(run, "first")
     # the hang's worker and its two dataloader workers are up: the worker is in its training loop
     wait_for("the worker and 2 dataloader workers", lambda: len(run.look("hang")) >= 3, timeout=120)
@@ -175,7 +194,8 @@ def test_ctrl_c_stops_the_worker_saves_what_finished_and_exits_130(tmp_path: Pat
     frame = results(run.out)
     assert statuses(frame) == {"first": "ok", "hang": "interrupted"}  # 'last' never started
     assert frame.set_index("scenario").loc["hang", "error"] == (
-        "stopped by Ctrl-C (SIGINT) or SIGTERM; the worker and its children were killed")
+        "stopped by Ctrl-C (SIGINT) or SIGTERM; the worker and its children were killed"
+    )
     assert f"interrupted: finish the run with `gpubench run --resume {run.out}`" in " ".join(run.stderr().split())
     assert "Traceback" not in run.stderr()
     assert len(run.seen) >= 3
@@ -214,8 +234,7 @@ def test_parent_killed_outright_then_resume(tmp_path: Path) -> None:
     before = results(run.out)  # a valid CSV holding every finished scenario
     assert statuses(before) == {"a": "ok"}
     # the orphaned worker does not live on (it would hold the GPU during the resume)
-    assert wait_for("b's worker to die with its parent", lambda: not pids_with(worker_spec(run.out, "b")),
-                    timeout=15)
+    assert wait_for("b's worker to die with its parent", lambda: not pids_with(worker_spec(run.out, "b")), timeout=15)
     assert worker
 
     # --resume refuses what would change the run
@@ -224,7 +243,8 @@ def test_parent_killed_outright_then_resume(tmp_path: Path) -> None:
     assert refused.returncode == 2
     assert error_lines(refused.stderr) == [
         f"gpubench: error: --resume {run.out}: matrix '{tmp_path / 'm.toml'}' no longer matches the run's "
-        "scenarios (resume without --matrix to finish the run as it was planned)"]
+        "scenarios (resume without --matrix to finish the run as it was planned)"
+    ]
     refused = gpubench("run", "--resume", run.out, "--samples", "8", timeout=60)
     assert refused.returncode == 2 and "--samples would change the run's scenarios" in refused.stderr
     assert statuses(results(run.out)) == {"a": "ok"}  # nothing ran

@@ -17,32 +17,100 @@ from bench.results import COLUMNS, STATUSES, read_results, summarize, to_frame, 
 
 # The file format other tools read. Changing it is a deliberate act: update this list and docs.
 EXPECTED_COLUMNS = [
-    "scenario", "repeat", "status", "error",
-    "description", "model", "engine", "batch_size", "grad_accum_steps", "grad_checkpointing",
-    "precision", "tf32", "optimizer", "dataloader_workers", "pin_memory", "compile",
-    "attn_implementation", "data_source", "samples", "seq_len", "warmup_steps", "seed", "timeout_s",
-    "model_resolved", "device",
-    "samples_per_s", "tokens_per_s", "step_time_median_ms", "step_time_p90_ms", "window_s",
-    "window_steps", "window_samples", "first_step_s", "warmup_s", "train_loop_s",
-    "fp32_matmul_precision", "trainer_runtime_s", "trainer_samples_per_s",
-    "peak_mem_mb", "peak_mem_source", "nvml_process_peak_mb", "nvml_device_peak_mb", "nvml_idle_mb",
-    "nvml_sample_hz", "torch_max_allocated_mb", "torch_max_reserved_mb", "rss_peak_mb",
-    "torch_alloc_model_built_mb", "torch_alloc_after_forward_mb", "torch_alloc_after_backward_mb",
+    "scenario",
+    "repeat",
+    "status",
+    "error",
+    "description",
+    "model",
+    "engine",
+    "batch_size",
+    "grad_accum_steps",
+    "grad_checkpointing",
+    "precision",
+    "tf32",
+    "optimizer",
+    "dataloader_workers",
+    "pin_memory",
+    "compile",
+    "attn_implementation",
+    "data_source",
+    "samples",
+    "seq_len",
+    "warmup_steps",
+    "seed",
+    "timeout_s",
+    "model_resolved",
+    "device",
+    "samples_per_s",
+    "tokens_per_s",
+    "step_time_median_ms",
+    "step_time_p90_ms",
+    "window_s",
+    "window_steps",
+    "window_samples",
+    "first_step_s",
+    "warmup_s",
+    "train_loop_s",
+    "fp32_matmul_precision",
+    "trainer_runtime_s",
+    "trainer_samples_per_s",
+    "peak_mem_mb",
+    "peak_mem_source",
+    "nvml_process_peak_mb",
+    "nvml_device_peak_mb",
+    "nvml_idle_mb",
+    "nvml_sample_hz",
+    "torch_max_allocated_mb",
+    "torch_max_reserved_mb",
+    "rss_peak_mb",
+    "torch_alloc_model_built_mb",
+    "torch_alloc_after_forward_mb",
+    "torch_alloc_after_backward_mb",
     "torch_alloc_after_optimizer_step_mb",
-    "pred_weights_mb", "pred_autocast_copies_mb", "pred_grads_mb", "pred_optimizer_mb",
-    "pred_optimizer_temp_mb", "pred_activations_mb", "pred_workspace_mb", "pred_peak_allocated_mb",
-    "pred_peak_phase", "pred_peak_error_pct",
-    "model_params", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu", "peak_source",
-    "final_loss", "loss_finite", "nonfinite_losses", "worker_wall_s", "startup_s", "startup_breakdown",
-    "overhead_s", "exit_code", "started_at", "stderr_tail",
+    "pred_weights_mb",
+    "pred_autocast_copies_mb",
+    "pred_grads_mb",
+    "pred_optimizer_mb",
+    "pred_optimizer_temp_mb",
+    "pred_activations_mb",
+    "pred_workspace_mb",
+    "pred_peak_allocated_mb",
+    "pred_peak_phase",
+    "pred_peak_error_pct",
+    "model_params",
+    "flops_per_sample",
+    "achieved_tflops",
+    "peak_tflops",
+    "mfu",
+    "peak_source",
+    "final_loss",
+    "loss_finite",
+    "nonfinite_losses",
+    "worker_wall_s",
+    "startup_s",
+    "startup_breakdown",
+    "overhead_s",
+    "exit_code",
+    "started_at",
+    "stderr_tail",
 ]
 
 
 def row(scenario: str, repeat: int = 0, status: str = "ok", **extra: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
-        "scenario": scenario, "repeat": repeat, "status": status, "error": "",
-        "batch_size": 4, "tf32": False, "precision": "fp32", "samples_per_s": 100.0,
-        "peak_mem_mb": 500.0, "peak_mem_source": "rss", "final_loss": 0.5, "loss_finite": True,
+        "scenario": scenario,
+        "repeat": repeat,
+        "status": status,
+        "error": "",
+        "batch_size": 4,
+        "tf32": False,
+        "precision": "fp32",
+        "samples_per_s": 100.0,
+        "peak_mem_mb": 500.0,
+        "peak_mem_source": "rss",
+        "final_loss": 0.5,
+        "loss_finite": True,
     }
     return {**base, **extra}
 
@@ -65,12 +133,24 @@ def test_round_trip_keeps_every_value(tmp_path: Path) -> None:
     tail = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nRuntimeError: a, "b"\n'
     rows = [
         row("baseline", samples_per_s=123.456789, startup_breakdown=json.dumps({"imports": 1.5})),
-        row("crash", status="crashed", error="worker killed by signal SIGKILL", samples_per_s=None,
-            peak_mem_mb=None, final_loss=None, loss_finite=None, exit_code=-9, stderr_tail=tail),
+        row(
+            "crash",
+            status="crashed",
+            error="worker killed by signal SIGKILL",
+            samples_per_s=None,
+            peak_mem_mb=None,
+            final_loss=None,
+            loss_finite=None,
+            exit_code=-9,
+            stderr_tail=tail,
+        ),
         row("diverged", status="diverged", final_loss=math.nan, loss_finite=False, nonfinite_losses=4),
         row("fp16", tf32=True, precision="fp16", timeout_s=12.5),
         # names a CSV reader would otherwise take for missing values or numbers
-        row("NA"), row("nan"), row("1"), row("None"),
+        row("NA"),
+        row("nan"),
+        row("1"),
+        row("None"),
     ]
     path = tmp_path / "results.csv"
     write_results(path, rows)
@@ -122,15 +202,23 @@ def test_a_write_that_fails_keeps_the_old_file_and_no_temp(tmp_path: Path, monke
     ("content", "message"),
     [
         ("", "the file is empty"),
-        ("just some words\n", "not a gpubench results file (missing columns: scenario, repeat, status, "
-                              "samples_per_s, peak_mem_mb)"),
+        (
+            "just some words\n",
+            "not a gpubench results file (missing columns: scenario, repeat, status, samples_per_s, peak_mem_mb)",
+        ),
         ('scenario,repeat,status,samples_per_s,peak_mem_mb\n"a,0,ok\n', "not a readable CSV"),
-        ("scenario,repeat,status,samples_per_s,peak_mem_mb\na,0,ok,fast,1\n",
-         "line 2: column 'samples_per_s' holds a non-numeric value 'fast'"),
-        ("scenario,repeat,status,samples_per_s,peak_mem_mb\na,0,great,1,1\n", "unknown status 'great' (known: "
-         + ", ".join(STATUSES) + ")"),
-        ("scenario,repeat,status,samples_per_s,peak_mem_mb\na,0,ok,1,1\nb,0,ok,1,1\na,0,ok,2,1\n",
-         "duplicate rows for scenario 'a' repeat 0"),
+        (
+            "scenario,repeat,status,samples_per_s,peak_mem_mb\na,0,ok,fast,1\n",
+            "line 2: column 'samples_per_s' holds a non-numeric value 'fast'",
+        ),
+        (
+            "scenario,repeat,status,samples_per_s,peak_mem_mb\na,0,great,1,1\n",
+            "unknown status 'great' (known: " + ", ".join(STATUSES) + ")",
+        ),
+        (
+            "scenario,repeat,status,samples_per_s,peak_mem_mb\na,0,ok,1,1\nb,0,ok,1,1\na,0,ok,2,1\n",
+            "duplicate rows for scenario 'a' repeat 0",
+        ),
     ],
 )
 def test_bad_files_are_bad_input_naming_the_file(tmp_path: Path, content: str, message: str) -> None:
@@ -165,13 +253,16 @@ def test_a_results_file_is_never_evaluated(tmp_path: Path) -> None:
 
 
 def test_summarize_medians_ok_repeats_and_reports_the_worst_status() -> None:
-    frame = to_frame([
-        row("baseline", 0, samples_per_s=100.0), row("baseline", 1, samples_per_s=110.0),
-        row("baseline", 2, samples_per_s=90.0),
-        row("fp16", 0, samples_per_s=200.0, peak_mem_mb=250.0),
-        row("fp16", 1, status="oom", error="CUDA out of memory", samples_per_s=None),
-        row("tf32", 0, status="skipped", error="tf32 is a CUDA matmul mode", samples_per_s=None),
-    ])
+    frame = to_frame(
+        [
+            row("baseline", 0, samples_per_s=100.0),
+            row("baseline", 1, samples_per_s=110.0),
+            row("baseline", 2, samples_per_s=90.0),
+            row("fp16", 0, samples_per_s=200.0, peak_mem_mb=250.0),
+            row("fp16", 1, status="oom", error="CUDA out of memory", samples_per_s=None),
+            row("tf32", 0, status="skipped", error="tf32 is a CUDA matmul mode", samples_per_s=None),
+        ]
+    )
     summary = summarize(frame).set_index("scenario")
     assert list(summary.index) == ["baseline", "fp16", "tf32"]
     assert summary.loc["baseline", "samples_per_s"] == 100.0

@@ -81,11 +81,14 @@ def test_list_a_matrix_file_and_reject_an_unknown_model(tmp_path: Path) -> None:
     result = runner.invoke(local_app(), ["list", "--matrix", str(path)])
     assert result.exit_code == 0
     assert [line.split()[:2] for line in result.output.splitlines()] == [
-        ["baseline", "(the"], ["small", "batch_size=2"]]
+        ["baseline", "(the"],
+        ["small", "batch_size=2"],
+    ]
     result = runner.invoke(local_app(), ["list", "--matrix", str(path), "--model", "bert-larg"])
     assert isinstance(result.exception, BadInput)
     assert str(result.exception) == (
-        "unknown model 'bert-larg': not a preset and not a local directory (did you mean 'bert-large'?)")
+        "unknown model 'bert-larg': not a preset and not a local directory (did you mean 'bert-large'?)"
+    )
 
 
 def test_env_reports_the_cpu_machine() -> None:
@@ -125,25 +128,32 @@ def matrix(tmp_path: Path) -> Path:
 
 def test_unknown_matrix_scenario_and_model(tmp_path: Path, matrix: Path) -> None:
     out = tmp_path / "out"
-    assert_bad_input(["--matrix", "quik", "--out", str(out)],
-                     "unknown matrix 'quik' (did you mean 'quick'?)", out=out)
-    assert_bad_input(["--matrix", str(matrix), "--only", "baselin,fp16", "--out", str(out)],
-                     f"--only: no scenario 'baselin' in {matrix} (did you mean 'baseline'?)", out=out)
-    assert_bad_input(["--matrix", str(matrix), "--model", "bert-larg", "--out", str(out)],
-                     "unknown model 'bert-larg': not a preset and not a local directory",
-                     "(did you mean 'bert-large'?)", out=out)
+    assert_bad_input(["--matrix", "quik", "--out", str(out)], "unknown matrix 'quik' (did you mean 'quick'?)", out=out)
+    assert_bad_input(
+        ["--matrix", str(matrix), "--only", "baselin,fp16", "--out", str(out)],
+        f"--only: no scenario 'baselin' in {matrix} (did you mean 'baseline'?)",
+        out=out,
+    )
+    assert_bad_input(
+        ["--matrix", str(matrix), "--model", "bert-larg", "--out", str(out)],
+        "unknown model 'bert-larg': not a preset and not a local directory",
+        "(did you mean 'bert-large'?)",
+        out=out,
+    )
     assert not out.exists()  # refused before anything was created
 
 
 def test_model_directory_without_config_or_safetensors(tmp_path: Path, matrix: Path) -> None:
     empty = tmp_path / "ckpt"
     empty.mkdir()
-    assert_bad_input(["--matrix", str(matrix), "--model", str(empty)],
-                     f"model directory {empty} has no config.json")
+    assert_bad_input(["--matrix", str(matrix), "--model", str(empty)], f"model directory {empty} has no config.json")
     (empty / "config.json").write_text("{}")
     (empty / "pytorch_model.bin").write_bytes(b"pickle")
-    assert_bad_input(["--matrix", str(matrix), "--model", str(empty)],
-                     f"model directory {empty.resolve()} has no .safetensors weights", "never pickle")
+    assert_bad_input(
+        ["--matrix", str(matrix), "--model", str(empty)],
+        f"model directory {empty.resolve()} has no .safetensors weights",
+        "never pickle",
+    )
 
 
 @pytest.mark.parametrize(
@@ -171,22 +181,35 @@ def test_toml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
 
 def test_bad_command_line_values(tmp_path: Path, matrix: Path) -> None:
     out = tmp_path / "out"
-    assert_bad_input(["--matrix", str(matrix), "--samples", "0", "--out", str(out)],
-                     "scenario 'baseline': samples = 0 must be a whole number of at least 1", out=out)
-    assert_bad_input(["--matrix", str(matrix), "--warmup-steps", "4", "--out", str(out)],
-                     "warmup_steps = 4 leaves no timed steps", out=out)
+    assert_bad_input(
+        ["--matrix", str(matrix), "--samples", "0", "--out", str(out)],
+        "scenario 'baseline': samples = 0 must be a whole number of at least 1",
+        out=out,
+    )
+    assert_bad_input(
+        ["--matrix", str(matrix), "--warmup-steps", "4", "--out", str(out)],
+        "warmup_steps = 4 leaves no timed steps",
+        out=out,
+    )
     assert_bad_input(["--matrix", str(matrix), "--repeats", "0"], "--repeats 0 must be at least 1")
     assert_bad_input(["--matrix", str(matrix), "--timeout", "0"], "--timeout 0.0 must be a positive number")
-    assert_bad_input(["--matrix", str(matrix), "--engine", "deepspeed"],
-                     "engine = 'deepspeed' is not one of trainer, accelerate")
+    assert_bad_input(
+        ["--matrix", str(matrix), "--engine", "deepspeed"], "engine = 'deepspeed' is not one of trainer, accelerate"
+    )
 
 
 def test_device_that_is_not_there(tmp_path: Path, matrix: Path) -> None:
     out = tmp_path / "out"
-    assert_bad_input(["--matrix", str(matrix), "--device", "cuda", "--out", str(out)],
-                     "--device cuda: torch sees no CUDA GPU on this machine (use --device cpu or auto)", out=out)
-    assert_bad_input(["--matrix", str(matrix), "--device", "gpu", "--out", str(out)],
-                     "--device 'gpu' is not one of auto, cpu, cuda, cuda:N", out=out)
+    assert_bad_input(
+        ["--matrix", str(matrix), "--device", "cuda", "--out", str(out)],
+        "--device cuda: torch sees no CUDA GPU on this machine (use --device cpu or auto)",
+        out=out,
+    )
+    assert_bad_input(
+        ["--matrix", str(matrix), "--device", "gpu", "--out", str(out)],
+        "--device 'gpu' is not one of auto, cpu, cuda, cuda:N",
+        out=out,
+    )
     assert not out.exists()  # no empty result directory left behind
 
 
@@ -194,13 +217,19 @@ def test_output_directory_that_cannot_be_written(tmp_path: Path, matrix: Path) -
     regular_file = tmp_path / "a-file"
     regular_file.write_text("not a directory")
     out = regular_file / "results"
-    assert_bad_input(["--matrix", str(matrix), "--device", "cpu", "--out", str(out)],
-                     f"--out {out}: cannot write there", "choose another directory with --out")
+    assert_bad_input(
+        ["--matrix", str(matrix), "--device", "cpu", "--out", str(out)],
+        f"--out {out}: cannot write there",
+        "choose another directory with --out",
+    )
     existing = tmp_path / "done"
     existing.mkdir()
     (existing / "results.csv").write_text("scenario,repeat,status,samples_per_s,peak_mem_mb\n")
-    assert_bad_input(["--matrix", str(matrix), "--device", "cpu", "--out", str(existing)],
-                     f"--out {existing} already holds a results.csv", f"use --resume {existing}")
+    assert_bad_input(
+        ["--matrix", str(matrix), "--device", "cpu", "--out", str(existing)],
+        f"--out {existing} already holds a results.csv",
+        f"use --resume {existing}",
+    )
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:

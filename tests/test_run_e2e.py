@@ -78,7 +78,12 @@ def test_quick_run_scenarios_json_replays_the_run(quick: tuple[subprocess.Comple
     _, out = quick
     saved = json.loads((out / SCENARIOS_JSON).read_text())
     assert {k: saved[k] for k in ("matrix", "repeats", "device", "model", "timeout_s")} == {
-        "matrix": "quick", "repeats": 1, "device": "cpu", "model": "tiny", "timeout_s": 1800.0}
+        "matrix": "quick",
+        "repeats": 1,
+        "device": "cpu",
+        "model": "tiny",
+        "timeout_s": 1800.0,
+    }
     # the fully resolved scenarios: the matrix with the command line's settings applied
     replay = [Scenario(**s) for s in saved["scenarios"]]
     expected = [s.replace(samples=16, seq_len=32, warmup_steps=1) for s in load_matrix("quick").scenarios]
@@ -99,8 +104,15 @@ def save_tiny_bert(directory: Path) -> int:
     """A small BertForSequenceClassification saved with save_pretrained (safetensors); its size."""
     from transformers import BertConfig, BertForSequenceClassification
 
-    config = BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, num_labels=2)
+    config = BertConfig(
+        vocab_size=1000,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        num_labels=2,
+    )
     model = BertForSequenceClassification(config)
     model.save_pretrained(directory)
     return sum(p.numel() for p in model.parameters())
@@ -112,8 +124,20 @@ def test_run_a_local_checkpoint(tmp_path: Path) -> None:
     assert (checkpoint / "model.safetensors").is_file() and not list(checkpoint.glob("*.bin"))
     matrix = write_matrix(tmp_path / "m.toml", {"baseline": {}, "fp16": {"precision": "fp16"}})
     out = tmp_path / "out"
-    done = gpubench("run", "--matrix", matrix, "--model", checkpoint, "--only", "baseline", "--device", "cpu",
-                    "--out", out, timeout=300)
+    done = gpubench(
+        "run",
+        "--matrix",
+        matrix,
+        "--model",
+        checkpoint,
+        "--only",
+        "baseline",
+        "--device",
+        "cpu",
+        "--out",
+        out,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     frame = results(out)
     assert statuses(frame) == {"baseline": "ok"}

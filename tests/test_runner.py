@@ -39,7 +39,10 @@ def test_worker_endings_become_statuses(tmp_path: Path) -> None:
     assert outcome(ProcResult(-11, 1.0))[1] == "worker killed by signal SIGSEGV before writing a result"
     assert outcome(ProcResult(3, 1.0)) == ("crashed", "worker exited with code 3 without writing a result", {})
     assert outcome(ProcResult(-15, 30.0, timed_out=True)) == (
-        "timeout", "no result within the 30 s timeout; the worker and its children were killed", {})
+        "timeout",
+        "no result within the 30 s timeout; the worker and its children were killed",
+        {},
+    )
     status, error, _ = outcome(ProcResult(-15, 2.0, interrupted=True))
     assert status == "interrupted" and error.startswith("stopped by Ctrl-C")
 
@@ -49,9 +52,16 @@ def test_a_worker_that_finished_before_the_ctrl_c_keeps_its_result(tmp_path: Pat
     assert outcome(ProcResult(-15, 2.0, interrupted=True), ok, tmp_path)[0] == "ok"
 
 
-@pytest.mark.parametrize("content", ["{not json", json.dumps({"reason": "no status"}), json.dumps([1, 2]),
-                                     json.dumps({"status": "great", "figures": {}}),
-                                     json.dumps({"status": "ok", "figures": [1]})])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        json.dumps({"reason": "no status"}),
+        json.dumps([1, 2]),
+        json.dumps({"status": "great", "figures": {}}),
+        json.dumps({"status": "ok", "figures": [1]}),
+    ],
+)
 def test_an_unreadable_worker_result_is_a_crash_not_a_bad_results_file(tmp_path: Path, content: str) -> None:
     status, error, figures = outcome(ProcResult(0, 1.0), content, tmp_path)
     assert status == "crashed" and error.startswith("unreadable worker result: ") and figures == {}
@@ -69,29 +79,55 @@ def fake_run_one(calls: list[str], statuses: dict[str, str] | None = None, on_ca
         if on_call is not None:
             on_call(sc)
         status = (statuses or {}).get(sc.name, "ok")
-        return {"scenario": sc.name, "repeat": repeat, "status": status, "error": "",
-                "samples_per_s": 10.0 if status == "ok" else None, "peak_mem_mb": 1.0}
+        return {
+            "scenario": sc.name,
+            "repeat": repeat,
+            "status": status,
+            "error": "",
+            "samples_per_s": 10.0 if status == "ok" else None,
+            "peak_mem_mb": 1.0,
+        }
+
     return run_one
 
 
 def test_resume_reruns_only_scenarios_without_a_final_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    plan = RunPlan("m", (scenario("a"), scenario("b"), scenario("c"), scenario("d")), 2, "cpu", None, "tiny",
-                   tmp_path, 60.0, resume=True)
-    write_results(plan.results_csv, [
-        {"scenario": "a", "repeat": 0, "status": "ok", "samples_per_s": 99.0, "peak_mem_mb": 1.0},
-        {"scenario": "a", "repeat": 1, "status": "oom", "error": "out of memory"},  # final: kept
-        {"scenario": "b", "repeat": 0, "status": "interrupted", "error": "stopped by Ctrl-C"},  # rerun
-        {"scenario": "d", "repeat": 0, "status": "skipped", "error": "tf32 is a CUDA matmul mode"},
-        {"scenario": "gone", "repeat": 0, "status": "ok", "samples_per_s": 1.0},  # not in the plan
-    ])
+    plan = RunPlan(
+        "m",
+        (scenario("a"), scenario("b"), scenario("c"), scenario("d")),
+        2,
+        "cpu",
+        None,
+        "tiny",
+        tmp_path,
+        60.0,
+        resume=True,
+    )
+    write_results(
+        plan.results_csv,
+        [
+            {"scenario": "a", "repeat": 0, "status": "ok", "samples_per_s": 99.0, "peak_mem_mb": 1.0},
+            {"scenario": "a", "repeat": 1, "status": "oom", "error": "out of memory"},  # final: kept
+            {"scenario": "b", "repeat": 0, "status": "interrupted", "error": "stopped by Ctrl-C"},  # rerun
+            {"scenario": "d", "repeat": 0, "status": "skipped", "error": "tf32 is a CUDA matmul mode"},
+            {"scenario": "gone", "repeat": 0, "status": "ok", "samples_per_s": 1.0},  # not in the plan
+        ],
+    )
     calls: list[str] = []
     monkeypatch.setattr(runner, "run_one", fake_run_one(calls))
     result = runner.execute(plan, None)
     assert calls == ["b-r0", "c-r0", "b-r1", "c-r1", "d-r1"]
     frame = read_results(plan.results_csv)
     assert list(zip(frame["scenario"], frame["repeat"], frame["status"], strict=True)) == [
-        ("a", 0, "ok"), ("a", 1, "oom"), ("b", 0, "ok"), ("b", 1, "ok"), ("c", 0, "ok"), ("c", 1, "ok"),
-        ("d", 0, "skipped"), ("d", 1, "ok")]
+        ("a", 0, "ok"),
+        ("a", 1, "oom"),
+        ("b", 0, "ok"),
+        ("b", 1, "ok"),
+        ("c", 0, "ok"),
+        ("c", 1, "ok"),
+        ("d", 0, "skipped"),
+        ("d", 1, "ok"),
+    ]
     assert frame["samples_per_s"][0] == 99.0  # the finished row as it was
     assert result.exit_code == ExitCode.FAILED  # a's oom still counts
 
@@ -109,8 +145,9 @@ def test_exit_codes_of_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert list(read_results(plan.results_csv)["status"]) == ["interrupted"]
 
 
-def test_a_ctrl_c_between_scenarios_saves_the_row_in_hand_and_stops(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_ctrl_c_between_scenarios_saves_the_row_in_hand_and_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan = RunPlan("m", (scenario("a"), scenario("b"), scenario("c")), 1, "cpu", None, "tiny", tmp_path, 60.0)
     calls: list[str] = []
 
