@@ -257,7 +257,8 @@ def test_parent_killed_outright_then_resume(tmp_path: Path) -> None:
     pd.testing.assert_series_equal(after.iloc[0], before.iloc[0], check_dtype=False)  # a as it was
     assert list(after["batch_size"]) == [4, 4, 2]
 
-    # a finished run resumed again runs nothing
-    again = gpubench("run", "--resume", run.out, timeout=120)
-    assert again.returncode == 0
+    # a finished run resumed again runs nothing; a --matrix that still matches is accepted
+    same = write_matrix(tmp_path / "same.toml", scenarios)
+    again = gpubench("run", "--resume", run.out, "--matrix", same, timeout=120)
+    assert again.returncode == 0, again.stderr
     assert results(run.out).equals(after)
