@@ -226,6 +226,17 @@ def _resume(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
 
 
 def save_plan(plan: RunPlan, env: dict[str, Any]) -> None:
+    """scenarios.json and env.json; a resumed run keeps the first env.json and appends to its
+    `resumes` list where (and on which machine) the rest ran."""
     atomic_write_json(plan.out / SCENARIOS_JSON, plan.to_json())
-    if not (plan.out / ENV_JSON).exists() or not plan.resume:
-        atomic_write_json(plan.out / ENV_JSON, env)
+    env_path = plan.out / ENV_JSON
+    if plan.resume and env_path.exists():
+        first = read_json(env_path)
+        gpu = env.get("gpu") or {}
+        first.setdefault("resumes", []).append({
+            "created_at": env.get("created_at"), "host": env.get("host"), "command": env.get("command"),
+            "gpu_uuid": gpu.get("uuid"), "driver": gpu.get("driver"), "packages": env.get("packages"),
+        })
+        atomic_write_json(env_path, first)
+    else:
+        atomic_write_json(env_path, env)

@@ -76,10 +76,13 @@ def test_a_run_is_stored_with_its_environment_results_and_repeats(db: str, tmp_p
     results = execute(
         db,
         "SELECT scenario, status, repeats, ok_repeats, samples_per_s, samples_per_s_spread_pct, "
-        "peak_mem_mb, settings_json FROM results ORDER BY id",
+        "peak_mem_mb, settings_json, series_json FROM results ORDER BY id",
     )
     assert results[0][:7] == ("baseline", "ok", 3, 3, 100.0, 20.0, 1000.0)
-    assert json.loads(results[0][7])["batch_size"] == 4
+    settings, series = json.loads(results[0][7]), json.loads(results[0][8])
+    assert (settings["batch_size"], settings["model"], settings["device"]) == (4, "auto", "cuda:0")
+    assert (series["batch_size"], series["model"], series["gpu_model"]) == (4, "bert-large", "NVIDIA H200")
+    assert "device" not in series and "torch" not in series
     assert results[1][:5] == ("fp16", "oom", 1, 0, None)
     assert count(db, "repeats") == 4
     repeat = execute(db, "SELECT repeat, status, samples_per_s, row_json FROM repeats ORDER BY id LIMIT 1")[0]

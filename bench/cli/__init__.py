@@ -45,11 +45,14 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except (typer.Abort, EOFError):
         sys.exit(int(ExitCode.INTERRUPTED))
-    except Exception as exc:  # click usage errors arrive here in standalone_mode=False
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+    except Exception as exc:  # usage errors arrive here in standalone_mode=False
+        # typer >= 0.2x ships its own copy of click, so match the class by name, not identity
+        if any(cls.__name__ == "ClickException" for cls in type(exc).__mro__):
+            exc.show()  # type: ignore[attr-defined]
             sys.exit(int(ExitCode.BAD_INPUT))
-        raise
+        if debug:
+            raise
+        print(f"gpubench: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
+              "traceback, and please report it)", file=sys.stderr)
+        sys.exit(int(ExitCode.FAILED))
     sys.exit(code if isinstance(code, int) else 0)

@@ -62,7 +62,7 @@ def write_svg(views: Sequence[SeriesView], path: Path, title: str) -> None:
         label = f"{view.series.gpu_model}, {view.series.model} [{view.series.key[:8]}]"
         (line,) = ax.plot(times, values, marker="o", markersize=3, linewidth=1.2, label=label)
         baselines = [math.nan if m.baseline is None else m.baseline for m in view.marks]
-        ax.plot(times, baselines, linestyle=":", linewidth=1, color=line.get_color(), alpha=0.7)
+        ax.plot(times, baselines, linestyle=":", linewidth=1, color=line.get_color(), alpha=0.7, drawstyle="steps-mid")
         flagged = [i for i, m in enumerate(view.marks) if m.flagged]
         if flagged:
             ax.scatter(

@@ -122,7 +122,8 @@ def _result(name: str, group: pd.DataFrame, gpu: str) -> ResultRecord:
     values: dict[str, Any] = {
         "scenario": name,
         "series_key": series_key(settings),
-        "settings_json": json.dumps(settings, sort_keys=True),
+        "series_json": json.dumps(settings, sort_keys=True),
+        "settings_json": json.dumps({k: rows[0].get(k) for k in SETTING_COLUMNS}, sort_keys=True, default=str),
         "model": settings["model"],
         "status": side_status(group),
         "repeats": len(rows),

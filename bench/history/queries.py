@@ -93,7 +93,7 @@ def load_series(
         results.c.run_id,
         results.c.scenario,
         results.c.series_key,
-        results.c.settings_json,
+        results.c.series_json,
         results.c.model,
         results.c.status,
         *figures,
@@ -160,7 +160,7 @@ def _series(key: str, rows: list[Any], values: dict[int, dict[str, list[float]]]
         scenario=str(first["scenario"]),
         gpu_model=str(first["gpu_model"]),
         model=str(first["model"]),
-        settings=json.loads(first["settings_json"]),
+        settings=json.loads(first["series_json"]),
         points=points,
         steps=steps,
     )

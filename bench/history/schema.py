@@ -77,7 +77,8 @@ results = Table(
     # sha256 (first 16 hex digits) of the scenario, its settings, the GPU model and the model;
     # the software versions under test are not part of it
     Column("series_key", String(16), nullable=False),
-    Column("settings_json", Text, nullable=False),  # what the series key was made from
+    Column("series_json", Text, nullable=False),  # what the series key was made from
+    Column("settings_json", Text, nullable=False),  # the scenario's resolved settings (results.csv)
     Column("model", Text),
     Column("status", String(16), nullable=False),  # ok, skipped, or the worst failed status
     Column("repeats", Integer, nullable=False),

@@ -180,7 +180,10 @@ def _sqlite_engine(url: URL, write: bool) -> Engine:
                 f"{path}: no history database here",
                 hint="store a run with `gpubench run --record` or `gpubench history import DIR`",
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInput(f"--db {path}: cannot create its folder: {exc.strerror or exc}") from None
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
     @event.listens_for(engine, "connect")
