@@ -57,7 +57,7 @@ def train(
             accelerator.backward(loss)
             phases.mark("after_backward")
             optimizer.step()
-            phases.mark("after_optimizer_step")
+            phases.mark_optimizer_step(optimizer)
             optimizer.zero_grad(set_to_none=True)
         losses.track(loss)
         if accelerator.sync_gradients:

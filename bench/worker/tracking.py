@@ -45,6 +45,16 @@ class MemoryPhases:
         if self.cuda and name not in self.values:
             self.values[name] = torch.cuda.memory_allocated() / MB
 
+    def mark_optimizer_step(self, optimizer: Any) -> None:
+        """Mark after the first optimizer step that really ran: a step skipped by fp16's
+        GradScaler, or a micro-batch of gradient accumulation, creates no optimizer state."""
+        if not self.cuda or "after_optimizer_step" in self.values:
+            return
+        inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the optimizer
+        state = getattr(inner, "state", None)
+        if state is None or any(len(s) for s in state.values()):
+            self.mark("after_optimizer_step")
+
     def result(self) -> dict[str, Any]:
         return {f"torch_alloc_{name}_mb": self.values.get(name) for name in self.NAMES}
 

@@ -29,7 +29,7 @@ def train(
             clock.train_begin()
 
         def on_optimizer_step(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-            phases.mark("after_optimizer_step")
+            phases.mark_optimizer_step(kwargs.get("optimizer"))
 
         def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
             clock.step_end()
