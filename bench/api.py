@@ -40,8 +40,9 @@ def run(
         if request.exclusive:
             raise BadInput(f"--exclusive: the GPU is in use by other processes: {listing}")
         warn(f"the GPU is in use by other processes ({listing}); figures will be disturbed")
-    env = envinfo.collect(device=plan.device, probe=probe, gpu=gpu, gpu_processes=procs,
-                          command=request.command, matrix=plan.matrix)
+    env = envinfo.collect(
+        device=plan.device, probe=probe, gpu=gpu, gpu_processes=procs, command=request.command, matrix=plan.matrix
+    )
     plan_mod.save_plan(plan, env)
     outcome = runner.execute(plan, gpu["name"] if gpu else None, reporter)
     if outcome.rows:  # DIR/report.html: any failure is only a warning; results and exit code stand
@@ -66,8 +67,7 @@ def list_scenarios(matrix: str, overrides: dict[str, Any]) -> list[dict[str, Any
         resolve_model(model, "cpu")  # an unknown model name is an error here too
     reference = next((s for s in scenarios if s.name == "baseline"), scenarios[0])
     return [
-        {"scenario": s, "changes": matrix_mod.diff_from(s, reference), "reference": reference.name}
-        for s in scenarios
+        {"scenario": s, "changes": matrix_mod.diff_from(s, reference), "reference": reference.name} for s in scenarios
     ]
 
 
@@ -77,5 +77,4 @@ def environment(device: str = "auto") -> dict[str, Any]:
         probe = plan_mod.probe_torch(Path(scratch))
     resolved, uuid = plan_mod.resolve_device(device, probe)
     gpu, procs = _gpu(uuid)
-    return envinfo.collect(device=resolved, probe=probe, gpu=gpu, gpu_processes=procs,
-                           command=[], matrix="")
+    return envinfo.collect(device=resolved, probe=probe, gpu=gpu, gpu_processes=procs, command=[], matrix="")

@@ -45,8 +45,7 @@ def check_envs(
     if base_gpu and new_gpu and base_gpu != new_gpu:
         if not allow_mismatch:
             raise IncomparableRuns(
-                f"the runs come from different devices: {labels[0]} on {base_gpu}, "
-                f"{labels[1]} on {new_gpu}",
+                f"the runs come from different devices: {labels[0]} on {base_gpu}, {labels[1]} on {new_gpu}",
                 hint="compare runs from the same GPU model, or pass --allow-env-mismatch",
             )
         notes.append(f"different devices ({base_gpu} vs {new_gpu}); compared anyway")
@@ -67,9 +66,7 @@ def gpu_model(env: dict[str, Any] | None) -> str | None:
     return None
 
 
-def env_differences(
-    base: dict[str, Any] | None, new: dict[str, Any] | None
-) -> tuple[EnvDifference, ...]:
+def env_differences(base: dict[str, Any] | None, new: dict[str, Any] | None) -> tuple[EnvDifference, ...]:
     """Software (and other informative) differences, in a stable order."""
     if base is None or new is None:
         return ()

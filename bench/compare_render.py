@@ -52,18 +52,13 @@ def gate_line(result: CompareResult) -> str:
     """One line: pass or fail, the exit code, and how many rows got each verdict."""
     failing = set(result.failing["verdict"])
     head = "FAIL" if result.exit_code else "PASS"
-    summary = ", ".join(
-        f"{v} {n}" if v not in failing else f"{v.upper()} {n}" for v, n in result.counts.items()
-    )
+    summary = ", ".join(f"{v} {n}" if v not in failing else f"{v.upper()} {n}" for v, n in result.counts.items())
     return f"{head} (exit {result.exit_code}): {summary or 'nothing compared'}"
 
 
 def thresholds_line(result: CompareResult) -> str:
     t = result.thresholds
-    return (
-        f"speed {t.speed_pct:g}% (samples_per_s, step_time_median_ms), "
-        f"memory {t.memory_pct:g}% (peak_mem_mb)"
-    )
+    return f"speed {t.speed_pct:g}% (samples_per_s, step_time_median_ms), memory {t.memory_pct:g}% (peak_mem_mb)"
 
 
 def cells(row: dict[str, Any]) -> list[str]:
@@ -113,9 +108,7 @@ def print_table(result: CompareResult, console: Console) -> None:
         values[7].stylize(STYLES.get(row["verdict"], ""))
         table.add_row(*values)
     console.print(table)
-    console.print(
-        f"thresholds: {thresholds_line(result)}; {result.method}", style="dim", highlight=False
-    )
+    console.print(f"thresholds: {thresholds_line(result)}; {result.method}", style="dim", highlight=False)
     colour = "green" if result.exit_code == 0 else "bold red"
     console.print(escape(gate_line(result)), style=colour, highlight=False)
 
@@ -126,8 +119,7 @@ def to_markdown(result: CompareResult) -> str:
     lines = [
         f"## {mark} gpubench compare: {gate_line(result)}",
         "",
-        f"**base** `{result.base_label}` ({result.base_gpu}) → "
-        f"**new** `{result.new_label}` ({result.new_gpu})",
+        f"**base** `{result.base_label}` ({result.base_gpu}) → **new** `{result.new_label}` ({result.new_gpu})",
         "",
         f"Thresholds: {thresholds_line(result)}. Method: {result.method}.",
         "",

@@ -13,8 +13,7 @@ from typing import Any
 
 from . import __version__
 
-PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes", "datasets", "nvidia-ml-py",
-            "numpy", "pandas")
+PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes", "datasets", "nvidia-ml-py", "numpy", "pandas")
 
 
 def package_versions() -> dict[str, str | None]:

@@ -143,15 +143,12 @@ def _settings(table: dict[str, Any], origin: str, where: str) -> dict[str, Any]:
     if fp16 and bf16:
         raise BadInput(
             f"{origin}: {where}: fp16 and bf16 are both true; they contradict each other",
-            hint="use precision = \"fp16\" or \"bf16\"",
+            hint='use precision = "fp16" or "bf16"',
         )
     alias_precision = "fp16" if fp16 else "bf16" if bf16 else None
     if alias_precision:
         if "precision" in out and out["precision"] != alias_precision:
-            raise BadInput(
-                f"{origin}: {where}: {alias_precision} = true contradicts precision = "
-                f"\"{out['precision']}\""
-            )
+            raise BadInput(f'{origin}: {where}: {alias_precision} = true contradicts precision = "{out["precision"]}"')
         out["precision"] = alias_precision
     return out
 

@@ -15,12 +15,27 @@ _BERT_COMMON: dict[str, Any] = {
 }
 # Dimensions of bert-base-uncased / bert-large-uncased; `tiny` is for CPU smoke tests.
 PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
-             "intermediate_size": 512, **_BERT_COMMON},
-    "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                  "intermediate_size": 3072, **_BERT_COMMON},
-    "bert-large": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
-                   "intermediate_size": 4096, **_BERT_COMMON},
+    "tiny": {
+        "hidden_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 512,
+        **_BERT_COMMON,
+    },
+    "bert-base": {
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "intermediate_size": 3072,
+        **_BERT_COMMON,
+    },
+    "bert-large": {
+        "hidden_size": 1024,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "intermediate_size": 4096,
+        **_BERT_COMMON,
+    },
 }
 AUTO_GPU, AUTO_CPU = "bert-large", "tiny"
 
@@ -34,8 +49,10 @@ def resolve_model(name: str, device: str) -> str:
     path = Path(name)
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise BadInput(f"model directory {path} has no config.json",
-                           hint="give a Hugging Face checkpoint directory or a preset name")
+            raise BadInput(
+                f"model directory {path} has no config.json",
+                hint="give a Hugging Face checkpoint directory or a preset name",
+            )
         return str(path.resolve())
     hint = did_you_mean(name, list(PRESETS))
     raise BadInput(

@@ -64,8 +64,11 @@ class RunPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "matrix": self.matrix, "repeats": self.repeats, "device": self.device,
-            "model": self.model, "timeout_s": self.timeout_s,
+            "matrix": self.matrix,
+            "repeats": self.repeats,
+            "device": self.device,
+            "model": self.model,
+            "timeout_s": self.timeout_s,
             "scenarios": [s.settings() for s in self.scenarios],
         }
 
@@ -75,7 +78,9 @@ def probe_torch(scratch: Path) -> dict[str, Any]:
     out = scratch / "probe.json"
     result = run_subprocess(
         [sys.executable, "-m", "bench.worker", "--probe", str(out)],
-        timeout_s=PROBE_TIMEOUT_S, log_path=scratch / "probe.log", env=worker_env(None),
+        timeout_s=PROBE_TIMEOUT_S,
+        log_path=scratch / "probe.log",
+        env=worker_env(None),
     )
     if result.interrupted:  # Ctrl-C while torch was starting: stop, nothing ran
         raise KeyboardInterrupt
@@ -104,8 +109,7 @@ def resolve_device(requested: str, probe: dict[str, Any]) -> tuple[str, str | No
         requested = "cuda:0"
     check_device_name(requested)
     if not devices:
-        raise BadInput(f"--device {given}: torch sees no CUDA GPU on this machine",
-                       hint="use --device cpu or auto")
+        raise BadInput(f"--device {given}: torch sees no CUDA GPU on this machine", hint="use --device cpu or auto")
     index = int(requested[5:])
     if index >= len(devices):
         raise BadInput(f"--device {given}: this machine has {len(devices)} CUDA GPU(s)")
@@ -117,8 +121,15 @@ def worker_env(gpu_uuid: str | None) -> dict[str, str]:
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-    env.update({"PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "warning"})
+    env.update(
+        {
+            "PYTHONUNBUFFERED": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_DATASETS_OFFLINE": "1",
+            "TRANSFORMERS_VERBOSITY": "warning",
+        }
+    )
     if gpu_uuid:
         env["CUDA_VISIBLE_DEVICES"] = gpu_uuid
     return env
@@ -130,8 +141,9 @@ def check_writable(out: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"):
             pass
     except OSError as exc:
-        raise BadInput(f"--out {out}: cannot write there: {exc.strerror or exc}",
-                       hint="choose another directory with --out") from None
+        raise BadInput(
+            f"--out {out}: cannot write there: {exc.strerror or exc}", hint="choose another directory with --out"
+        ) from None
 
 
 def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, ...], str]:
@@ -148,9 +160,11 @@ def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, .
 def check_checkpoint(path: Path) -> None:
     """A local checkpoint is loaded from safetensors only (no pickle), so it must have them."""
     if not any(path.glob("*.safetensors")):
-        raise BadInput(f"model directory {path} has no .safetensors weights",
-                       hint="gpubench loads local checkpoints from safetensors only (never pickle); "
-                       "save it with save_pretrained(..., safe_serialization=True)")
+        raise BadInput(
+            f"model directory {path} has no .safetensors weights",
+            hint="gpubench loads local checkpoints from safetensors only (never pickle); "
+            "save it with save_pretrained(..., safe_serialization=True)",
+        )
 
 
 def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]]:
@@ -166,8 +180,9 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
     check_device_name(request.device)
     out = request.out or Path("results") / datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
     if (out / RESULTS_CSV).exists():
-        raise BadInput(f"--out {out} already holds a results.csv",
-                       hint=f"use --resume {out} to finish it, or choose another --out")
+        raise BadInput(
+            f"--out {out} already holds a results.csv", hint=f"use --resume {out} to finish it, or choose another --out"
+        )
     created = not out.exists()
     check_writable(out)
     try:
@@ -179,8 +194,17 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
             with contextlib.suppress(OSError):
                 out.rmdir()
         raise
-    plan = RunPlan(name, scenarios, request.repeats, device, uuid, model, out, request.timeout_s,
-                   sample_memory=request.sample_memory)
+    plan = RunPlan(
+        name,
+        scenarios,
+        request.repeats,
+        device,
+        uuid,
+        model,
+        out,
+        request.timeout_s,
+        sample_memory=request.sample_memory,
+    )
     return plan, probe
 
 
@@ -197,13 +221,21 @@ def _resume(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         timeout_s = float(saved["timeout_s"])
     except (ValueError, KeyError, TypeError) as exc:
         raise BadInput(f"{saved_path}: unreadable ({type(exc).__name__}: {exc})") from None
-    changed = [flag for flag, given in (("--model", request.model), ("--only", request.only),
-                                        *((f"--{k.replace('_', '-')}", v) for k, v in request.overrides.items()))
-               if given is not None]
+    changed = [
+        flag
+        for flag, given in (
+            ("--model", request.model),
+            ("--only", request.only),
+            *((f"--{k.replace('_', '-')}", v) for k, v in request.overrides.items()),
+        )
+        if given is not None
+    ]
     if request.matrix is None and changed:
-        raise BadInput(f"--resume {out}: {', '.join(changed)} would change the run's scenarios",
-                       hint="resume without them (the run's own scenarios.json is used), "
-                       "or also give the same --matrix to check they still match")
+        raise BadInput(
+            f"--resume {out}: {', '.join(changed)} would change the run's scenarios",
+            hint="resume without them (the run's own scenarios.json is used), "
+            "or also give the same --matrix to check they still match",
+        )
     if request.matrix is not None:
         _, current, _ = _scenarios(request, device)
         if [s.settings() for s in current] != [s.settings() for s in scenarios]:
@@ -220,8 +252,9 @@ def _resume(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
     for stale in out.glob(".*.tmp"):  # an atomic write cut short by a SIGKILL
         stale.unlink(missing_ok=True)
     name = str(saved.get("matrix", ""))
-    plan = RunPlan(name, scenarios, repeats, device, uuid, model, out, timeout_s, resume=True,
-                   sample_memory=request.sample_memory)
+    plan = RunPlan(
+        name, scenarios, repeats, device, uuid, model, out, timeout_s, resume=True, sample_memory=request.sample_memory
+    )
     return plan, probe
 
 
@@ -233,10 +266,16 @@ def save_plan(plan: RunPlan, env: dict[str, Any]) -> None:
     if plan.resume and env_path.exists():
         first = read_json(env_path)
         gpu = env.get("gpu") or {}
-        first.setdefault("resumes", []).append({
-            "created_at": env.get("created_at"), "host": env.get("host"), "command": env.get("command"),
-            "gpu_uuid": gpu.get("uuid"), "driver": gpu.get("driver"), "packages": env.get("packages"),
-        })
+        first.setdefault("resumes", []).append(
+            {
+                "created_at": env.get("created_at"),
+                "host": env.get("host"),
+                "command": env.get("command"),
+                "gpu_uuid": gpu.get("uuid"),
+                "driver": gpu.get("driver"),
+                "packages": env.get("packages"),
+            }
+        )
         atomic_write_json(env_path, first)
     else:
         atomic_write_json(env_path, env)

@@ -106,8 +106,12 @@ def run_subprocess(
     start = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            list(cmd), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=env, start_new_session=True,
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
     try:
         if on_start is not None:

@@ -26,9 +26,15 @@ def _pct(value: Any) -> str:
 def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
     source = next((s for s in summary.get("peak_mem_source", []) if isinstance(s, str) and s), "")
     table = Table(title=title or None, title_justify="left")
-    for column, justify in (("scenario", "left"), ("status", "left"), ("samples/s", "right"),
-                            ("vs base", "right"), (f"peak MB ({source or 'n/a'})", "right"),
-                            ("vs base", "right"), ("loss", "right")):
+    for column, justify in (
+        ("scenario", "left"),
+        ("status", "left"),
+        ("samples/s", "right"),
+        ("vs base", "right"),
+        (f"peak MB ({source or 'n/a'})", "right"),
+        ("vs base", "right"),
+        ("loss", "right"),
+    ):
         table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     table.add_column("note", overflow="ellipsis", no_wrap=True, max_width=70)
     for row in summary.to_dict("records"):
@@ -39,8 +45,13 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
         if isinstance(cv, float) and not math.isnan(cv):
             sps += f" ±{cv:.1f}%"
         table.add_row(
-            row["scenario"], f"[{style}]{status}[/{style}]", sps, _pct(row["samples_per_s_vs_baseline_pct"]),
-            _num(row["peak_mem_mb"], ".0f"), _pct(row["peak_mem_mb_vs_baseline_pct"]),
-            _num(row["final_loss"], ".4f"), str(row.get("error") or "")[:60],
+            row["scenario"],
+            f"[{style}]{status}[/{style}]",
+            sps,
+            _pct(row["samples_per_s_vs_baseline_pct"]),
+            _num(row["peak_mem_mb"], ".0f"),
+            _pct(row["peak_mem_mb_vs_baseline_pct"]),
+            _num(row["final_loss"], ".4f"),
+            str(row.get("error") or "")[:60],
         )
     return table

@@ -76,12 +76,24 @@ OTHER_COLUMNS = [
     "started_at",
     "stderr_tail",
 ]
-COLUMNS = (ID_COLUMNS + SETTING_COLUMNS + SPEED_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS
-           + OTHER_COLUMNS)
-NUMERIC_COLUMNS = [c for c in SPEED_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
-                   if c not in ("peak_mem_source", "peak_source", "loss_finite", "started_at",
-                                "stderr_tail", "fp32_matmul_precision", "startup_breakdown",
-                                "pred_peak_phase")]
+COLUMNS = (
+    ID_COLUMNS + SETTING_COLUMNS + SPEED_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
+)
+NUMERIC_COLUMNS = [
+    c
+    for c in SPEED_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
+    if c
+    not in (
+        "peak_mem_source",
+        "peak_source",
+        "loss_finite",
+        "started_at",
+        "stderr_tail",
+        "fp32_matmul_precision",
+        "startup_breakdown",
+        "pred_peak_phase",
+    )
+]
 NAN_WORDS = ("nan", "-nan", "na", "n/a", "null", "none", "<na>")  # numeric cells that mean missing
 REQUIRED_COLUMNS = ["scenario", "repeat", "status", "samples_per_s", "peak_mem_mb"]
 
@@ -121,8 +133,7 @@ def read_results(path: Path) -> pd.DataFrame:
         if bad.any():
             row = int(bad.idxmax()) + 2  # header is line 1
             raise BadInput(
-                f"{path}: line {row}: column '{column}' holds a non-numeric value "
-                f"{frame[column][bad.idxmax()]!r}"
+                f"{path}: line {row}: column '{column}' holds a non-numeric value {frame[column][bad.idxmax()]!r}"
             )
         frame[column] = converted
     unknown = sorted(set(frame["status"].dropna()) - set(STATUSES))

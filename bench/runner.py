@@ -90,8 +90,14 @@ def _isnan(value: Any) -> bool:
     return isinstance(value, float) and value != value
 
 
-def run_one(plan: RunPlan, sc: Scenario, repeat: int, nvml: Nvml | None, gpu_name: str | None,
-            interrupts: Interrupts | None = None) -> dict[str, Any]:
+def run_one(
+    plan: RunPlan,
+    sc: Scenario,
+    repeat: int,
+    nvml: Nvml | None,
+    gpu_name: str | None,
+    interrupts: Interrupts | None = None,
+) -> dict[str, Any]:
     """One scenario x repeat in a fresh worker process; always returns a row."""
     workdir = plan.out / "work" / f"{sc.name}-r{repeat}"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -100,8 +106,10 @@ def run_one(plan: RunPlan, sc: Scenario, repeat: int, nvml: Nvml | None, gpu_nam
     model = resolve_model(sc.model, plan.device)
     device = "cpu" if plan.device == "cpu" else "cuda:0"  # CUDA_VISIBLE_DEVICES holds the chosen GPU
     launched_at = time.time()
-    atomic_write_json(spec_path, {"scenario": sc.settings(), "device": device, "model": model,
-                                  "repeat": repeat, "launched_at": launched_at})
+    atomic_write_json(
+        spec_path,
+        {"scenario": sc.settings(), "device": device, "model": model, "repeat": repeat, "launched_at": launched_at},
+    )
     sampler = MemorySampler(nvml) if nvml and plan.sample_memory else None
     if sampler is not None:
         sampler.idle_mb = nvml.used_mb() if nvml else 0.0
@@ -118,8 +126,11 @@ def run_one(plan: RunPlan, sc: Scenario, repeat: int, nvml: Nvml | None, gpu_nam
     status, error, figures = _outcome(proc, result_path, plan.timeout_for(sc), kills_before)
     row = _row(sc, repeat, model, plan.device, status, error, figures, peaks)
     tf32 = sc.tf32 or figures.get("fp32_matmul_precision") == "tf32"
-    row.update(flops.figures(model, figures.get("model_params"), sc.seq_len, row.get("samples_per_s"),
-                             gpu_name, sc.precision, tf32))
+    row.update(
+        flops.figures(
+            model, figures.get("model_params"), sc.seq_len, row.get("samples_per_s"), gpu_name, sc.precision, tf32
+        )
+    )
     row.update(memory_model.predicted_columns(sc, model, figures))
     row["started_at"] = datetime.fromtimestamp(launched_at, UTC).isoformat(timespec="seconds")
     row["worker_wall_s"] = proc.wall_s
@@ -131,8 +142,9 @@ def run_one(plan: RunPlan, sc: Scenario, repeat: int, nvml: Nvml | None, gpu_nam
     return row
 
 
-def _outcome(proc: Any, result_path: Path, timeout_s: float,
-             kills_before: int | None) -> tuple[str, str, dict[str, Any]]:
+def _outcome(
+    proc: Any, result_path: Path, timeout_s: float, kills_before: int | None
+) -> tuple[str, str, dict[str, Any]]:
     result = _read_result(result_path)
     if proc.interrupted and not isinstance(result, tuple):  # a worker that had finished keeps its row
         return "interrupted", "stopped by Ctrl-C (SIGINT) or SIGTERM; the worker and its children were killed", {}
@@ -167,8 +179,16 @@ def _read_result(path: Path) -> tuple[str, str, dict[str, Any]] | str | None:
     return str(status), str(reason), figures
 
 
-def _row(sc: Scenario, repeat: int, model: str, device: str, status: str, error: str,
-         figures: dict[str, Any], peaks: MemoryPeaks | None) -> dict[str, Any]:
+def _row(
+    sc: Scenario,
+    repeat: int,
+    model: str,
+    device: str,
+    status: str,
+    error: str,
+    figures: dict[str, Any],
+    peaks: MemoryPeaks | None,
+) -> dict[str, Any]:
     row: dict[str, Any] = {"scenario": sc.name, "repeat": repeat, "status": status, "error": error}
     row.update({k: v for k, v in sc.settings().items() if k != "name"})
     row.update({"model_resolved": model, "device": device})
@@ -176,14 +196,16 @@ def _row(sc: Scenario, repeat: int, model: str, device: str, status: str, error:
     if status == "skipped":
         return row
     if peaks is not None:
-        row.update({
-            "nvml_process_peak_mb": peaks.process_peak_mb,
-            "nvml_device_peak_mb": peaks.device_peak_mb,
-            "nvml_idle_mb": peaks.idle_mb,
-            "nvml_sample_hz": peaks.sample_hz,
-            "peak_mem_mb": peaks.peak_mb,
-            "peak_mem_source": peaks.source,
-        })
+        row.update(
+            {
+                "nvml_process_peak_mb": peaks.process_peak_mb,
+                "nvml_device_peak_mb": peaks.device_peak_mb,
+                "nvml_idle_mb": peaks.idle_mb,
+                "nvml_sample_hz": peaks.sample_hz,
+                "peak_mem_mb": peaks.peak_mb,
+                "peak_mem_source": peaks.source,
+            }
+        )
     elif device != "cpu" and figures.get("torch_max_reserved_mb") is not None:  # NVML sampling off
         row.update({"peak_mem_mb": figures["torch_max_reserved_mb"], "peak_mem_source": "torch-reserved"})
     elif figures.get("rss_peak_mb") is not None:

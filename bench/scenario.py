@@ -84,9 +84,7 @@ class Scenario:
             if not isinstance(getattr(self, key), bool):
                 raise bad(key, getattr(self, key), "must be true or false")
         if self.timeout_s is not None and (
-            isinstance(self.timeout_s, bool)
-            or not isinstance(self.timeout_s, int | float)
-            or self.timeout_s <= 0
+            isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float) or self.timeout_s <= 0
         ):
             raise bad("timeout_s", self.timeout_s, "must be a positive number of seconds")
         if not isinstance(self.model, str) or not self.model:

@@ -79,9 +79,5 @@ def _normal_tail(x: Sequence[float], y: Sequence[float], alternative: Alternativ
     if variance <= 0:
         return 1.0
     shift = u - n * m / 2
-    z = (
-        (shift - 0.5) / math.sqrt(variance)
-        if alternative == "greater"
-        else (-(shift + 0.5) / math.sqrt(variance))
-    )
+    z = (shift - 0.5) / math.sqrt(variance) if alternative == "greater" else (-(shift + 0.5) / math.sqrt(variance))
     return min(1.0, 0.5 * math.erfc(z / math.sqrt(2)))

@@ -33,12 +33,26 @@ def gpubench(*args: str) -> int:
 
 def reference(settings: dict, out: Path) -> dict:
     cmd = [
-        sys.executable, str(HERE / "reference_loop.py"),
-        "--model", settings["model_resolved"], "--batch-size", str(settings["batch_size"]),
-        "--precision", settings["precision"], "--optimizer", settings["optimizer"],
-        "--attn-implementation", settings["attn_implementation"],
-        "--samples", str(settings["samples"]), "--seq-len", str(settings["seq_len"]),
-        "--warmup-steps", str(settings["warmup_steps"]), "--out", str(out),
+        sys.executable,
+        str(HERE / "reference_loop.py"),
+        "--model",
+        settings["model_resolved"],
+        "--batch-size",
+        str(settings["batch_size"]),
+        "--precision",
+        settings["precision"],
+        "--optimizer",
+        settings["optimizer"],
+        "--attn-implementation",
+        settings["attn_implementation"],
+        "--samples",
+        str(settings["samples"]),
+        "--seq-len",
+        str(settings["seq_len"]),
+        "--warmup-steps",
+        str(settings["warmup_steps"]),
+        "--out",
+        str(out),
     ] + (["--tf32"] if settings["tf32"] else [])
     subprocess.run(cmd, timeout=TIMEOUT_S, check=True, stdout=subprocess.DEVNULL)
     return json.loads(out.read_text())
@@ -48,8 +62,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--only", default=None, help="comma-separated scenarios of the fidelity matrix")
-    p.add_argument("--sampler-off", default="fp32-b4",
-                   help="scenarios to rerun with NVML sampling off ('' for none)")
+    p.add_argument("--sampler-off", default="fp32-b4", help="scenarios to rerun with NVML sampling off ('' for none)")
     a = p.parse_args()
     only = ["--only", a.only] if a.only else []
     gpubench("--out", str(a.out / "engine"), *only)
@@ -59,14 +72,16 @@ def main() -> None:
     rows = []
     for settings in engine[engine["status"] == "ok"].to_dict("records"):
         ref = reference(settings, a.out / f"reference-{settings['scenario']}.json")
-        rows.append({
-            "scenario": settings["scenario"],
-            "engine_samples_per_s": settings["samples_per_s"],
-            "reference_samples_per_s": ref["samples_per_s"],
-            "engine_over_reference": settings["samples_per_s"] / ref["samples_per_s"],
-            "engine_max_allocated_mb": settings["torch_max_allocated_mb"],
-            "reference_max_allocated_mb": ref["torch_max_allocated_mb"],
-        })
+        rows.append(
+            {
+                "scenario": settings["scenario"],
+                "engine_samples_per_s": settings["samples_per_s"],
+                "reference_samples_per_s": ref["samples_per_s"],
+                "engine_over_reference": settings["samples_per_s"] / ref["samples_per_s"],
+                "engine_max_allocated_mb": settings["torch_max_allocated_mb"],
+                "reference_max_allocated_mb": ref["torch_max_allocated_mb"],
+            }
+        )
     table = pd.DataFrame(rows)
     table["within_3pct"] = (table["engine_over_reference"] - 1).abs() <= 0.03
     if a.sampler_off and (a.out / "engine-no-sampler").is_dir():

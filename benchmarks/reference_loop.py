@@ -42,8 +42,9 @@ def main() -> None:
     with device:
         model = AutoModelForSequenceClassification.from_config(BertConfig(**PRESETS[a.model]), **extra)
     model = model.float().train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.0,
-                                  fused=True if a.optimizer == "adamw_fused" else None)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=5e-5, weight_decay=0.0, fused=True if a.optimizer == "adamw_fused" else None
+    )
     gen = torch.Generator().manual_seed(a.seed)
     ids = torch.randint(100, 30000, (a.samples, a.seq_len), generator=gen)
     labels = torch.zeros(a.samples, dtype=torch.long)
@@ -56,8 +57,8 @@ def main() -> None:
         if step == a.warmup_steps:
             torch.cuda.synchronize()
             t_start = time.perf_counter()
-        batch_ids = ids[step * a.batch_size:(step + 1) * a.batch_size].to(device, non_blocking=True)
-        batch_labels = labels[step * a.batch_size:(step + 1) * a.batch_size].to(device, non_blocking=True)
+        batch_ids = ids[step * a.batch_size : (step + 1) * a.batch_size].to(device, non_blocking=True)
+        batch_labels = labels[step * a.batch_size : (step + 1) * a.batch_size].to(device, non_blocking=True)
         with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
             loss = model(input_ids=batch_ids, labels=batch_labels).loss
         if scaler is not None:
@@ -71,9 +72,14 @@ def main() -> None:
     torch.cuda.synchronize()
     window_s = time.perf_counter() - t_start
     window_samples = (steps - a.warmup_steps) * a.batch_size
-    result = {"samples_per_s": window_samples / window_s, "window_s": window_s,
-              "window_samples": window_samples, "final_loss": float(loss),
-              "torch_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20, **vars(a)}
+    result = {
+        "samples_per_s": window_samples / window_s,
+        "window_s": window_s,
+        "window_samples": window_samples,
+        "final_loss": float(loss),
+        "torch_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20,
+        **vars(a),
+    }
     with open(a.out, "w") as fh:
         json.dump(result, fh)
     print(json.dumps(result))

@@ -142,9 +142,7 @@ def test_tight_ten_percent_slowdown_is_a_regression(tmp_path: Path) -> None:
 
 
 def test_noisy_ten_percent_slowdown_is_noisy_and_passes(tmp_path: Path) -> None:
-    result = run_compare(
-        tmp_path, reps("baseline", [100.0, 80.0, 120.0]), reps("baseline", [90.0, 72.0, 108.0])
-    )
+    result = run_compare(tmp_path, reps("baseline", [100.0, 80.0, 120.0]), reps("baseline", [90.0, 72.0, 108.0]))
     speed = row(result, "baseline", "samples_per_s")
     assert speed["verdict"] == "noisy"
     assert speed["change_pct"] == pytest.approx(-10.0)
@@ -186,9 +184,7 @@ def test_speed_threshold_is_settable(tmp_path: Path) -> None:
 
 
 def test_memory_up_five_percent_is_a_regression(tmp_path: Path) -> None:
-    result = run_compare(
-        tmp_path, reps("baseline", TIGHT, mem=1000.0), reps("baseline", TIGHT, mem=1050.0)
-    )
+    result = run_compare(tmp_path, reps("baseline", TIGHT, mem=1000.0), reps("baseline", TIGHT, mem=1050.0))
     memory = row(result, "baseline", "peak_mem_mb")
     assert memory["verdict"] == "regression"
     assert memory["change_pct"] == pytest.approx(5.0)
@@ -197,9 +193,7 @@ def test_memory_up_five_percent_is_a_regression(tmp_path: Path) -> None:
 
 
 def test_memory_below_its_threshold_or_raised_threshold_passes(tmp_path: Path) -> None:
-    small = run_compare(
-        tmp_path / "a", reps("baseline", TIGHT, mem=1000.0), reps("baseline", TIGHT, mem=1015.0)
-    )
+    small = run_compare(tmp_path / "a", reps("baseline", TIGHT, mem=1000.0), reps("baseline", TIGHT, mem=1015.0))
     assert row(small, "baseline", "peak_mem_mb")["verdict"] == "unchanged"
     raised = run_compare(
         tmp_path / "b",
@@ -230,9 +224,7 @@ def test_every_failed_status_is_a_new_failure(tmp_path: Path, status: str) -> No
 
 
 def test_one_failed_repeat_among_ok_ones_is_a_new_failure(tmp_path: Path) -> None:
-    new = reps("baseline", TIGHT[:2]) + [
-        {**reps("x", [0.0], status="oom")[0], "scenario": "baseline", "repeat": 3}
-    ]
+    new = reps("baseline", TIGHT[:2]) + [{**reps("x", [0.0], status="oom")[0], "scenario": "baseline", "repeat": 3}]
     result = run_compare(tmp_path, reps("baseline", TIGHT), new)
     assert verdicts(result) == {("baseline", "status"): "new failure"}
 
@@ -252,9 +244,7 @@ def test_failure_that_runs_again_is_fixed(tmp_path: Path) -> None:
 
 
 def test_failing_on_both_sides_does_not_fail_the_gate(tmp_path: Path) -> None:
-    result = run_compare(
-        tmp_path, reps("big", [0.0], status="oom"), reps("big", [0.0], status="oom")
-    )
+    result = run_compare(tmp_path, reps("big", [0.0], status="oom"), reps("big", [0.0], status="oom"))
     assert verdicts(result) == {("big", "status"): "unchanged"}
     assert result.exit_code == 0
 
@@ -328,16 +318,10 @@ def test_gpu_against_cpu_is_incomparable(tmp_path: Path) -> None:
 
 def test_env_mismatch_can_be_allowed(tmp_path: Path) -> None:
     rows = reps("baseline", TIGHT)
-    result = run_compare(
-        tmp_path, rows, rows, new_env=env("NVIDIA A100-SXM4-80GB"), allow_env_mismatch=True
-    )
+    result = run_compare(tmp_path, rows, rows, new_env=env("NVIDIA A100-SXM4-80GB"), allow_env_mismatch=True)
     assert result.exit_code == 0
-    assert result.env_differences[0] == EnvDifference(
-        "gpu.name", "NVIDIA H200", "NVIDIA A100-SXM4-80GB"
-    )
-    assert result.notes == (
-        "different devices (NVIDIA H200 vs NVIDIA A100-SXM4-80GB); compared anyway",
-    )
+    assert result.env_differences[0] == EnvDifference("gpu.name", "NVIDIA H200", "NVIDIA A100-SXM4-80GB")
+    assert result.notes == ("different devices (NVIDIA H200 vs NVIDIA A100-SXM4-80GB); compared anyway",)
 
 
 def test_software_differences_are_shown_never_failing(tmp_path: Path) -> None:
@@ -378,8 +362,7 @@ HEADER = "scenario,repeat,status,samples_per_s,peak_mem_mb,error\n"
         ("", "the file is empty"),
         (
             "a,b\n1,2\n",
-            "not a gpubench results file (missing columns: scenario, repeat, status, "
-            "samples_per_s, peak_mem_mb)",
+            "not a gpubench results file (missing columns: scenario, repeat, status, samples_per_s, peak_mem_mb)",
         ),
         (
             HEADER + "baseline,1,ok,100,1000,\nbaseline,2,ok,fast,1000,\n",

@@ -234,10 +234,7 @@ def test_markdown_to_a_file(tmp_path: Path, runs: dict[str, Path]) -> None:
     assert result.stdout == ""
     text = out.read_text()
     assert text.startswith("## ❌ gpubench compare: FAIL (exit 1): REGRESSION 2, unchanged 6\n")
-    assert (
-        "| baseline | samples_per_s | 100.00 | 90.00 | -10.0% | 3/3 | 0.050 | **regression** |"
-        in text
-    )
+    assert "| baseline | samples_per_s | 100.00 | 90.00 | -10.0% | 3/3 | 0.050 | **regression** |" in text
     assert "Mann-Whitney" in text
     assert f"wrote {out}" in result.stderr
 
@@ -288,8 +285,7 @@ HEADER = "scenario,repeat,status,samples_per_s,peak_mem_mb,error\n"
         ("", "the file is empty"),
         (
             "a,b\n1,2\n",
-            "not a gpubench results file (missing columns: scenario, repeat, status, "
-            "samples_per_s, peak_mem_mb)",
+            "not a gpubench results file (missing columns: scenario, repeat, status, samples_per_s, peak_mem_mb)",
         ),
         (
             HEADER + "baseline,1,ok,100,1000,\nbaseline,2,ok,fast,1000,\n",

@@ -28,15 +28,29 @@ if not has_cuda():  # collected only with -m gpu; say why instead of failing on 
 
 
 def gpubench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gpu") / "quick"
-    done = gpubench("run", "--matrix", "quick", "--device", "cuda", "--model", "bert-base",
-                    "--samples", "64", "--seq-len", "128", "--out", str(out))
+    done = gpubench(
+        "run",
+        "--matrix",
+        "quick",
+        "--device",
+        "cuda",
+        "--model",
+        "bert-base",
+        "--samples",
+        "64",
+        "--seq-len",
+        "128",
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return out
 
@@ -75,8 +89,9 @@ def test_mfu_uses_a_known_peak_or_says_why(quick_run: Path) -> None:
 
 def test_compile_does_not_turn_on_tf32_behind_the_scenario(tmp_path: Path) -> None:
     matrix = tmp_path / "compile.toml"
-    matrix.write_text('[base]\nmodel = "tiny"\nsamples = 64\nseq_len = 64\nwarmup_steps = 2\n'
-                      "[scenarios.compile]\ncompile = true\n")
+    matrix.write_text(
+        '[base]\nmodel = "tiny"\nsamples = 64\nseq_len = 64\nwarmup_steps = 2\n[scenarios.compile]\ncompile = true\n'
+    )
     done = gpubench("run", "--matrix", str(matrix), "--device", "cuda", "--out", str(tmp_path / "r"))
     assert done.returncode == 0, done.stderr[-3000:]
     row = read_results(tmp_path / "r").iloc[0]

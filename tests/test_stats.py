@@ -63,9 +63,11 @@ def test_exact_matches_brute_force_with_ties() -> None:
         x = [rng.choice([1.0, 2.0, 3.0, 3.0, 5.0]) for _ in range(rng.randint(1, 6))]
         y = [rng.choice([1.0, 2.0, 4.0, 5.0]) for _ in range(rng.randint(1, 6))]
         for alternative in ("greater", "less"):
-            assert mann_whitney_p(x, y, alternative) == pytest.approx(
-                brute_force_p(x, y, alternative), abs=1e-12
-            ), (x, y, alternative)
+            assert mann_whitney_p(x, y, alternative) == pytest.approx(brute_force_p(x, y, alternative), abs=1e-12), (
+                x,
+                y,
+                alternative,
+            )
 
 
 def test_normal_approximation_is_close_to_exact_at_moderate_size() -> None:

@@ -52,7 +52,10 @@ def main() -> None:
             sys.exit(int(ExitCode.BAD_INPUT))
         if debug:
             raise
-        print(f"gpubench: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
-              "traceback, and please report it)", file=sys.stderr)
+        print(
+            f"gpubench: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
+            "traceback, and please report it)",
+            file=sys.stderr,
+        )
         sys.exit(int(ExitCode.FAILED))
     sys.exit(code if isinstance(code, int) else 0)

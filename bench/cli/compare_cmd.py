@@ -19,12 +19,8 @@ def register(app: typer.Typer) -> None:
 
 
 def compare_command(
-    base: Annotated[
-        Path, typer.Argument(help="The baseline: a result directory or its results.csv.")
-    ],
-    new: Annotated[
-        Path, typer.Argument(help="The new run: a result directory or its results.csv.")
-    ],
+    base: Annotated[Path, typer.Argument(help="The baseline: a result directory or its results.csv.")],
+    new: Annotated[Path, typer.Argument(help="The new run: a result directory or its results.csv.")],
     threshold: Annotated[
         float,
         typer.Option(
@@ -44,9 +40,7 @@ def compare_command(
         bool,
         typer.Option("--allow-env-mismatch", help="Compare runs from different GPU models anyway."),
     ] = False,
-    fmt: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="Output format.")
-    ] = OutputFormat.table,
+    fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
     output: OutputFileOpt = None,
 ) -> None:
     """Compare a new run against a baseline and fail on regressions.

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     table = "table"
     markdown = "markdown"
     json = "json"
@@ -27,6 +27,4 @@ ModelOpt = Annotated[
         "(bert-large on a GPU, tiny on the CPU). Overrides the matrix.",
     ),
 ]
-OutputFileOpt = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
-]
+OutputFileOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")]

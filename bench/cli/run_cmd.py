@@ -27,23 +27,41 @@ def register(app: typer.Typer) -> None:
 
 
 def run(
-    matrix: Annotated[str | None, typer.Option("--matrix", "-m", help="A matrix name (scenarios/NAME.toml) or a .toml path. Default: full.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="bert-large, bert-base, tiny, a local checkpoint directory, or auto (bert-large on a GPU, tiny on the CPU).")] = None,
+    matrix: Annotated[
+        str | None,
+        typer.Option("--matrix", "-m", help="A matrix name (scenarios/NAME.toml) or a .toml path. Default: full."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="bert-large, bert-base, tiny, a local checkpoint directory, "
+            "or auto (bert-large on a GPU, tiny on the CPU).",
+        ),
+    ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     only: Annotated[str | None, typer.Option(help="Comma-separated scenario names to run.")] = None,
     repeats: Annotated[int, typer.Option(help="Runs of each scenario (interleaved).")] = 1,
     out: Annotated[Path | None, typer.Option(help="Result directory. Default: results/<timestamp>/.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per scenario; a scenario's own timeout_s wins.")] = DEFAULT_TIMEOUT_S,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds per scenario; a scenario's own timeout_s wins.")
+    ] = DEFAULT_TIMEOUT_S,
     samples: Annotated[int | None, typer.Option(help="Samples in the epoch (guide: 512).")] = None,
     seq_len: Annotated[int | None, typer.Option(help="Sequence length (guide: 512).")] = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Optimizer steps kept out of the timed window.")] = None,
     engine: Annotated[str | None, typer.Option(help="trainer or accelerate, for every scenario.")] = None,
     exclusive: Annotated[bool, typer.Option(help="Refuse to run if other processes use the GPU.")] = False,
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted run in this directory.")] = None,
-    memory_sampling: Annotated[bool, typer.Option(help="Sample GPU memory with NVML at ~200 Hz (off: to measure its cost).")] = True,
-    record: Annotated[bool, typer.Option(
-        "--record", help="Store the run in the history database (`gpubench history`); a failure there only warns.",
-    )] = False,
+    memory_sampling: Annotated[
+        bool, typer.Option(help="Sample GPU memory with NVML at ~200 Hz (off: to measure its cost).")
+    ] = True,
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="Store the run in the history database (`gpubench history`); a failure there only warns.",
+        ),
+    ] = False,
     db: DbOpt = None,
 ) -> None:
     """Run a matrix of training scenarios, each in its own subprocess.
@@ -59,17 +77,30 @@ def run(
     err = Console(stderr=True)
     _sigterm_as_interrupt()
     request = RunRequest(
-        matrix=matrix, model=model, device=device,
+        matrix=matrix,
+        model=model,
+        device=device,
         only=[s.strip() for s in only.split(",") if s.strip()] if only else None,
-        repeats=repeats, out=out, timeout_s=timeout,
+        repeats=repeats,
+        out=out,
+        timeout_s=timeout,
         overrides={"samples": samples, "seq_len": seq_len, "warmup_steps": warmup_steps, "engine": engine},
-        exclusive=exclusive, resume=resume, sample_memory=memory_sampling, command=["gpubench", *sys.argv[1:]],
+        exclusive=exclusive,
+        resume=resume,
+        sample_memory=memory_sampling,
+        command=["gpubench", *sys.argv[1:]],
     )
-    plan, outcome = api.run(request, RichReporter(err), warn=lambda m: err.print(f"[yellow]warning:[/yellow] {m}"),
-                            record_db=db_target(db) if record else None,
-                            info=lambda m: err.print(m, highlight=False, markup=False))
+    plan, outcome = api.run(
+        request,
+        RichReporter(err),
+        warn=lambda m: err.print(f"[yellow]warning:[/yellow] {m}"),
+        record_db=db_target(db) if record else None,
+        info=lambda m: err.print(m, highlight=False, markup=False),
+    )
     summary = summarize(to_frame(outcome.rows))
-    Console(width=None if sys.stdout.isatty() else 160).print(summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})"))
+    Console(width=None if sys.stdout.isatty() else 160).print(
+        summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})")
+    )
     err.print(f"results: {plan.results_csv}")
     if outcome.interrupted:
         err.print(f"interrupted: finish the run with `gpubench run --resume {plan.out}`")
@@ -115,7 +146,12 @@ def env(
     gpu = info.get("gpu") or {}
     lines = [
         ("device", info["device"]),
-        ("gpu", f"{gpu.get('name')} ({gpu.get('memory_total_mb', 0):.0f} MB, capability {gpu.get('capability')})" if gpu else "none"),
+        (
+            "gpu",
+            f"{gpu.get('name')} ({gpu.get('memory_total_mb', 0):.0f} MB, capability {gpu.get('capability')})"
+            if gpu
+            else "none",
+        ),
         ("driver", gpu.get("driver", "-") if gpu else "-"),
         ("cuda runtime", info.get("cuda_runtime") or "-"),
         *[(name, version or "not installed") for name, version in info["packages"].items()],

@@ -81,11 +81,21 @@ def flops_per_sample(total_params: int, dims: dict[str, Any], seq_len: int) -> f
 
 
 def figures(
-    model: str, total_params: int | None, seq_len: int, samples_per_s: float | None,
-    gpu_name: str | None, precision: str, tf32: bool,
+    model: str,
+    total_params: int | None,
+    seq_len: int,
+    samples_per_s: float | None,
+    gpu_name: str | None,
+    precision: str,
+    tf32: bool,
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"flops_per_sample": None, "achieved_tflops": None, "peak_tflops": None,
-                           "mfu": None, "peak_source": ""}
+    out: dict[str, Any] = {
+        "flops_per_sample": None,
+        "achieved_tflops": None,
+        "peak_tflops": None,
+        "mfu": None,
+        "peak_source": "",
+    }
     dims = model_dims(model)
     if dims is None or not total_params:
         out["peak_source"] = "model dimensions unknown"

@@ -70,9 +70,12 @@ def main(argv: list[str]) -> int:
     spec_path, result_path = Path(argv[0]), Path(argv[1])
     spec = read_json(spec_path)
     # The log's first line, so a crash's stderr tail always says what was running.
-    print(f"gpubench worker: pid {os.getpid()}, scenario '{spec['scenario'].get('name')}' "
-          f"repeat {spec.get('repeat')} on {spec.get('device')}, model {spec.get('model')}",
-          file=sys.stderr, flush=True)
+    print(
+        f"gpubench worker: pid {os.getpid()}, scenario '{spec['scenario'].get('name')}' "
+        f"repeat {spec.get('repeat')} on {spec.get('device')}, model {spec.get('model')}",
+        file=sys.stderr,
+        flush=True,
+    )
     marks = {"interpreter": PROCESS_START}
     warm = None
     if str(spec.get("device", "")).startswith("cuda"):

@@ -82,9 +82,7 @@ class StepClock:
 
     def summary(self) -> dict[str, Any]:
         if self.t_window_end is None or self.t_window_start is None or self.t_begin is None:
-            raise RuntimeError(
-                f"training ended after {self.steps_seen} of {self.total_steps} optimizer steps"
-            )
+            raise RuntimeError(f"training ended after {self.steps_seen} of {self.total_steps} optimizer steps")
         window_steps = self.total_steps - self.warmup_steps
         window_s = self.t_window_end - self.t_window_start
         window_samples = window_steps * self.samples_per_step

@@ -56,7 +56,7 @@ def inject(fault: str, model: Any) -> None:
     elif fault == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif fault == "raise":
-        raise RuntimeError("injected failure (inject_fault = \"raise\")")
+        raise RuntimeError('injected failure (inject_fault = "raise")')
     elif fault == "oom":
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 EiB (injected)")
     elif fault == "exit3":
@@ -124,8 +124,10 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     }
     figures.update(memory_figures(device))
     status = "ok" if figures["loss_finite"] and figures["nonfinite_losses"] == 0 else "diverged"
-    reason = "" if status == "ok" else (
-        f"{figures['nonfinite_losses']} non-finite losses; final loss {figures['final_loss']}"
+    reason = (
+        ""
+        if status == "ok"
+        else (f"{figures['nonfinite_losses']} non-finite losses; final loss {figures['final_loss']}")
     )
     return {"status": status, "reason": reason, "figures": figures}
 
