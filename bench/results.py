@@ -51,7 +51,7 @@ MEMORY_COLUMNS = [
     "torch_alloc_after_backward_mb",
     "torch_alloc_after_optimizer_step_mb",
 ]
-PREDICTED_COLUMNS = [  # bench/memory_model.py: arithmetic on the model config, before running (docs/memory.md)
+PREDICTED_COLUMNS = [  # bench/memory_model.py: arithmetic on the model config (README: Memory, explained)
     "pred_weights_mb",
     "pred_autocast_copies_mb",
     "pred_grads_mb",
