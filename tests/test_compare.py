@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from compare_support import BAD_RESULT_FILES
 
 from bench.compare import ROW_COLUMNS, CompareResult, Thresholds, compare, load_run
 from bench.compare_env import EnvDifference
@@ -353,29 +354,7 @@ def bad_file(tmp_path: Path, text: str) -> Path:
     return path
 
 
-HEADER = "scenario,repeat,status,samples_per_s,peak_mem_mb,error\n"
-
-
-@pytest.mark.parametrize(
-    ("text", "problem"),
-    [
-        ("", "the file is empty"),
-        (
-            "a,b\n1,2\n",
-            "not a gpubench results file (missing columns: scenario, repeat, status, samples_per_s, peak_mem_mb)",
-        ),
-        (
-            HEADER + "baseline,1,ok,100,1000,\nbaseline,2,ok,fast,1000,\n",
-            "line 3: column 'samples_per_s' holds a non-numeric value 'fast'",
-        ),
-        (
-            HEADER + "baseline,1,ok,100,1000,\nbaseline,1,ok,101,1000,\n",
-            "duplicate rows for scenario 'baseline' repeat 1",
-        ),
-        (HEADER, "holds a header but no result rows"),
-    ],
-    ids=["empty", "not-gpubench", "non-numeric", "duplicate", "header-only"],
-)
+@pytest.mark.parametrize(("text", "problem"), BAD_RESULT_FILES)
 def test_bad_results_file(tmp_path: Path, text: str, problem: str) -> None:
     path = bad_file(tmp_path, text)
     with pytest.raises(BadInput) as caught:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import typer
+from compare_support import BAD_RESULT_FILES
 from typer.testing import CliRunner
 
 from bench.cli import compare_cmd
@@ -275,28 +276,8 @@ def test_entry_point_gpu_mismatch_exits_3(runs: dict[str, Path]) -> None:
     assert allowed.returncode == 0, allowed.stderr
 
 
-HEADER = "scenario,repeat,status,samples_per_s,peak_mem_mb,error\n"
-
-
 @pytest.mark.parametrize(
-    ("text", "problem"),
-    [
-        (None, "no such results file"),
-        ("", "the file is empty"),
-        (
-            "a,b\n1,2\n",
-            "not a gpubench results file (missing columns: scenario, repeat, status, samples_per_s, peak_mem_mb)",
-        ),
-        (
-            HEADER + "baseline,1,ok,100,1000,\nbaseline,2,ok,fast,1000,\n",
-            "line 3: column 'samples_per_s' holds a non-numeric value 'fast'",
-        ),
-        (
-            HEADER + "baseline,1,ok,100,1000,\nbaseline,1,ok,101,1000,\n",
-            "duplicate rows for scenario 'baseline' repeat 1",
-        ),
-    ],
-    ids=["missing", "empty", "not-gpubench", "non-numeric", "duplicate"],
+    ("text", "problem"), [pytest.param(None, "no such results file", id="missing"), *BAD_RESULT_FILES]
 )
 def test_entry_point_bad_input_exits_2_with_one_line(
     tmp_path: Path, runs: dict[str, Path], text: str | None, problem: str

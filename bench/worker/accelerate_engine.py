@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..scenario import Scenario
-from .clock import StepClock
-from .tracking import LossTracker, MemoryPhases, make_optimizer
+from .inputs import EngineInputs
+from .tracking import make_optimizer
 
 MIXED = {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}
 
 
-def train(
-    sc: Scenario,
-    model: Any,
-    dataset: Any,
-    device: torch.device,
-    clock: StepClock,
-    losses: LossTracker,
-    phases: MemoryPhases,
-    scratch: Path,
-) -> dict[str, Any]:
+def train(inputs: EngineInputs) -> dict[str, Any]:
+    sc, model, dataset, device = inputs.sc, inputs.model, inputs.dataset, inputs.device
+    clock, losses, phases = inputs.clock, inputs.losses, inputs.phases
     from accelerate import Accelerator
 
     accelerator = Accelerator(

@@ -16,6 +16,7 @@ from ..scenario import Scenario
 from . import accelerate_engine, trainer_engine
 from .clock import StepClock
 from .data import make_dataset
+from .inputs import EngineInputs
 from .model import build_model, count_parameters
 from .precision import matmul_precision, set_tf32
 from .tracking import MB, LossTracker, MemoryPhases
@@ -108,7 +109,8 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         on_first_step=lambda: inject(sc.inject_fault, model),
     )
     losses = LossTracker()
-    engine_figures = ENGINES[sc.engine](sc, model, dataset, device, clock, losses, phases, scratch)
+    inputs = EngineInputs(sc, model, dataset, device, clock, losses, phases, scratch)
+    engine_figures = ENGINES[sc.engine](inputs)
     figures: dict[str, Any] = {
         **clock.summary(),
         **engine_figures,

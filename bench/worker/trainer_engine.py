@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..scenario import OPTIMIZERS, Scenario
-from .clock import StepClock
-from .tracking import LossTracker, MemoryPhases
+from ..scenario import OPTIMIZERS
+from .inputs import EngineInputs
 
 
-def train(
-    sc: Scenario,
-    model: Any,
-    dataset: Any,
-    device: torch.device,
-    clock: StepClock,
-    losses: LossTracker,
-    phases: MemoryPhases,
-    scratch: Path,
-) -> dict[str, Any]:
+def train(inputs: EngineInputs) -> dict[str, Any]:
+    sc, model, dataset, device = inputs.sc, inputs.model, inputs.dataset, inputs.device
+    clock, losses, phases, scratch = inputs.clock, inputs.losses, inputs.phases, inputs.scratch
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     class ClockCallback(TrainerCallback):
