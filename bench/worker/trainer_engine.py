@@ -8,6 +8,7 @@ import torch
 
 from ..scenario import OPTIMIZERS
 from .inputs import EngineInputs
+from .precision import set_tf32
 
 
 def train(inputs: EngineInputs) -> dict[str, Any]:
@@ -60,6 +61,11 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         disable_tqdm=True,
     )
     trainer = MeasuredTrainer(model=model, args=args, train_dataset=dataset, callbacks=[ClockCallback()])
+    if device.type == "cuda":
+        # accelerate's AcceleratorState, built inside the Trainer, sets allow_tf32 = True whenever
+        # a dynamo backend is set without mixed precision (torch_compile=True), whatever `tf32`
+        # says (seen on the H200 with accelerate 1.15): pin it back to what the scenario says.
+        set_tf32(sc.tf32)
     metrics = trainer.train().metrics
     return {
         "trainer_runtime_s": metrics.get("train_runtime"),
