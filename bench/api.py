@@ -11,16 +11,30 @@ from . import envinfo, runner
 from . import matrix as matrix_mod
 from . import plan as plan_mod
 from .errors import BadInput
-from .measure.nvml import Nvml
+from .measure.nvml import open_nvml
 from .models import resolve_model
 from .plan import RunPlan, RunRequest
 
 
-def _gpu(uuid: str | None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """The GPU's description and the processes already on it (NVML; no CUDA context here)."""
+def _gpu(
+    uuid: str | None, probe: dict[str, Any], warn: Callable[[str], None] = lambda _msg: None
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The GPU's description and the processes already on it (NVML; no CUDA context here).
+    Without a working NVML, what torch reported, and a warning: memory then comes from torch."""
     if not uuid:
         return None, []
-    nvml = Nvml(uuid)
+    nvml, why = open_nvml(uuid)
+    if nvml is None:
+        warn(f"NVML is not usable ({why}); peak memory will come from torch's allocator only")
+        device: dict[str, Any] = next((d for d in probe.get("devices", []) if d.get("uuid") == uuid), {})
+        return {
+            "name": device.get("name"),
+            "uuid": uuid,
+            "driver": None,
+            "capability": device.get("capability"),
+            "memory_total_mb": device.get("total_memory_mb"),
+            "nvml": f"unavailable: {why}",
+        }, []
     procs = [{"pid": pid, "used_mb": mb} for pid, mb in nvml.processes()]
     return nvml.describe(), procs
 
@@ -34,7 +48,7 @@ def run(
 ) -> tuple[RunPlan, runner.RunOutcome]:
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         plan, probe = plan_mod.prepare(request, Path(scratch))
-    gpu, procs = _gpu(plan.gpu_uuid)
+    gpu, procs = _gpu(plan.gpu_uuid, probe, warn)
     if procs:
         listing = ", ".join(f"pid {p['pid']} ({p['used_mb'] or 0:.0f} MB)" for p in procs)
         if request.exclusive:
@@ -76,5 +90,5 @@ def environment(device: str = "auto") -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         probe = plan_mod.probe_torch(Path(scratch))
     resolved, uuid = plan_mod.resolve_device(device, probe)
-    gpu, procs = _gpu(uuid)
+    gpu, procs = _gpu(uuid, probe)
     return envinfo.collect(device=resolved, probe=probe, gpu=gpu, gpu_processes=procs, command=[], matrix="")

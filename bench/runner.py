@@ -15,7 +15,7 @@ from . import memory_model
 from .errors import ExitCode
 from .fsio import atomic_write_json, read_json
 from .measure import flops, hostmem
-from .measure.nvml import MemoryPeaks, MemorySampler, Nvml
+from .measure.nvml import MemoryPeaks, MemorySampler, Nvml, open_nvml
 from .models import resolve_model
 from .plan import RunPlan, worker_env
 from .proc import Interrupts, run_subprocess, tail
@@ -50,7 +50,7 @@ def execute(plan: RunPlan, gpu_name: str | None, reporter: Reporter | None = Non
     rows = _finished_rows(plan) if plan.resume else []
     done = {(r["scenario"], int(r["repeat"])) for r in rows}
     todo = [(r, s) for r in range(plan.repeats) for s in plan.scenarios if (s.name, r) not in done]
-    nvml = Nvml(plan.gpu_uuid) if plan.gpu_uuid else None
+    nvml, _ = open_nvml(plan.gpu_uuid)
     reporter.start(total=len(todo) + len(done), done=len(done))
     interrupted = False
     ctrl_c = Interrupts()

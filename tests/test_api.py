@@ -32,7 +32,7 @@ def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(
         api,
         "_gpu",
-        lambda uuid: (
+        lambda uuid, probe, warn=None: (
             {"name": "Fake GPU", "uuid": uuid},
             [{"pid": 123, "used_mb": 500.0}, {"pid": 456, "used_mb": None}],
         ),
@@ -62,3 +62,22 @@ def test_a_busy_gpu_is_a_warning_and_is_recorded(fake_gpu: list[str], tmp_path: 
     assert fake_gpu == ["execute on Fake GPU"]
     env = (tmp_path / "out" / "env.json").read_text()
     assert '"pid": 123' in env and '"name": "Fake GPU"' in env
+
+
+def test_a_broken_nvml_is_a_warning_and_the_gpu_comes_from_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.measure import nvml as nvml_mod
+
+    def broken(uuid: str) -> None:
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setattr(nvml_mod, "Nvml", broken)
+    warnings: list[str] = []
+    probe = {"devices": [{"uuid": "GPU-1", "name": "NVIDIA H200", "capability": "9.0", "total_memory_mb": 143771}]}
+    gpu, procs = api._gpu("GPU-1", probe, warnings.append)
+    assert procs == []
+    assert gpu is not None and gpu["name"] == "NVIDIA H200"
+    assert gpu["nvml"] == "unavailable: RuntimeError: NVML Shared Library Not Found"
+    assert warnings == [
+        "NVML is not usable (RuntimeError: NVML Shared Library Not Found); "
+        "peak memory will come from torch's allocator only"
+    ]

@@ -71,6 +71,17 @@ class Nvml:
         }
 
 
+def open_nvml(uuid: str | None) -> tuple[Nvml | None, str]:
+    """(handle, "") or (None, why): a broken or missing NVML must not stop a run; memory then
+    comes from torch's allocator alone, and the rows say so in peak_mem_source."""
+    if not uuid:
+        return None, "no GPU"
+    try:
+        return Nvml(uuid), ""
+    except Exception as exc:  # ImportError, NVMLError (driver/library mismatch, no permission)
+        return None, f"{type(exc).__name__}: {exc}"
+
+
 class MemorySampler:
     """Samples a worker's GPU memory at `hz` from a background thread until stopped."""
 
