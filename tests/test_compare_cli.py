@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import typer
-from compare_support import BAD_RESULT_FILES
+from compare_support import BAD_RESULT_FILES, env
 from typer.testing import CliRunner
 
 from bench.cli import compare_cmd
@@ -19,31 +19,7 @@ from bench.errors import IncomparableRuns
 from bench.results import write_results
 
 REPO = Path(__file__).resolve().parents[1]
-H200: dict[str, Any] = {
-    "gpubench": "0.1.0",
-    "created_at": "2025-06-01T02:00:00+00:00",
-    "command": "gpubench run --matrix full --repeats 3",
-    "host": "gpu-node-1",
-    "device": "cuda:0",
-    "gpu": {
-        "name": "NVIDIA H200",
-        "uuid": "GPU-1",
-        "driver": "580.65",
-        "memory_total_mb": 143771,
-        "capability": "9.0",
-    },
-    "cuda_runtime": "13.0",
-    "packages": {
-        "torch": "2.9.0",
-        "transformers": "4.57.0",
-        "accelerate": "1.10.0",
-        "bitsandbytes": "0.48.0",
-        "datasets": "4.0.0",
-        "nvidia-ml-py": "13.580",
-    },
-    "cpu": "Intel Xeon Platinum 8480+",
-    "matrix": "full",
-}
+H200: dict[str, Any] = env()
 A100 = {**H200, "gpu": {**H200["gpu"], "name": "NVIDIA A100-SXM4-80GB"}}
 
 
