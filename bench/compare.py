@@ -18,7 +18,7 @@ import pandas as pd
 
 from .compare_env import EnvDifference, check_envs
 from .errors import BadInput, ExitCode
-from .results import ENV_JSON, FAILED_STATUSES, RESULTS_CSV, read_results
+from .results import ENV_JSON, FAILED_STATUSES, RESULTS_CSV, read_results, worst_failure
 from .stats import mann_whitney_p
 
 MIN_REPEATS = 3  # ok repeats on each side before a change must also be significant
@@ -179,10 +179,7 @@ def side_status(group: pd.DataFrame | None) -> str:
     if group is None:
         return "absent"
     statuses = set(group["status"])
-    for status in ("interrupted", "crashed", "timeout", "oom", "error", "diverged"):
-        if status in statuses:
-            return status
-    return "ok" if "ok" in statuses else "skipped"
+    return worst_failure(statuses) or ("ok" if "ok" in statuses else "skipped")
 
 
 def _scenario_rows(

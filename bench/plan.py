@@ -150,11 +150,17 @@ def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, .
     m = matrix_mod.load_matrix(request.matrix or "full")
     scenarios = matrix_mod.apply_overrides(m.scenarios, {**request.overrides, "model": request.model})
     scenarios = matrix_mod.select(scenarios, request.only, str(m.path))
-    models = sorted({resolve_model(s.model, device) for s in scenarios})  # checks each one
+    models = resolve_models(scenarios, device)
+    return m.name, scenarios, models[0] if len(models) == 1 else ", ".join(models)
+
+
+def resolve_models(scenarios: tuple[Scenario, ...], device: str) -> list[str]:
+    """Each scenario's model resolved for the device; a checkpoint must still hold safetensors."""
+    models = sorted({resolve_model(s.model, device) for s in scenarios})
     for resolved in models:
         if Path(resolved).is_dir():
             check_checkpoint(Path(resolved))
-    return m.name, scenarios, models[0] if len(models) == 1 else ", ".join(models)
+    return models
 
 
 def check_checkpoint(path: Path) -> None:
@@ -243,9 +249,7 @@ def _resume(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
                 f"--resume {out}: matrix '{request.matrix}' no longer matches the run's scenarios",
                 hint="resume without --matrix to finish the run as it was planned",
             )
-    for resolved in {resolve_model(s.model, device) for s in scenarios}:  # still there?
-        if Path(resolved).is_dir():
-            check_checkpoint(Path(resolved))
+    resolve_models(scenarios, device)  # the checkpoints are still there
     probe = probe_torch(scratch)
     device, uuid = resolve_device(device, probe)
     check_writable(out)

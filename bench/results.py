@@ -18,6 +18,7 @@ RESULTS_CSV, ENV_JSON, SCENARIOS_JSON = "results.csv", "env.json", "scenarios.js
 STATUSES = ("ok", "skipped", "oom", "timeout", "error", "crashed", "diverged", "interrupted")
 FINAL_STATUSES = ("ok", "skipped", "oom", "timeout", "error", "crashed", "diverged")
 FAILED_STATUSES = ("oom", "timeout", "error", "crashed", "diverged", "interrupted")
+FAILURE_SEVERITY = ("interrupted", "crashed", "timeout", "oom", "error", "diverged")  # worst first
 
 ID_COLUMNS = ["scenario", "repeat", "status", "error"]
 SETTING_COLUMNS = [k for k in SETTING_KEYS if k not in ("name", "inject_fault")] + ["model_resolved", "device"]
@@ -188,8 +189,13 @@ def _median(frame: pd.DataFrame, column: str) -> float:
     return float(pd.to_numeric(frame[column], errors="coerce").median())
 
 
+def worst_failure(statuses: list[str] | set[str]) -> str | None:
+    """The most severe failed status among `statuses`, or None when none failed."""
+    return next((s for s in FAILURE_SEVERITY if s in statuses), None)
+
+
 def _worst(statuses: list[str]) -> str:
-    for status in ("interrupted", "crashed", "timeout", "oom", "error", "diverged"):
-        if status in statuses:
-            return status
+    failed = worst_failure(statuses)
+    if failed:
+        return failed
     return "skipped" if "skipped" in statuses else (statuses[0] if statuses else "missing")

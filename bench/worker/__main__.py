@@ -26,7 +26,6 @@ def _die_with_parent() -> None:
         return
     try:
         import ctypes
-        import os
         import signal
 
         libc = ctypes.CDLL(None, use_errno=True)

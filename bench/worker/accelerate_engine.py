@@ -8,7 +8,6 @@ from typing import Any
 import torch
 
 from .inputs import EngineInputs
-from .precision import set_tf32
 from .tracking import make_optimizer
 
 MIXED = {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}
@@ -24,8 +23,6 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         gradient_accumulation_steps=sc.grad_accum_steps,
         cpu=device.type == "cpu",
     )
-    if device.type == "cuda":
-        set_tf32(sc.tf32)  # as in the Trainer engine: no library decides the matmul precision
     if sc.grad_checkpointing:
         model.gradient_checkpointing_enable()
     optimizer = make_optimizer(sc.optimizer, model.parameters())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -49,7 +50,7 @@ def check_runnable(sc: Scenario, device: torch.device) -> None:
         raise Skip("torch.compile on the CPU needs a C compiler (cc or gcc) on PATH")
 
 
-def inject(fault: str, model: Any) -> None:
+def inject(fault: str) -> None:
     """Faults on purpose, for testing the harness (scenario field `inject_fault`)."""
     if fault == "hang":
         while True:
@@ -106,7 +107,7 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         total_steps=sc.optimizer_steps,
         samples_per_step=sc.samples_per_step,
         tokens_per_sample=sc.seq_len,
-        on_first_step=lambda: inject(sc.inject_fault, model),
+        on_first_step=lambda: inject(sc.inject_fault),
     )
     losses = LossTracker()
     inputs = EngineInputs(sc, model, dataset, device, clock, losses, phases, scratch)
@@ -120,8 +121,8 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         # from the parent's launch of this process to the first training step
         "startup_s": (clock.wall_begin or time.time()) - spec["launched_at"],
         "startup_breakdown": startup_breakdown(spec["launched_at"], marks, clock.wall_begin),
-        # what the matmuls really ran in: a library may change it (the Trainer turns TF32 on
-        # for torch_compile unless told otherwise)
+        # what the matmuls really ran in: libraries change it (the Trainer and accelerate turn
+        # TF32 on for torch_compile), so it is read back, not assumed
         "fp32_matmul_precision": matmul_precision() if device.type == "cuda" else "",
     }
     figures.update(memory_figures(device))
@@ -136,8 +137,6 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
 
 def startup_breakdown(launched_at: float, marks: dict[str, float], train_begin: float | None) -> str:
     """Seconds spent in each start-up step, in order, as JSON (a results column)."""
-    import json
-
     steps = [("launched", launched_at), *sorted(marks.items(), key=lambda kv: kv[1])]
     if train_begin:
         steps.append(("train_begin", train_begin))
