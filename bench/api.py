@@ -57,8 +57,9 @@ def run(
     env = envinfo.collect(
         device=plan.device, probe=probe, gpu=gpu, gpu_processes=procs, command=request.command, matrix=plan.matrix
     )
+    env["launcher"] = plan.launcher
     plan_mod.save_plan(plan, env)
-    outcome = runner.execute(plan, gpu["name"] if gpu else None, reporter)
+    outcome = runner.execute(plan, gpu["name"] if gpu else None, reporter, warn)
     if outcome.rows:  # DIR/report.html: any failure is only a warning; results and exit code stand
         try:
             from .report_html import write_report

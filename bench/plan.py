@@ -16,6 +16,7 @@ from typing import Any
 from . import matrix as matrix_mod
 from .errors import BadInput
 from .fsio import atomic_write_json, read_json
+from .launcher import DEFAULT_LAUNCHER, LAUNCHERS
 from .models import resolve_model
 from .proc import run_subprocess, tail
 from .results import ENV_JSON, RESULTS_CSV, SCENARIOS_JSON
@@ -39,6 +40,7 @@ class RunRequest:
     sample_memory: bool = True  # the NVML sampler thread in this process
     resume: Path | None = None
     command: list[str] = field(default_factory=list)
+    launcher: str = DEFAULT_LAUNCHER  # fork: one fork server per run; spawn: a fresh interpreter each
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class RunPlan:
     timeout_s: float
     resume: bool = False
     sample_memory: bool = True
+    launcher: str = DEFAULT_LAUNCHER
 
     @property
     def results_csv(self) -> Path:
@@ -179,6 +182,10 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         raise BadInput(f"--repeats {request.repeats} must be at least 1")
     if request.timeout_s <= 0:
         raise BadInput(f"--timeout {request.timeout_s} must be a positive number of seconds")
+    if request.launcher not in LAUNCHERS:
+        raise BadInput(f"--launcher {request.launcher!r} is not one of {', '.join(LAUNCHERS)}")
+    if request.launcher == "fork" and DEFAULT_LAUNCHER != "fork":
+        raise BadInput("--launcher fork needs Linux (os.fork)", hint="use --launcher spawn")
     if request.resume is not None:
         return _resume(request, scratch)
     # Check matrix, settings, --only, models and --out before starting any child: a typo costs nothing.
@@ -210,6 +217,7 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         out,
         request.timeout_s,
         sample_memory=request.sample_memory,
+        launcher=request.launcher,
     )
     return plan, probe
 
@@ -257,7 +265,17 @@ def _resume(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         stale.unlink(missing_ok=True)
     name = str(saved.get("matrix", ""))
     plan = RunPlan(
-        name, scenarios, repeats, device, uuid, model, out, timeout_s, resume=True, sample_memory=request.sample_memory
+        name,
+        scenarios,
+        repeats,
+        device,
+        uuid,
+        model,
+        out,
+        timeout_s,
+        resume=True,
+        sample_memory=request.sample_memory,
+        launcher=request.launcher,
     )
     return plan, probe
 

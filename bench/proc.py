@@ -20,6 +20,7 @@ class ProcResult:
     wall_s: float
     timed_out: bool = False
     interrupted: bool = False
+    note: str = ""  # why no exit code is known, where the launcher knows
 
 
 class Interrupts:

@@ -4,8 +4,8 @@ results.csv atomically after every one. A failing worker becomes a row; the run 
 from __future__ import annotations
 
 import signal
-import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,11 +14,12 @@ from typing import Any, Protocol
 from . import memory_model
 from .errors import ExitCode
 from .fsio import atomic_write_json, read_json
+from .launcher import Launcher, SpawnLauncher, open_launcher
 from .measure import flops, hostmem
 from .measure.nvml import MemoryPeaks, MemorySampler, Nvml, open_nvml
 from .models import resolve_model
 from .plan import RunPlan, worker_env
-from .proc import Interrupts, run_subprocess, tail
+from .proc import Interrupts, tail
 from .results import FAILED_STATUSES, FINAL_STATUSES, read_results, write_results
 from .scenario import Scenario
 
@@ -44,7 +45,12 @@ class RunOutcome:
     interrupted: bool
 
 
-def execute(plan: RunPlan, gpu_name: str | None, reporter: Reporter | None = None) -> RunOutcome:
+def execute(
+    plan: RunPlan,
+    gpu_name: str | None,
+    reporter: Reporter | None = None,
+    warn: Callable[[str], None] = lambda _m: None,
+) -> RunOutcome:
     reporter = reporter or NullReporter()
     order = {s.name: i for i, s in enumerate(plan.scenarios)}
     rows = _finished_rows(plan) if plan.resume else []
@@ -54,6 +60,7 @@ def execute(plan: RunPlan, gpu_name: str | None, reporter: Reporter | None = Non
     reporter.start(total=len(todo) + len(done), done=len(done))
     interrupted = False
     ctrl_c = Interrupts()
+    launcher = open_launcher(plan.launcher, worker_env(plan.gpu_uuid), plan.out / "logs" / "forkserver.log", warn)
     with ctrl_c:
         try:
             for repeat, sc in todo:
@@ -61,7 +68,7 @@ def execute(plan: RunPlan, gpu_name: str | None, reporter: Reporter | None = Non
                     interrupted = True
                     break
                 reporter.scenario_start(sc, repeat)
-                row = run_one(plan, sc, repeat, nvml, gpu_name, ctrl_c)
+                row = run_one(plan, sc, repeat, nvml, gpu_name, ctrl_c, launcher)
                 rows.append(row)
                 rows.sort(key=lambda r: (order.get(r["scenario"], 1 << 30), int(r["repeat"])))
                 write_results(plan.results_csv, rows)
@@ -69,7 +76,11 @@ def execute(plan: RunPlan, gpu_name: str | None, reporter: Reporter | None = Non
                 if row["status"] == "interrupted" or ctrl_c.requested:
                     interrupted = True
                     break
+        except BaseException:  # a second Ctrl-C: the server and any worker of it go at once
+            launcher.close(kill=True)
+            raise
         finally:
+            launcher.close()
             reporter.finish()
     if interrupted:
         return RunOutcome(rows, ExitCode.INTERRUPTED, True)
@@ -97,6 +108,7 @@ def run_one(
     nvml: Nvml | None,
     gpu_name: str | None,
     interrupts: Interrupts | None = None,
+    launcher: Launcher | None = None,
 ) -> dict[str, Any]:
     """One scenario x repeat in a fresh worker process; always returns a row."""
     workdir = plan.out / "work" / f"{sc.name}-r{repeat}"
@@ -114,12 +126,21 @@ def run_one(
     if sampler is not None:
         sampler.idle_mb = nvml.used_mb() if nvml else 0.0
     kills_before = hostmem.oom_kills()
-    proc = run_subprocess(
-        [sys.executable, "-m", "bench.worker", str(spec_path), str(result_path)],
+    pid_path = workdir / "pid"  # the worker's pid, which is also its process group
+    pid_path.unlink(missing_ok=True)
+
+    def started(pid: int) -> None:
+        pid_path.write_text(f"{pid}\n")
+        if sampler is not None:
+            sampler.start(pid)
+
+    launch = launcher or SpawnLauncher(worker_env(plan.gpu_uuid))
+    proc = launch.run(
+        spec_path,
+        result_path,
         timeout_s=plan.timeout_for(sc),
         log_path=plan.out / "logs" / f"{sc.name}-r{repeat}.log",
-        env=worker_env(plan.gpu_uuid),
-        on_start=sampler.start if sampler else None,
+        on_start=started,
         interrupts=interrupts,
     )
     peaks = sampler.stop() if sampler else None
@@ -154,6 +175,8 @@ def _outcome(
         return result
     if result is not None:
         return "crashed", f"unreadable worker result: {result}", {}
+    if proc.note:
+        return "crashed", proc.note, {}
     code = proc.returncode
     if code is not None and code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)

@@ -95,8 +95,7 @@ def alive(pid: int) -> bool:
 
 
 def pids_with(text: str) -> set[int]:
-    """Live processes whose command line contains `text` (a worker and its forked dataloader workers
-    share the worker's command line, which names its spec file)."""
+    """Live processes whose command line contains `text`."""
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -110,9 +109,47 @@ def pids_with(text: str) -> set[int]:
     return found
 
 
-def worker_spec(out: Path, scenario: str, repeat: int = 0) -> str:
-    """The text that identifies a scenario's worker processes (see bench.runner.run_one)."""
-    return str(out / "work" / f"{scenario}-r{repeat}" / "spec.json")
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name: state, ppid, pgrp, ..."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def group_members(pgid: int) -> set[int]:
+    """Live processes in process group `pgid`."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = _stat(int(entry.name))
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = _stat(int(entry.name))
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.add(int(entry.name))
+    return found
+
+
+def worker_pids(out: Path, scenario: str, repeat: int = 0) -> set[int]:
+    """A scenario's live worker processes: the worker leads its own process group (its pid is in
+    work/SCENARIO-rN/pid, see bench.runner.run_one) and its dataloader workers are in it too."""
+    try:
+        pgid = int((out / "work" / f"{scenario}-r{repeat}" / "pid").read_text())
+    except (OSError, ValueError):
+        return set()
+    return group_members(pgid)
 
 
 def results(out: Path) -> pd.DataFrame:

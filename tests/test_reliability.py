@@ -15,6 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from harness import (
+    alive,
+    children_of,
     error_lines,
     finished,
     gpubench,
@@ -24,7 +26,7 @@ from harness import (
     start_gpubench,
     statuses,
     wait_for,
-    worker_spec,
+    worker_pids,
     write_matrix,
 )
 
@@ -44,7 +46,7 @@ class Watched:
     most_at_once: int = 0
 
     def look(self, scenario: str) -> set[int]:
-        now = pids_with(worker_spec(self.out, scenario))
+        now = worker_pids(self.out, scenario)
         self.seen |= now
         self.most_at_once = max(self.most_at_once, len(now))
         return now
@@ -136,7 +138,7 @@ def test_timeout_kills_the_worker_and_its_dataloader_workers(faults: Watched) ->
     assert HANG_TIMEOUT_S <= row["worker_wall_s"] < HANG_TIMEOUT_S + 15  # its own timeout_s, not --timeout 300
     assert row["exit_code"] == -signal.SIGTERM
     assert faults.seen, "the hang's worker was never seen"
-    assert faults.seen & pids_with(worker_spec(faults.out, "hang")) == set()  # no survivor
+    assert not any(alive(p) for p in faults.seen)  # no survivor
 
 
 def test_a_crash_names_the_signal_or_exit_code_and_keeps_the_stderr_tail(faults: Watched) -> None:
@@ -198,7 +200,7 @@ def test_ctrl_c_stops_the_worker_saves_what_finished_and_exits_130(tmp_path: Pat
     assert f"interrupted: finish the run with `gpubench run --resume {run.out}`" in " ".join(run.stderr().split())
     assert "Traceback" not in run.stderr()
     assert len(run.seen) >= 3
-    assert wait_for("no survivor", lambda: not any(pids_with(worker_spec(run.out, "hang"))), timeout=10)
+    assert wait_for("no survivor", lambda: not worker_pids(run.out, "hang"), timeout=10)
     assert not (run.out / "work" / "last-r0").exists()
 
 
@@ -217,7 +219,7 @@ def test_a_second_ctrl_c_exits_at_once_leaving_a_valid_results_file(tmp_path: Pa
     assert set(statuses(frame).items()) <= {("first", "ok"), ("hang", "interrupted")}
     assert leftover_temp_files(run.out) == []
     assert "Traceback" not in run.stderr()
-    assert wait_for("no survivor", lambda: not pids_with(worker_spec(run.out, "hang")), timeout=10)
+    assert wait_for("no survivor", lambda: not worker_pids(run.out, "hang"), timeout=10)
 
 
 # -- the parent killed outright, then --resume -----------------------------------------------------
@@ -228,12 +230,15 @@ def test_parent_killed_outright_then_resume(tmp_path: Path) -> None:
     run = start(tmp_path, scenarios)
     wait_for_row(run, "a")
     worker = wait_for("b's worker", lambda: run.look("b"), timeout=60)
+    server = children_of(run.proc.pid) & pids_with("bench.worker --serve")
+    assert len(server) == 1  # the default launcher: a fork server, child of the runner, forks the workers
     os.kill(run.proc.pid, signal.SIGKILL)
     run.proc.wait(timeout=30)
     before = results(run.out)  # a valid CSV holding every finished scenario
     assert statuses(before) == {"a": "ok"}
-    # the orphaned worker does not live on (it would hold the GPU during the resume)
-    assert wait_for("b's worker to die with its parent", lambda: not pids_with(worker_spec(run.out, "b")), timeout=15)
+    # the orphaned worker does not live on (it would hold the GPU during the resume), nor the server
+    assert wait_for("b's worker to die with its parent", lambda: not worker_pids(run.out, "b"), timeout=15)
+    assert wait_for("the fork server to die", lambda: not any(alive(p) for p in server), timeout=15)
     assert worker
 
     # --resume refuses what would change the run

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from .. import api
+from ..launcher import DEFAULT_LAUNCHER
 from ..plan import DEFAULT_TIMEOUT_S, RunRequest
 from ..progress import RichReporter
 from ..report import summary_table
@@ -55,6 +56,13 @@ def run(
     memory_sampling: Annotated[
         bool, typer.Option(help="Sample GPU memory with NVML at ~200 Hz (off: to measure its cost).")
     ] = True,
+    launcher: Annotated[
+        str,
+        typer.Option(
+            help="fork: a fork server imports torch/transformers once per run and forks each worker "
+            "(Linux; the default); spawn: a fresh interpreter per worker.",
+        ),
+    ] = DEFAULT_LAUNCHER,
     record: Annotated[
         bool,
         typer.Option(
@@ -89,6 +97,7 @@ def run(
         resume=resume,
         sample_memory=memory_sampling,
         command=["gpubench", *sys.argv[1:]],
+        launcher=launcher,
     )
     plan, outcome = api.run(
         request,

@@ -1,4 +1,5 @@
-"""`python -m bench.worker SPEC.json RESULT.json` trains one scenario; `--probe OUT.json` describes torch.
+"""`python -m bench.worker SPEC.json RESULT.json` trains one scenario; `--probe OUT.json` describes torch;
+`--serve` is the fork server (forkserver.py) that forks such workers with the imports already done.
 
 The child's only output to the parent is the JSON file it writes atomically at the end; stdout
 and stderr are logs. A worker that dies without writing it is reported by the parent as crashed.
@@ -18,9 +19,12 @@ from typing import Any
 from ..fsio import atomic_write_json, read_json
 
 PROCESS_START = time.time()
+# peft is not used, and its import pulls in bitsandbytes, which creates a CUDA context on import
+# (too early for the fork server, and 3-4 s for every worker): keep it out, in every launcher alike.
+sys.modules.setdefault("peft", None)  # type: ignore[arg-type]
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Linux: be killed when the parent dies, even by SIGKILL, so no orphan keeps the GPU busy."""
     if not sys.platform.startswith("linux"):
         return
@@ -62,11 +66,20 @@ def main(argv: list[str]) -> int:
 
         atomic_write_json(Path(argv[1]), probe())
         return 0
+    if argv == ["--serve"]:
+        from .forkserver import serve
+
+        return serve()
     if len(argv) != 2:
-        print("usage: python -m bench.worker SPEC.json RESULT.json | --probe OUT.json", file=sys.stderr)
+        print("usage: python -m bench.worker SPEC.json RESULT.json | --probe OUT.json | --serve", file=sys.stderr)
         return 2
-    _die_with_parent()
-    spec_path, result_path = Path(argv[0]), Path(argv[1])
+    die_with_parent()
+    return run_worker(argv[0], argv[1], {"interpreter": PROCESS_START})
+
+
+def run_worker(spec_file: str, result_file: str, marks: dict[str, float]) -> int:
+    """Train the scenario of SPEC and write RESULT; `marks` are the start-up times so far."""
+    spec_path, result_path = Path(spec_file), Path(result_file)
     spec = read_json(spec_path)
     # The log's first line, so a crash's stderr tail always says what was running.
     print(
@@ -75,16 +88,17 @@ def main(argv: list[str]) -> int:
         file=sys.stderr,
         flush=True,
     )
-    marks = {"interpreter": PROCESS_START}
+    marks = dict(marks)
     warm = None
-    if str(spec.get("device", "")).startswith("cuda"):
+    if str(spec.get("device", "")).startswith("cuda") and "forked" not in marks:
         warm = threading.Thread(target=_warm_cuda, name="cuda-warm", daemon=True)
         warm.start()
     from .run import Skip, memory_figures, preload, run
 
-    with contextlib.suppress(Exception):  # an import error is reported where the import is needed
-        preload(spec["scenario"].get("engine", "trainer"))
-    marks["imports"] = time.time()
+    if "forked" not in marks:  # a forked worker has its imports done
+        with contextlib.suppress(Exception):  # an import error is reported where the import is needed
+            preload(spec["scenario"].get("engine", "trainer"))
+        marks["imports"] = time.time()
     if warm is not None:
         warm.join()
         marks["cuda_context"] = time.time()

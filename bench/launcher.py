@@ -1,0 +1,266 @@
+"""How the runner starts a worker: `spawn` (a fresh `python -m bench.worker` per scenario) or
+`fork` (the default on Linux: a fork server, started once per run, imports torch and transformers
+and forks each worker; a worker is still its own process, in its own process group, with its own
+log, timeout and CUDA context). If the fork server cannot serve, the run goes on with `spawn`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from .proc import Interrupts, ProcResult, run_subprocess
+
+LAUNCHERS = ("fork", "spawn")
+DEFAULT_LAUNCHER = "fork" if hasattr(os, "fork") and sys.platform.startswith("linux") else "spawn"
+WORKER = [sys.executable, "-m", "bench.worker"]
+
+
+class Launcher(Protocol):
+    name: str
+
+    def run(
+        self,
+        spec: Path,
+        result: Path,
+        *,
+        timeout_s: float,
+        log_path: Path,
+        on_start: Callable[[int], None] | None = None,
+        interrupts: Interrupts | None = None,
+    ) -> ProcResult: ...
+
+    def close(self, kill: bool = False) -> None: ...
+
+
+class SpawnLauncher:
+    name = "spawn"
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    def run(
+        self,
+        spec: Path,
+        result: Path,
+        *,
+        timeout_s: float,
+        log_path: Path,
+        on_start: Callable[[int], None] | None = None,
+        interrupts: Interrupts | None = None,
+    ) -> ProcResult:
+        return run_subprocess(
+            [*WORKER, str(spec), str(result)],
+            timeout_s=timeout_s,
+            log_path=log_path,
+            env=self.env,
+            on_start=on_start,
+            interrupts=interrupts,
+        )
+
+    def close(self, kill: bool = False) -> None:
+        pass
+
+
+class ServerGone(Exception):
+    """The fork server ended or stopped answering."""
+
+
+class ForkLauncher:
+    """Workers forked by one long-lived `python -m bench.worker --serve` (see worker/forkserver.py)."""
+
+    name = "fork"
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_path: Path,
+        warn: Callable[[str], None] = lambda _m: None,
+        server_cmd: list[str] | None = None,
+    ) -> None:
+        self.env, self.log_path, self.warn = env, log_path, warn
+        self.server_cmd = server_cmd or [*WORKER, "--serve"]
+        self.server: subprocess.Popen[bytes] | None = None
+        self.fallback: SpawnLauncher | None = None
+        self._buffer = b""
+        self.imports_s: float | None = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self.server is None or self.server.poll() is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._buffer = b""
+            with open(self.log_path, "ab") as log:
+                self.server = subprocess.Popen(
+                    self.server_cmd,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    env=self.env,
+                    start_new_session=True,  # a terminal's Ctrl-C goes to the runner alone
+                )
+        return self.server
+
+    def _message(self, deadline: float) -> dict[str, Any] | None:
+        """The server's next message; None at the deadline; ServerGone if it ended."""
+        assert self.server is not None and self.server.stdout is not None
+        fd = self.server.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise ServerGone("the fork server ended")
+                self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def _expect(self, key: str, deadline: float) -> dict[str, Any] | None:
+        while True:
+            message = self._message(deadline)
+            if message is None or key in message or "error" in message and message["error"]:
+                return message
+            if "ready" in message:
+                self.imports_s = message.get("imports_s")
+
+    def run(
+        self,
+        spec: Path,
+        result: Path,
+        *,
+        timeout_s: float,
+        log_path: Path,
+        on_start: Callable[[int], None] | None = None,
+        interrupts: Interrupts | None = None,
+    ) -> ProcResult:
+        if self.fallback is not None:
+            return self.fallback.run(
+                spec, result, timeout_s=timeout_s, log_path=log_path, on_start=on_start, interrupts=interrupts
+            )
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        start = time.monotonic()
+        deadline = start + timeout_s
+        pid: int | None = None
+        try:
+            with interrupts.armed_while() if interrupts else contextlib.nullcontext():
+                server = self._start()
+                assert server.stdin is not None
+                request = {"spec": str(spec), "result": str(result), "log": str(log_path)}
+                server.stdin.write((json.dumps(request) + "\n").encode())
+                server.stdin.flush()
+                forked = self._expect("pid", deadline)
+                if forked is None:  # the server's imports outlasted the scenario's timeout
+                    self.close(kill=True)
+                    return ProcResult(None, time.monotonic() - start, timed_out=True)
+                if forked.get("error"):
+                    return self._fall_back(str(forked["error"]), spec, result, deadline, log_path, on_start, interrupts)
+                pid = int(forked["pid"])
+                if on_start is not None:
+                    on_start(pid)
+                ended = self._expect("returncode", deadline)
+                if ended is not None:
+                    return ProcResult(int(ended["returncode"]), time.monotonic() - start)
+            code = self._kill(pid, grace_s=5.0)
+            return ProcResult(code, time.monotonic() - start, timed_out=True)
+        except KeyboardInterrupt:
+            if pid is None:  # a worker may be forked already: it dies with the server
+                self.close(kill=True)
+                return ProcResult(None, time.monotonic() - start, interrupted=True)
+            try:
+                code = self._kill(pid, grace_s=2.0)
+            except KeyboardInterrupt:  # a second Ctrl-C: no more grace
+                self._killpg(pid, signal.SIGKILL)
+                self.close(kill=True)
+                raise
+            return ProcResult(code, time.monotonic() - start, interrupted=True)
+        except (ServerGone, OSError, ValueError) as exc:
+            if pid is not None:
+                self._killpg(pid, signal.SIGKILL)
+            self.close(kill=True)
+            if pid is None:
+                return self._fall_back(f"{exc}", spec, result, deadline, log_path, on_start, interrupts)
+            lost = f"the fork server was lost while the worker ran ({type(exc).__name__}: {exc})"
+            return ProcResult(None, time.monotonic() - start, note=lost)
+
+    def _fall_back(
+        self,
+        why: str,
+        spec: Path,
+        result: Path,
+        deadline: float,
+        log_path: Path,
+        on_start: Callable[[int], None] | None,
+        interrupts: Interrupts | None,
+    ) -> ProcResult:
+        self.warn(f"the fork server cannot start workers ({why}); each worker starts afresh (--launcher spawn)")
+        self.close()
+        self.fallback = SpawnLauncher(self.env)
+        return self.fallback.run(
+            spec,
+            result,
+            timeout_s=max(1.0, deadline - time.monotonic()),
+            log_path=log_path,
+            on_start=on_start,
+            interrupts=interrupts,
+        )
+
+    @staticmethod
+    def _killpg(pid: int, sig: int) -> bool:
+        try:
+            os.killpg(pid, sig)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    def _kill(self, pid: int, grace_s: float) -> int | None:
+        """SIGTERM the worker's group, SIGKILL what is left after `grace_s`; the worker's exit code."""
+        code = None
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+            if not self._killpg(pid, sig):
+                break
+            try:
+                ended = self._expect("returncode", time.monotonic() + wait_s)
+            except ServerGone:
+                break
+            if ended is not None:
+                code = int(ended["returncode"])
+                break
+        self._killpg(pid, signal.SIGKILL)  # the leader may be gone while its children live on
+        return code
+
+    def close(self, kill: bool = False) -> None:
+        """End the server: closing its stdin ends it; `kill` ends it (and any worker of it) at once."""
+        server, self.server = self.server, None
+        if server is None:
+            return
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)  # its workers die with it (PR_SET_PDEATHSIG)
+        with contextlib.suppress(OSError):
+            if server.stdin is not None:
+                server.stdin.close()  # end of requests: the server exits
+        try:
+            server.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+def open_launcher(name: str, env: dict[str, str], log_path: Path, warn: Callable[[str], None]) -> Launcher:
+    if name == "fork":
+        return ForkLauncher(env, log_path, warn)
+    return SpawnLauncher(env)

@@ -1,0 +1,103 @@
+"""The two launchers (issue 4's overhead): `fork`, a fork server that imports torch and transformers
+once per run and forks each worker, and `spawn`, a fresh interpreter per worker. Both give the same
+rows; the fork server's workers are still separate processes in their own groups; a server that
+cannot serve is replaced by `spawn` with a warning. Real subprocesses, tiny model, CPU."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from harness import BASE, gpubench, results, write_matrix
+
+from bench.launcher import DEFAULT_LAUNCHER, ForkLauncher
+from bench.plan import worker_env
+from bench.scenario import Scenario
+
+SCENARIOS = {"a": {}, "b": {"batch_size": 2}, "crash": {"inject_fault": "sigkill"}}
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("launchers")
+    matrix = write_matrix(tmp / "m.toml", SCENARIOS)
+    outs = {}
+    for launcher in ("fork", "spawn"):
+        outs[launcher] = tmp / launcher
+        done = gpubench(
+            "run", "--matrix", matrix, "--device", "cpu", "--launcher", launcher, "--out", outs[launcher], timeout=300
+        )
+        assert done.returncode == 1, done.stderr[-3000:]  # the crash scenario fails the run
+    return outs
+
+
+def test_fork_is_the_default_on_linux() -> None:
+    assert DEFAULT_LAUNCHER == ("fork" if sys.platform.startswith("linux") else "spawn")
+
+
+@pytest.mark.parametrize("launcher", ["fork", "spawn"])
+def test_both_launchers_give_the_same_rows(both: dict[str, Path], launcher: str) -> None:
+    frame = results(both[launcher]).set_index("scenario")
+    assert dict(frame["status"]) == {"a": "ok", "b": "ok", "crash": "crashed"}
+    assert frame.loc["crash", "error"] == "worker killed by signal SIGKILL before writing a result"
+    assert json.loads((both[launcher] / "env.json").read_text())["launcher"] == launcher
+    # each worker is its own process, leading its own group (its pid file), never the runner
+    pids = {int((both[launcher] / "work" / f"{s}-r0" / "pid").read_text()) for s in SCENARIOS}
+    assert len(pids) == 3
+    steps = [json.loads(frame.loc[s, "startup_breakdown"]) for s in ("a", "b")]
+    if launcher == "fork":  # forked with the imports done: no import step of its own
+        assert all("forked" in st and "imports" not in st for st in steps)
+    else:
+        assert all("imports" in st and "forked" not in st for st in steps)
+
+
+def test_the_launchers_agree_on_the_training(both: dict[str, Path]) -> None:
+    fork, spawn = (results(both[k]).set_index("scenario") for k in ("fork", "spawn"))
+    for column in ("final_loss", "window_steps", "model_params", "flops_per_sample"):
+        assert list(fork.loc[["a", "b"], column]) == list(spawn.loc[["a", "b"], column]), column
+
+
+def _spec(tmp_path: Path) -> tuple[Path, Path]:
+    sc = Scenario(name="solo", **{k: v for k, v in BASE.items() if k != "model"}, model="tiny")
+    spec = tmp_path / "spec.json"
+    spec.write_text(
+        json.dumps(
+            {"scenario": sc.settings(), "device": "cpu", "model": "tiny", "repeat": 0, "launched_at": time.time()}
+        )
+    )
+    return spec, tmp_path / "result.json"
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        "import sys; sys.exit(1)",  # dies at once
+        'import sys, json; print(json.dumps({"ready": False, "error": "no fork here"}), flush=True); '
+        'print(json.dumps({"error": "no fork here"}), flush=True); sys.stdin.read()',  # refuses to fork
+    ],
+    ids=["server-dies", "server-refuses"],
+)
+def test_a_server_that_cannot_serve_is_replaced_by_spawn(tmp_path: Path, server: str) -> None:
+    warnings: list[str] = []
+    launcher = ForkLauncher(
+        worker_env(None), tmp_path / "server.log", warnings.append, server_cmd=[sys.executable, "-c", server]
+    )
+    spec, result = _spec(tmp_path)
+    try:
+        done = launcher.run(spec, result, timeout_s=120, log_path=tmp_path / "w.log")
+        again = launcher.run(spec, result, timeout_s=120, log_path=tmp_path / "w2.log")
+    finally:
+        launcher.close()
+    assert done.returncode == 0 and again.returncode == 0, (tmp_path / "w.log").read_text()[-2000:]
+    assert json.loads(result.read_text())["status"] == "ok"
+    assert len(warnings) == 1 and "each worker starts afresh (--launcher spawn)" in warnings[0]
+
+
+def test_a_bad_launcher_is_bad_input(tmp_path: Path) -> None:
+    done = gpubench("run", "--matrix", "quick", "--device", "cpu", "--launcher", "thread", "--out", tmp_path / "x")
+    assert done.returncode == 2
+    assert "--launcher 'thread' is not one of fork, spawn" in done.stderr
+    assert not (tmp_path / "x").exists()
