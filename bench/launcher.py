@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from .proc import Interrupts, ProcResult, run_subprocess
+from .proc import Interrupts, ProcResult, run_subprocess, start_server
 
 LAUNCHERS = ("fork", "spawn")
 DEFAULT_LAUNCHER = "fork" if hasattr(os, "fork") and sys.platform.startswith("linux") else "spawn"
@@ -95,17 +95,8 @@ class ForkLauncher:
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self.server is None or self.server.poll() is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._buffer = b""
-            with open(self.log_path, "ab") as log:
-                self.server = subprocess.Popen(
-                    self.server_cmd,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    env=self.env,
-                    start_new_session=True,  # a terminal's Ctrl-C goes to the runner alone
-                )
+            self.server = start_server(self.server_cmd, log_path=self.log_path, env=self.env)
         return self.server
 
     def _message(self, deadline: float) -> dict[str, Any] | None:

@@ -139,6 +139,17 @@ def run_subprocess(
                 pass
 
 
+def start_server(cmd: Sequence[str], *, log_path: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    """A long-lived helper child (the fork server) talking JSON lines over stdin/stdout, stderr to
+    `log_path`, in its own session (a terminal's Ctrl-C reaches the parent alone); the caller
+    bounds every wait on it."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            list(cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True
+        )
+
+
 def tail(path: Path, limit: int = 2000) -> str:
     try:
         with open(path, "rb") as fh:

@@ -35,7 +35,8 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_fork_is_the_default_on_linux() -> None:
-    assert DEFAULT_LAUNCHER == ("fork" if sys.platform.startswith("linux") else "spawn")
+    expected = "fork" if sys.platform.startswith("linux") else "spawn"
+    assert expected == DEFAULT_LAUNCHER
 
 
 @pytest.mark.parametrize("launcher", ["fork", "spawn"])
