@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUN_ARGS ?=
 BENCH_OUT ?= results/h200-bert-large
-BENCH_PARTS ?= full,throughput,faults,fidelity
+BENCH_PARTS ?= full,throughput,faults,fidelity,aa
 
 .PHONY: install run test test-gpu lint bench clean
 

@@ -75,7 +75,11 @@ def cells(row: dict[str, Any]) -> list[str]:
 
 
 def _number(value: Any, metric: str) -> str:
-    return "-" if _missing(value) else f"{value:,.{DECIMALS.get(metric, 2)}f}"
+    if _missing(value):
+        return "-"
+    if metric == "final_loss":  # a loss near 0 stays readable (4.8e-06)
+        return f"{value:.4g}"
+    return f"{value:,.{DECIMALS.get(metric, 2)}f}"
 
 
 def _missing(value: Any) -> bool:

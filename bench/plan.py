@@ -293,6 +293,7 @@ def save_plan(plan: RunPlan, env: dict[str, Any]) -> None:
                 "created_at": env.get("created_at"),
                 "host": env.get("host"),
                 "command": env.get("command"),
+                "launcher": env.get("launcher"),
                 "gpu_uuid": gpu.get("uuid"),
                 "driver": gpu.get("driver"),
                 "packages": env.get("packages"),

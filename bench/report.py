@@ -51,7 +51,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
             _pct(row["samples_per_s_vs_baseline_pct"]),
             _num(row["peak_mem_mb"], ".0f"),
             _pct(row["peak_mem_mb_vs_baseline_pct"]),
-            _num(row["final_loss"], ".4f"),
+            _num(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
             str(row.get("error") or "")[:60],
         )
     return table

@@ -5,6 +5,8 @@ Parts (each a result directory under --out):
   throughput  gpubench run --matrix throughput --repeats 3  how far batch 4 is from the chip's best
   faults      gpubench run --matrix faults                  a real OOM and a real timeout mid-run
   fidelity    benchmarks/fidelity.py                        engine vs hand-written loop; sampler cost
+  aa          two identical runs of full --only baseline,fp16,bf16,tf32 --repeats 3 (aa/a, aa/b),
+              then `gpubench compare aa/a aa/b` into aa/compare.md: the A/A test, the noise floor
 
 A part whose directory holds an unfinished run is resumed (`--resume`), a finished one is skipped,
 so a GPU session with a time limit per command can run `make bench` again until everything is done.
@@ -26,7 +28,9 @@ PARTS = {
     "full": ["--matrix", "full", "--repeats", "3"],
     "throughput": ["--matrix", "throughput", "--repeats", "3"],
     "faults": ["--matrix", "faults"],
+    "aa": ["--matrix", "full", "--only", "baseline,fp16,bf16,tf32", "--repeats", "3"],
 }
+COMPARE_TIMEOUT_S = 300
 
 
 def finished(out: Path) -> bool:
@@ -40,7 +44,22 @@ def finished(out: Path) -> bool:
     return len(done) >= len(plan["scenarios"]) * int(plan["repeats"])
 
 
-def run_part(name: str, out: Path, extra: list[str]) -> int:
+def run_aa(out: Path, extra: list[str]) -> int:
+    """The A/A test: the same runs twice, compared; compare's exit code 1 is a finding, not a failure."""
+    for side in ("a", "b"):
+        code = run_part("aa", out / side, extra, args=PARTS["aa"])
+        if code not in (0, 1):
+            return code
+    cmd = [sys.executable, "-m", "bench", "compare", str(out / "a"), str(out / "b")]
+    cmd += ["--format", "markdown", "--output", str(out / "compare.md")]
+    print("+ " + " ".join(cmd), file=sys.stderr)
+    code = subprocess.run(cmd, check=False, timeout=COMPARE_TIMEOUT_S).returncode
+    return 0 if code in (0, 1) else code
+
+
+def run_part(name: str, out: Path, extra: list[str], args: list[str] | None = None) -> int:
+    if name == "aa" and args is None:
+        return run_aa(out, extra)
     if name == "fidelity":
         if (out / "fidelity.csv").is_file():
             return 0
@@ -51,7 +70,7 @@ def run_part(name: str, out: Path, extra: list[str]) -> int:
             return 0
         cmd = [sys.executable, "-m", "bench", "run", "--resume", str(out)]
     else:
-        cmd = [sys.executable, "-m", "bench", "run", *PARTS[name], "--out", str(out), *extra]
+        cmd = [sys.executable, "-m", "bench", "run", *(args or PARTS[name]), "--out", str(out), *extra]
     print("+ " + " ".join(cmd), file=sys.stderr)
     return subprocess.run(cmd, check=False).returncode
 
@@ -59,7 +78,7 @@ def run_part(name: str, out: Path, extra: list[str]) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--parts", default="full,throughput,faults,fidelity")
+    p.add_argument("--parts", default="full,throughput,faults,fidelity,aa")
     p.add_argument("extra", nargs="*", help="passed to gpubench run (e.g. -- --model bert-base)")
     a = p.parse_args()
     codes = {}
