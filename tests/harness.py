@@ -114,8 +114,8 @@ def _stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
-def group_members(pgid: int) -> set[int]:
-    """Live processes in process group `pgid`."""
+def _live_where(field: int, value: int) -> set[int]:
+    """Live processes whose /proc/PID/stat field (after the name: 1 = ppid, 2 = pgrp) is `value`."""
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -124,22 +124,17 @@ def group_members(pgid: int) -> set[int]:
             fields = _stat(int(entry.name))
         except OSError:
             continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
+        if int(fields[field]) == value and fields[0] != "Z":
             found.add(int(entry.name))
     return found
 
 
+def group_members(pgid: int) -> set[int]:
+    return _live_where(2, pgid)
+
+
 def children_of(pid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = _stat(int(entry.name))
-            except OSError:
-                continue
-            if int(fields[1]) == pid and fields[0] != "Z":
-                found.add(int(entry.name))
-    return found
+    return _live_where(1, pid)
 
 
 def worker_pids(out: Path, scenario: str, repeat: int = 0) -> set[int]:
