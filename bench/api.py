@@ -60,6 +60,8 @@ def run(
     env["launcher"] = plan.launcher
     plan_mod.save_plan(plan, env)
     outcome = runner.execute(plan, gpu["name"] if gpu else None, reporter, warn)
+    if outcome.launcher_fallback:  # env.json says how the workers really started
+        plan_mod.note_launcher_fallback(plan, outcome.launcher_fallback)
     if outcome.rows:  # DIR/report.html: any failure is only a warning; results and exit code stand
         try:
             from .report_html import write_report

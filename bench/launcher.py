@@ -22,10 +22,12 @@ from .proc import Interrupts, ProcResult, run_subprocess, start_server
 LAUNCHERS = ("fork", "spawn")
 DEFAULT_LAUNCHER = "fork" if hasattr(os, "fork") and sys.platform.startswith("linux") else "spawn"
 WORKER = [sys.executable, "-m", "bench.worker"]
+SERVER = [*WORKER, "--serve"]
 
 
 class Launcher(Protocol):
     name: str
+    fallback_reason: str | None  # why a fork server gave way to spawn, if it did
 
     def run(
         self,
@@ -43,6 +45,7 @@ class Launcher(Protocol):
 
 class SpawnLauncher:
     name = "spawn"
+    fallback_reason: str | None = None
 
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
@@ -87,7 +90,8 @@ class ForkLauncher:
         server_cmd: list[str] | None = None,
     ) -> None:
         self.env, self.log_path, self.warn = env, log_path, warn
-        self.server_cmd = server_cmd or [*WORKER, "--serve"]
+        self.server_cmd = server_cmd or SERVER
+        self.fallback_reason: str | None = None
         self.server: subprocess.Popen[bytes] | None = None
         self.fallback: SpawnLauncher | None = None
         self._buffer = b""
@@ -194,6 +198,7 @@ class ForkLauncher:
         on_start: Callable[[int], None] | None,
         interrupts: Interrupts | None,
     ) -> ProcResult:
+        self.fallback_reason = why
         self.warn(f"the fork server cannot start workers ({why}); each worker starts afresh (--launcher spawn)")
         self.close()
         self.fallback = SpawnLauncher(self.env)

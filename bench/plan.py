@@ -302,3 +302,11 @@ def save_plan(plan: RunPlan, env: dict[str, Any]) -> None:
         atomic_write_json(env_path, first)
     else:
         atomic_write_json(env_path, env)
+
+
+def note_launcher_fallback(plan: RunPlan, why: str) -> None:
+    """env.json: the fork server could not serve and workers were spawned afresh (see launcher.py)."""
+    env_path = plan.out / ENV_JSON
+    env = read_json(env_path)
+    env["launcher_fallback"] = {"launcher": "spawn", "why": why}
+    atomic_write_json(env_path, env)

@@ -43,6 +43,7 @@ class RunOutcome:
     rows: list[dict[str, Any]]
     exit_code: ExitCode
     interrupted: bool
+    launcher_fallback: str | None = None  # the fork server gave way to spawn: why
 
 
 def execute(
@@ -82,10 +83,11 @@ def execute(
         finally:
             launcher.close()
             reporter.finish()
+    fallback = launcher.fallback_reason
     if interrupted:
-        return RunOutcome(rows, ExitCode.INTERRUPTED, True)
+        return RunOutcome(rows, ExitCode.INTERRUPTED, True, fallback)
     failed = any(r["status"] in FAILED_STATUSES for r in rows)
-    return RunOutcome(rows, ExitCode.FAILED if failed else ExitCode.OK, False)
+    return RunOutcome(rows, ExitCode.FAILED if failed else ExitCode.OK, False, fallback)
 
 
 def _finished_rows(plan: RunPlan) -> list[dict[str, Any]]:

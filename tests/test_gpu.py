@@ -52,7 +52,18 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         str(out),
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    (out / "stderr.txt").write_text(done.stderr)
     return out
+
+
+def test_the_fork_server_serves_on_the_gpu(quick_run: Path) -> None:
+    """No import in the fork server created a CUDA context (else it falls back to spawn)."""
+    env = json.loads((quick_run / "env.json").read_text())
+    assert env["launcher"] == "fork" and "launcher_fallback" not in env, env.get("launcher_fallback")
+    assert "fork server cannot" not in (quick_run / "stderr.txt").read_text()
+    frame = read_results(quick_run)
+    ran = frame[frame["status"] == "ok"]
+    assert all("forked" in json.loads(b) for b in ran["startup_breakdown"])
 
 
 def test_every_quick_scenario_runs_on_the_gpu(quick_run: Path) -> None:

@@ -102,3 +102,22 @@ def test_a_bad_launcher_is_bad_input(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "--launcher 'thread' is not one of fork, spawn" in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_a_fallback_is_warned_once_and_recorded_in_env_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole run (in this process) whose fork server dies at once: every row still measured,
+    one warning, and env.json says the workers were spawned and why."""
+    from bench import api, launcher
+    from bench.plan import RunRequest
+
+    monkeypatch.setattr(launcher, "SERVER", [sys.executable, "-c", "import sys; sys.exit(1)"])
+    matrix = write_matrix(tmp_path / "m.toml", {"a": {}, "b": {"batch_size": 2}})
+    warnings: list[str] = []
+    request = RunRequest(matrix=str(matrix), device="cpu", out=tmp_path / "out")
+    _, outcome = api.run(request, warn=warnings.append)
+    assert [r["status"] for r in outcome.rows] == ["ok", "ok"]
+    assert len([w for w in warnings if "fork server" in w]) == 1
+    env = json.loads((tmp_path / "out" / "env.json").read_text())
+    assert env["launcher"] == "fork"
+    assert env["launcher_fallback"] == {"launcher": "spawn", "why": "the fork server ended"}
+    assert all("imports" in json.loads(r["startup_breakdown"]) for r in outcome.rows)  # spawned
