@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,20 +26,23 @@ WORKER = [sys.executable, "-m", "bench.worker"]
 SERVER = [*WORKER, "--serve"]
 
 
+@dataclass(frozen=True)
+class WorkerJob:
+    """One worker to start: its spec and result files, log, timeout, and who to tell its pid."""
+
+    spec: Path
+    result: Path
+    timeout_s: float
+    log_path: Path
+    on_start: Callable[[int], None] | None = None
+    interrupts: Interrupts | None = None
+
+
 class Launcher(Protocol):
     name: str
     fallback_reason: str | None  # why a fork server gave way to spawn, if it did
 
-    def run(
-        self,
-        spec: Path,
-        result: Path,
-        *,
-        timeout_s: float,
-        log_path: Path,
-        on_start: Callable[[int], None] | None = None,
-        interrupts: Interrupts | None = None,
-    ) -> ProcResult: ...
+    def run(self, job: WorkerJob) -> ProcResult: ...
 
     def close(self, kill: bool = False) -> None: ...
 
@@ -50,23 +54,14 @@ class SpawnLauncher:
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
 
-    def run(
-        self,
-        spec: Path,
-        result: Path,
-        *,
-        timeout_s: float,
-        log_path: Path,
-        on_start: Callable[[int], None] | None = None,
-        interrupts: Interrupts | None = None,
-    ) -> ProcResult:
+    def run(self, job: WorkerJob) -> ProcResult:
         return run_subprocess(
-            [*WORKER, str(spec), str(result)],
-            timeout_s=timeout_s,
-            log_path=log_path,
+            [*WORKER, str(job.spec), str(job.result)],
+            timeout_s=job.timeout_s,
+            log_path=job.log_path,
             env=self.env,
-            on_start=on_start,
-            interrupts=interrupts,
+            on_start=job.on_start,
+            interrupts=job.interrupts,
         )
 
     def close(self, kill: bool = False) -> None:
@@ -129,29 +124,18 @@ class ForkLauncher:
             if "ready" in message:
                 self.imports_s = message.get("imports_s")
 
-    def run(
-        self,
-        spec: Path,
-        result: Path,
-        *,
-        timeout_s: float,
-        log_path: Path,
-        on_start: Callable[[int], None] | None = None,
-        interrupts: Interrupts | None = None,
-    ) -> ProcResult:
+    def run(self, job: WorkerJob) -> ProcResult:
         if self.fallback is not None:
-            return self.fallback.run(
-                spec, result, timeout_s=timeout_s, log_path=log_path, on_start=on_start, interrupts=interrupts
-            )
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+            return self.fallback.run(job)
+        job.log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
-        deadline = start + timeout_s
+        deadline = start + job.timeout_s
         pid: int | None = None
         try:
-            with interrupts.armed_while() if interrupts else contextlib.nullcontext():
+            with job.interrupts.armed_while() if job.interrupts else contextlib.nullcontext():
                 server = self._start()
                 assert server.stdin is not None
-                request = {"spec": str(spec), "result": str(result), "log": str(log_path)}
+                request = {"spec": str(job.spec), "result": str(job.result), "log": str(job.log_path)}
                 server.stdin.write((json.dumps(request) + "\n").encode())
                 server.stdin.flush()
                 forked = self._expect("pid", deadline)
@@ -159,10 +143,10 @@ class ForkLauncher:
                     self.close(kill=True)
                     return ProcResult(None, time.monotonic() - start, timed_out=True)
                 if forked.get("error"):
-                    return self._fall_back(str(forked["error"]), spec, result, deadline, log_path, on_start, interrupts)
+                    return self._fall_back(str(forked["error"]), job, deadline)
                 pid = int(forked["pid"])
-                if on_start is not None:
-                    on_start(pid)
+                if job.on_start is not None:
+                    job.on_start(pid)
                 ended = self._expect("returncode", deadline)
                 if ended is not None:
                     return ProcResult(int(ended["returncode"]), time.monotonic() - start)
@@ -184,32 +168,16 @@ class ForkLauncher:
                 self._killpg(pid, signal.SIGKILL)
             self.close(kill=True)
             if pid is None:
-                return self._fall_back(f"{exc}", spec, result, deadline, log_path, on_start, interrupts)
+                return self._fall_back(f"{exc}", job, deadline)
             lost = f"the fork server was lost while the worker ran ({type(exc).__name__}: {exc})"
             return ProcResult(None, time.monotonic() - start, note=lost)
 
-    def _fall_back(
-        self,
-        why: str,
-        spec: Path,
-        result: Path,
-        deadline: float,
-        log_path: Path,
-        on_start: Callable[[int], None] | None,
-        interrupts: Interrupts | None,
-    ) -> ProcResult:
+    def _fall_back(self, why: str, job: WorkerJob, deadline: float) -> ProcResult:
         self.fallback_reason = why
         self.warn(f"the fork server cannot start workers ({why}); each worker starts afresh (--launcher spawn)")
-        self.close()
+        self.close(kill=True)
         self.fallback = SpawnLauncher(self.env)
-        return self.fallback.run(
-            spec,
-            result,
-            timeout_s=max(1.0, deadline - time.monotonic()),
-            log_path=log_path,
-            on_start=on_start,
-            interrupts=interrupts,
-        )
+        return self.fallback.run(replace(job, timeout_s=max(1.0, deadline - time.monotonic())))
 
     @staticmethod
     def _killpg(pid: int, sig: int) -> bool:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from . import memory_model
 from .errors import ExitCode
 from .fsio import atomic_write_json, read_json
-from .launcher import Launcher, SpawnLauncher, open_launcher
+from .launcher import Launcher, SpawnLauncher, WorkerJob, open_launcher
 from .measure import flops, hostmem
 from .measure.nvml import MemoryPeaks, MemorySampler, Nvml, open_nvml
 from .models import resolve_model
@@ -137,14 +137,8 @@ def run_one(
             sampler.start(pid)
 
     launch = launcher or SpawnLauncher(worker_env(plan.gpu_uuid))
-    proc = launch.run(
-        spec_path,
-        result_path,
-        timeout_s=plan.timeout_for(sc),
-        log_path=plan.out / "logs" / f"{sc.name}-r{repeat}.log",
-        on_start=started,
-        interrupts=interrupts,
-    )
+    log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"
+    proc = launch.run(WorkerJob(spec_path, result_path, plan.timeout_for(sc), log_path, started, interrupts))
     peaks = sampler.stop() if sampler else None
     status, error, figures = _outcome(proc, result_path, plan.timeout_for(sc), kills_before)
     row = _row(sc, repeat, model, plan.device, status, error, figures, peaks)
@@ -161,7 +155,7 @@ def run_one(
         row["overhead_s"] = proc.wall_s - row["train_loop_s"]
     row["exit_code"] = proc.returncode
     if status != "ok":
-        row["stderr_tail"] = tail(plan.out / "logs" / f"{sc.name}-r{repeat}.log", 1500)
+        row["stderr_tail"] = tail(log_path, 1500)
     return row
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from harness import BASE, gpubench, results, write_matrix
 
-from bench.launcher import DEFAULT_LAUNCHER, ForkLauncher
+from bench.launcher import DEFAULT_LAUNCHER, ForkLauncher, WorkerJob
 from bench.plan import worker_env
 from bench.scenario import Scenario
 
@@ -88,8 +88,8 @@ def test_a_server_that_cannot_serve_is_replaced_by_spawn(tmp_path: Path, server:
     )
     spec, result = _spec(tmp_path)
     try:
-        done = launcher.run(spec, result, timeout_s=120, log_path=tmp_path / "w.log")
-        again = launcher.run(spec, result, timeout_s=120, log_path=tmp_path / "w2.log")
+        done = launcher.run(WorkerJob(spec, result, 120, tmp_path / "w.log"))
+        again = launcher.run(WorkerJob(spec, result, 120, tmp_path / "w2.log"))
     finally:
         launcher.close()
     assert done.returncode == 0 and again.returncode == 0, (tmp_path / "w.log").read_text()[-2000:]
