@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from bench.results import read_results
+from bench.results import read_results, write_results
 
 REPO = Path(__file__).resolve().parents[1]
 # The workload of every end-to-end test: one worker costs a few seconds on a 2-core CPU.
@@ -145,6 +145,15 @@ def worker_pids(out: Path, scenario: str, repeat: int = 0) -> set[int]:
     except (OSError, ValueError):
         return set()
     return group_members(pgid)
+
+
+def write_run(directory: Path, rows: list[dict[str, Any]], env: dict[str, Any] | None) -> Path:
+    """A result directory as `gpubench run` leaves it: results.csv, and env.json unless None."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_results(directory / "results.csv", rows)
+    if env is not None:
+        (directory / "env.json").write_text(json.dumps(env), encoding="utf-8")
+    return directory
 
 
 def results(out: Path) -> pd.DataFrame:

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import os
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from bench.results import write_results
+from harness import write_run  # also imported from here by the history tests
 
 PG_ENV = "GPUBENCH_TEST_PG_URL"
 PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/gpubench_test"
@@ -86,14 +84,6 @@ def reps(
             row["error"] = f"{status} on purpose"
         rows.append(row)
     return rows
-
-
-def write_run(directory: Path, rows: list[dict[str, Any]], env_json: dict[str, Any] | None) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    write_results(directory / "results.csv", rows)
-    if env_json is not None:
-        (directory / "env.json").write_text(json.dumps(env_json), encoding="utf-8")
-    return directory
 
 
 def nights(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -10,11 +9,11 @@ from typing import Any
 import pandas as pd
 import pytest
 from compare_support import BAD_RESULT_FILES, env
+from harness import write_run
 
 from bench.compare import ROW_COLUMNS, CompareResult, Thresholds, compare, load_run
 from bench.compare_env import EnvDifference
 from bench.errors import BadInput, IncomparableRuns
-from bench.results import write_results
 
 # -- fixtures ------------------------------------------------------------------------------------
 
@@ -43,14 +42,6 @@ def reps(
         }
         for i, (speed, m) in enumerate(zip(speeds, mems, strict=True))
     ]
-
-
-def write_run(directory: Path, rows: list[dict[str, Any]], env_data: dict | None) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    write_results(directory / "results.csv", rows)
-    if env_data is not None:
-        (directory / "env.json").write_text(json.dumps(env_data))
-    return directory
 
 
 def run_compare(

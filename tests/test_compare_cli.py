@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import harness
 import pytest
 import typer
 from compare_support import BAD_RESULT_FILES, env
@@ -16,7 +17,6 @@ from typer.testing import CliRunner
 from bench.cli import compare_cmd
 from bench.compare import ROW_COLUMNS
 from bench.errors import IncomparableRuns
-from bench.results import write_results
 
 REPO = Path(__file__).resolve().parents[1]
 H200: dict[str, Any] = env()
@@ -40,11 +40,7 @@ def reps(scenario: str, speeds: list[float], mem: float = 1000.0) -> list[dict[s
 
 
 def write_run(directory: Path, rows: list[dict[str, Any]], env: dict | None = H200) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    write_results(directory / "results.csv", rows)
-    if env is not None:
-        (directory / "env.json").write_text(json.dumps(env))
-    return directory
+    return harness.write_run(directory, rows, env)
 
 
 BASE = reps("baseline", [100.0, 100.5, 99.5]) + reps("fp16", [200.0, 201.0, 199.0], mem=800.0)
