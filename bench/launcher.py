@@ -90,7 +90,6 @@ class ForkLauncher:
         self.server: subprocess.Popen[bytes] | None = None
         self.fallback: SpawnLauncher | None = None
         self._buffer = b""
-        self.imports_s: float | None = None
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self.server is None or self.server.poll() is not None:
@@ -117,12 +116,11 @@ class ForkLauncher:
         return message
 
     def _expect(self, key: str, deadline: float) -> dict[str, Any] | None:
+        """The next message holding `key` or an error (the server's `ready` line is passed over)."""
         while True:
             message = self._message(deadline)
-            if message is None or key in message or "error" in message and message["error"]:
+            if message is None or key in message or message.get("error"):
                 return message
-            if "ready" in message:
-                self.imports_s = message.get("imports_s")
 
     def run(self, job: WorkerJob) -> ProcResult:
         if self.fallback is not None:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from . import memory_model
 from .errors import ExitCode
 from .fsio import atomic_write_json, read_json
-from .launcher import Launcher, SpawnLauncher, WorkerJob, open_launcher
+from .launcher import Launcher, WorkerJob, open_launcher
 from .measure import flops, hostmem
 from .measure.nvml import MemoryPeaks, MemorySampler, Nvml, open_nvml
 from .models import resolve_model
@@ -69,7 +69,7 @@ def execute(
                     interrupted = True
                     break
                 reporter.scenario_start(sc, repeat)
-                row = run_one(plan, sc, repeat, nvml, gpu_name, ctrl_c, launcher)
+                row = run_one(plan, sc, repeat, nvml, gpu_name, launcher, ctrl_c)
                 rows.append(row)
                 rows.sort(key=lambda r: (order.get(r["scenario"], 1 << 30), int(r["repeat"])))
                 write_results(plan.results_csv, rows)
@@ -109,8 +109,8 @@ def run_one(
     repeat: int,
     nvml: Nvml | None,
     gpu_name: str | None,
+    launcher: Launcher,
     interrupts: Interrupts | None = None,
-    launcher: Launcher | None = None,
 ) -> dict[str, Any]:
     """One scenario x repeat in a fresh worker process; always returns a row."""
     workdir = plan.out / "work" / f"{sc.name}-r{repeat}"
@@ -136,9 +136,8 @@ def run_one(
         if sampler is not None:
             sampler.start(pid)
 
-    launch = launcher or SpawnLauncher(worker_env(plan.gpu_uuid))
     log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"
-    proc = launch.run(WorkerJob(spec_path, result_path, plan.timeout_for(sc), log_path, started, interrupts))
+    proc = launcher.run(WorkerJob(spec_path, result_path, plan.timeout_for(sc), log_path, started, interrupts))
     peaks = sampler.stop() if sampler else None
     status, error, figures = _outcome(proc, result_path, plan.timeout_for(sc), kills_before)
     row = _row(sc, repeat, model, plan.device, status, error, figures, peaks)

@@ -89,13 +89,14 @@ def run_worker(spec_file: str, result_file: str, marks: dict[str, float]) -> int
         flush=True,
     )
     marks = dict(marks)
+    forked = "forked" in marks  # forked by the fork server: imports done, CUDA not started
     warm = None
-    if str(spec.get("device", "")).startswith("cuda") and "forked" not in marks:
+    if str(spec.get("device", "")).startswith("cuda") and not forked:
         warm = threading.Thread(target=_warm_cuda, name="cuda-warm", daemon=True)
         warm.start()
     from .run import Skip, memory_figures, preload, run
 
-    if "forked" not in marks:  # a forked worker has its imports done
+    if not forked:
         with contextlib.suppress(Exception):  # an import error is reported where the import is needed
             preload(spec["scenario"].get("engine", "trainer"))
         marks["imports"] = time.time()
