@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ def run(
     record_db: str | None = None,
     info: Callable[[str], None] = lambda _msg: None,
 ) -> tuple[RunPlan, runner.RunOutcome]:
+    started = time.monotonic()  # --time-limit counts from here, the probe included
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         plan, probe = plan_mod.prepare(request, Path(scratch))
     gpu, procs = _gpu(plan.gpu_uuid, probe, warn)
@@ -59,7 +61,8 @@ def run(
     )
     env["launcher"] = plan.launcher
     plan_mod.save_plan(plan, env)
-    outcome = runner.execute(plan, gpu["name"] if gpu else None, reporter, warn)
+    deadline = None if request.time_limit_s is None else started + request.time_limit_s
+    outcome = runner.execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
     if outcome.launcher_fallback:  # env.json says how the workers really started
         plan_mod.note_launcher_fallback(plan, outcome.launcher_fallback)
     if outcome.rows:  # DIR/report.html: any failure is only a warning; results and exit code stand
@@ -72,7 +75,8 @@ def run(
     if record_db is not None:  # --record: store the run in the history; a store failure only warns
         from .history.api import record_after_run
 
-        record_after_run(record_db, plan.out, interrupted=outcome.interrupted, warn=warn, info=info)
+        unfinished = outcome.interrupted or outcome.time_limited
+        record_after_run(record_db, plan.out, interrupted=unfinished, warn=warn, info=info)
     return plan, outcome
 
 

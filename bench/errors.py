@@ -10,6 +10,7 @@ class ExitCode(IntEnum):
     FAILED = 1  # a scenario failed / a regression was found
     BAD_INPUT = 2  # bad command line, matrix file or result file; nothing ran
     INCOMPARABLE = 3  # compare: the two runs come from different GPU models
+    TIME_LIMIT = 4  # run: --time-limit reached before every scenario ran; finish with --resume
     INTERRUPTED = 130  # Ctrl-C: what finished is saved
 
 

@@ -41,6 +41,7 @@ class RunRequest:
     resume: Path | None = None
     command: list[str] = field(default_factory=list)
     launcher: str = DEFAULT_LAUNCHER  # fork: one fork server per run; spawn: a fresh interpreter each
+    time_limit_s: float | None = None  # start no worker that would end after this many seconds
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,8 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         raise BadInput(f"--repeats {request.repeats} must be at least 1")
     if request.timeout_s <= 0:
         raise BadInput(f"--timeout {request.timeout_s} must be a positive number of seconds")
+    if request.time_limit_s is not None and not request.time_limit_s > 0:
+        raise BadInput(f"--time-limit {request.time_limit_s} must be a positive number of seconds")
     if request.launcher not in LAUNCHERS:
         raise BadInput(f"--launcher {request.launcher!r} is not one of {', '.join(LAUNCHERS)}")
     if request.launcher == "fork" and DEFAULT_LAUNCHER != "fork":

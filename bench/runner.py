@@ -44,6 +44,22 @@ class RunOutcome:
     exit_code: ExitCode
     interrupted: bool
     launcher_fallback: str | None = None  # the fork server gave way to spawn: why
+    time_limited: bool = False  # --time-limit stopped the run before every scenario ran
+
+
+def over_limit(deadline: float | None, sc: Scenario, rows: list[dict[str, Any]], now: float) -> bool:
+    """True if the next worker should not start: the limit has passed, or an earlier repeat of this
+    scenario in this run took longer than the time left. A scenario never run yet starts if any time
+    is left (nothing is known about it)."""
+    if deadline is None:
+        return False
+    left = deadline - now
+    walls = [float(r["worker_wall_s"]) for r in rows if r["scenario"] == sc.name and _number(r.get("worker_wall_s"))]
+    return left <= 0 or (bool(walls) and max(walls) > left)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not _isnan(value)
 
 
 def execute(
@@ -51,7 +67,9 @@ def execute(
     gpu_name: str | None,
     reporter: Reporter | None = None,
     warn: Callable[[str], None] = lambda _m: None,
+    deadline: float | None = None,
 ) -> RunOutcome:
+    """Every scenario x repeat not yet finished, interleaved; `deadline` (time.monotonic) is --time-limit."""
     reporter = reporter or NullReporter()
     order = {s.name: i for i, s in enumerate(plan.scenarios)}
     rows = _finished_rows(plan) if plan.resume else []
@@ -59,7 +77,7 @@ def execute(
     todo = [(r, s) for r in range(plan.repeats) for s in plan.scenarios if (s.name, r) not in done]
     nvml, _ = open_nvml(plan.gpu_uuid)
     reporter.start(total=len(todo) + len(done), done=len(done))
-    interrupted = False
+    interrupted = time_limited = False
     ctrl_c = Interrupts()
     launcher = open_launcher(plan.launcher, worker_env(plan.gpu_uuid), plan.out / "logs" / "forkserver.log", warn)
     with ctrl_c:
@@ -67,6 +85,9 @@ def execute(
             for repeat, sc in todo:
                 if ctrl_c.requested:  # a Ctrl-C held while the last row was saved
                     interrupted = True
+                    break
+                if over_limit(deadline, sc, rows, time.monotonic()):
+                    time_limited = True
                     break
                 reporter.scenario_start(sc, repeat)
                 row = run_one(plan, sc, repeat, nvml, gpu_name, launcher, ctrl_c)
@@ -86,6 +107,8 @@ def execute(
     fallback = launcher.fallback_reason
     if interrupted:
         return RunOutcome(rows, ExitCode.INTERRUPTED, True, fallback)
+    if time_limited:
+        return RunOutcome(rows, ExitCode.TIME_LIMIT, False, fallback, time_limited=True)
     failed = any(r["status"] in FAILED_STATUSES for r in rows)
     return RunOutcome(rows, ExitCode.FAILED if failed else ExitCode.OK, False, fallback)
 

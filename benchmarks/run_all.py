@@ -10,6 +10,9 @@ Parts (each a result directory under --out):
 
 A part whose directory holds an unfinished run is resumed (`--resume`), a finished one is skipped,
 so a GPU session with a time limit per command can run `make bench` again until everything is done.
+`--time-limit SECONDS` (make bench BENCH_LIMIT=SECONDS) hands each gpubench run the time left, so
+it stops between workers instead of losing one to a kill; exit 4 then says "run it again".
+The fidelity part is not bounded by it.
 
     python benchmarks/run_all.py --out results/h200-bert-large --parts full,throughput
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from bench.results import FINAL_STATUSES, RESULTS_CSV, SCENARIOS_JSON, read_results
@@ -31,6 +35,7 @@ PARTS = {
     "aa": ["--matrix", "full", "--only", "baseline,fp16,bf16,tf32", "--repeats", "3"],
 }
 COMPARE_TIMEOUT_S = 300
+TIME_LIMIT = 4  # gpubench run's exit code when --time-limit stopped it
 
 
 def finished(out: Path) -> bool:
@@ -44,10 +49,14 @@ def finished(out: Path) -> bool:
     return len(done) >= len(plan["scenarios"]) * int(plan["repeats"])
 
 
-def run_aa(out: Path, extra: list[str]) -> int:
+def limit_args(deadline: float | None) -> list[str]:
+    return [] if deadline is None else ["--time-limit", f"{max(deadline - time.monotonic(), 0.001):.3f}"]
+
+
+def run_aa(out: Path, extra: list[str], deadline: float | None) -> int:
     """The A/A test: the same runs twice, compared; compare's exit code 1 is a finding, not a failure."""
     for side in ("a", "b"):
-        code = run_part("aa", out / side, extra, args=PARTS["aa"])
+        code = run_part("aa", out / side, extra, deadline, args=PARTS["aa"])
         if code not in (0, 1):
             return code
     cmd = [sys.executable, "-m", "bench", "compare", str(out / "a"), str(out / "b")]
@@ -57,9 +66,9 @@ def run_aa(out: Path, extra: list[str]) -> int:
     return 0 if code in (0, 1) else code
 
 
-def run_part(name: str, out: Path, extra: list[str], args: list[str] | None = None) -> int:
+def run_part(name: str, out: Path, extra: list[str], deadline: float | None, args: list[str] | None = None) -> int:
     if name == "aa" and args is None:
-        return run_aa(out, extra)
+        return run_aa(out, extra, deadline)
     if name == "fidelity":
         if (out / "fidelity.csv").is_file():
             return 0
@@ -68,9 +77,10 @@ def run_part(name: str, out: Path, extra: list[str], args: list[str] | None = No
         if finished(out):
             print(f"{name}: finished, skipped", file=sys.stderr)
             return 0
-        cmd = [sys.executable, "-m", "bench", "run", "--resume", str(out)]
+        cmd = [sys.executable, "-m", "bench", "run", "--resume", str(out), *limit_args(deadline)]
     else:
-        cmd = [sys.executable, "-m", "bench", "run", *(args or PARTS[name]), "--out", str(out), *extra]
+        cmd = [sys.executable, "-m", "bench", "run", *(args or PARTS[name]), "--out", str(out)]
+        cmd += [*limit_args(deadline), *extra]
     print("+ " + " ".join(cmd), file=sys.stderr)
     return subprocess.run(cmd, check=False).returncode
 
@@ -79,17 +89,24 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--parts", default="full,throughput,faults,fidelity,aa")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds for all parts (see above)")
     p.add_argument("extra", nargs="*", help="passed to gpubench run (e.g. -- --model bert-base)")
     a = p.parse_args()
+    deadline = None if a.time_limit is None else time.monotonic() + a.time_limit
     codes = {}
     for name in [x for x in a.parts.split(",") if x]:
         if name not in (*PARTS, "fidelity"):
             print(f"unknown part {name!r}; parts: {', '.join([*PARTS, 'fidelity'])}", file=sys.stderr)
             return 2
-        codes[name] = run_part(name, a.out / name, a.extra)
-        if codes[name] == 130:
+        if deadline is not None and time.monotonic() >= deadline:
+            codes[name] = TIME_LIMIT
+            break
+        codes[name] = run_part(name, a.out / name, a.extra, deadline)
+        if codes[name] in (130, TIME_LIMIT):
             break
     print(" ".join(f"{k}={v}" for k, v in codes.items()), file=sys.stderr)
+    if TIME_LIMIT in codes.values():
+        print("time limit reached: run the same command again to go on", file=sys.stderr)
     # faults is expected to end with failed rows (exit 1); anything else failing fails the bench
     return max([c for k, c in codes.items() if k != "faults" or c not in (0, 1)] or [0])
 

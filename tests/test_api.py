@@ -38,7 +38,9 @@ def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         ),
     )
 
-    def execute(plan: RunPlan, gpu_name: Any, reporter: Any = None, warn: Any = None) -> runner.RunOutcome:
+    def execute(
+        plan: RunPlan, gpu_name: Any, reporter: Any = None, warn: Any = None, deadline: Any = None
+    ) -> runner.RunOutcome:
         calls.append(f"execute on {gpu_name}")
         return runner.RunOutcome([], ExitCode.OK, False)
 

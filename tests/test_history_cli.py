@@ -246,7 +246,7 @@ def test_record_after_run_only_warns_when_the_store_fails(tmp_path: Path) -> Non
         )
         is None
     )
-    assert "interrupted" in warnings[0] and not (tmp_path / "h.sqlite").exists()
+    assert "did not finish" in warnings[0] and not (tmp_path / "h.sqlite").exists()
     stored = api.record_after_run(
         str(tmp_path / "h.sqlite"), directory, interrupted=False, warn=warnings.append, info=infos.append
     )

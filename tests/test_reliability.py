@@ -266,3 +266,26 @@ def test_parent_killed_outright_then_resume(tmp_path: Path) -> None:
     again = gpubench("run", "--resume", run.out, "--matrix", same, timeout=120)
     assert again.returncode == 0, again.stderr
     assert results(run.out).equals(after)
+
+
+# -- --time-limit, then --resume --------------------------------------------------------------------
+
+
+def test_a_spent_time_limit_runs_nothing_exits_4_and_resume_finishes(tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path / "m.toml", {"a": {}})
+    out = tmp_path / "out"
+    stopped = gpubench("run", "--matrix", matrix, "--repeats", "2", "--out", out, "--time-limit", "0.001")
+    assert stopped.returncode == 4, stopped.stderr[-3000:]
+    said = " ".join(stopped.stderr.split())
+    assert (
+        f"stopped at --time-limit 0.001 s with 0 of 2 rows done: finish the run with `gpubench run --resume {out}`"
+        in said
+    )
+    assert "Traceback" not in stopped.stderr and not (out / "work").exists()  # no worker started
+    bad = gpubench("run", "--matrix", matrix, "--out", tmp_path / "o2", "--time-limit", "0", timeout=60)
+    assert bad.returncode == 2 and error_lines(bad.stderr) == [
+        "gpubench: error: --time-limit 0.0 must be a positive number of seconds"
+    ]
+    done = gpubench("run", "--resume", out, "--time-limit", "600")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list(zip(*(results(out)[c] for c in ("repeat", "status")), strict=True)) == [(0, "ok"), (1, "ok")]

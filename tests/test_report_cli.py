@@ -139,7 +139,9 @@ def fake_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunRequest:
         timeout_s=60.0,
     )
 
-    def execute(plan: RunPlan, gpu_name: str | None, reporter: Any = None, warn: Any = None) -> RunOutcome:
+    def execute(
+        plan: RunPlan, gpu_name: str | None, reporter: Any = None, warn: Any = None, deadline: Any = None
+    ) -> RunOutcome:
         rows = cpu_rows()
         write_results(plan.results_csv, rows)
         return RunOutcome(rows=rows, exit_code=ExitCode.FAILED, interrupted=False)

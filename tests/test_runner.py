@@ -161,3 +161,36 @@ def test_a_ctrl_c_between_scenarios_saves_the_row_in_hand_and_stops(
     assert (outcome.exit_code, outcome.interrupted) == (ExitCode.INTERRUPTED, True)
     assert list(read_results(plan.results_csv)["status"]) == ["ok"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_time_limit_starts_no_worker_that_an_earlier_repeat_says_would_overrun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = scenario("a"), scenario("b")
+    seen = [
+        {"scenario": "a", "repeat": 0, "worker_wall_s": 30.0},
+        {"scenario": "b", "repeat": 0, "worker_wall_s": None},
+    ]
+    assert not runner.over_limit(None, a, seen, now=1e9)  # no limit
+    assert not runner.over_limit(100.0, a, seen, now=69.0)  # 31 s left, a took 30 s
+    assert runner.over_limit(100.0, a, seen, now=71.0)  # 29 s left
+    assert not runner.over_limit(100.0, b, seen, now=99.0)  # b's time is unknown: any time left will do
+    assert runner.over_limit(100.0, b, seen, now=100.0)  # none left
+
+    clock = [0.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
+    calls: list[str] = []
+    walls = {"a": 30.0, "b": 10.0}
+
+    def run_one(plan: RunPlan, sc: Scenario, repeat: int, *args: Any) -> dict[str, Any]:
+        calls.append(f"{sc.name}-r{repeat}")
+        clock[0] += walls[sc.name]
+        return {"scenario": sc.name, "repeat": repeat, "status": "ok", "worker_wall_s": walls[sc.name]}
+
+    monkeypatch.setattr(runner, "run_one", run_one)
+    plan = RunPlan("m", (a, b), 3, "cpu", None, "tiny", tmp_path, 60.0)
+    outcome = runner.execute(plan, None, deadline=75.0)
+    # a-r0 and b-r0 end at 40 s; a-r1 (30 s) fits in the 35 s left and ends at 70; b-r1 (10 s) does not
+    assert calls == ["a-r0", "b-r0", "a-r1"]
+    assert (outcome.exit_code, outcome.time_limited, outcome.interrupted) == (ExitCode.TIME_LIMIT, True, False)
+    assert len(read_results(plan.results_csv)) == 3  # every finished row saved

@@ -56,6 +56,14 @@ def run(
     memory_sampling: Annotated[
         bool, typer.Option(help="Sample GPU memory with NVML at ~200 Hz (off: to measure its cost).")
     ] = True,
+    time_limit: Annotated[
+        float | None,
+        typer.Option(
+            "--time-limit",
+            help="Seconds for the whole run: no worker starts once they have passed, or when an earlier "
+            "repeat of its scenario took longer than the time left; then exit 4 (finish with --resume DIR).",
+        ),
+    ] = None,
     launcher: Annotated[
         str,
         typer.Option(
@@ -80,7 +88,8 @@ def run(
     Example: gpubench run --matrix full --repeats 3 --out results/nightly
 
     Exit codes: 0 every scenario ok or skipped; 1 a scenario failed (results still written);
-    2 bad input, nothing ran; 130 interrupted (finished scenarios saved; finish with --resume DIR).
+    2 bad input, nothing ran; 4 stopped at --time-limit and 130 interrupted (finished scenarios
+    saved; finish with --resume DIR).
     """
     err = Console(stderr=True)
     _sigterm_as_interrupt()
@@ -98,6 +107,7 @@ def run(
         sample_memory=memory_sampling,
         command=["gpubench", *sys.argv[1:]],
         launcher=launcher,
+        time_limit_s=time_limit,
     )
     plan, outcome = api.run(
         request,
@@ -106,13 +116,21 @@ def run(
         record_db=db_target(db) if record else None,
         info=lambda m: err.print(m, highlight=False, markup=False),
     )
-    summary = summarize(to_frame(outcome.rows))
-    Console(width=None if sys.stdout.isatty() else 160).print(
-        summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})")
-    )
-    err.print(f"results: {plan.results_csv}")
+    if outcome.rows:
+        summary = summarize(to_frame(outcome.rows))
+        Console(width=None if sys.stdout.isatty() else 160).print(
+            summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})")
+        )
+        err.print(f"results: {plan.results_csv}")
+    else:
+        err.print(f"no scenario ran; the plan is in {plan.out}")
     if outcome.interrupted:
         err.print(f"interrupted: finish the run with `gpubench run --resume {plan.out}`")
+    if outcome.time_limited:
+        err.print(
+            f"stopped at --time-limit {time_limit:g} s with {len(outcome.rows)} of "
+            f"{len(plan.scenarios) * plan.repeats} rows done: finish the run with `gpubench run --resume {plan.out}`"
+        )
     raise typer.Exit(int(outcome.exit_code))
 
 

@@ -54,7 +54,7 @@ def record_after_run(
     are on disk whatever happens here, and the run's exit code is not this function's to change."""
     if interrupted:
         warn(
-            f"the run was interrupted, so it is not recorded in the history; finish it with "
+            f"the run did not finish, so it is not recorded in the history; finish it with "
             f"`gpubench run --resume {out} --record`"
         )
         return None
