@@ -60,6 +60,7 @@ def run(
         device=plan.device, probe=probe, gpu=gpu, gpu_processes=procs, command=request.command, matrix=plan.matrix
     )
     env["launcher"] = plan.launcher
+    env["inductor_cache"] = plan_mod.worker_env(None, plan.inductor_cache)["TORCHINDUCTOR_CACHE_DIR"]
     plan_mod.save_plan(plan, env)
     deadline = None if request.time_limit_s is None else started + request.time_limit_s
     outcome = runner.execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)

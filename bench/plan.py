@@ -62,6 +62,11 @@ class RunPlan:
     def results_csv(self) -> Path:
         return self.out / RESULTS_CSV
 
+    @property
+    def inductor_cache(self) -> Path:
+        """torch.compile's cache for this run's workers: cold for a compile scenario's first repeat."""
+        return self.out / "work" / "inductor-cache"
+
     def timeout_for(self, sc: Scenario) -> float:
         """A scenario's own `timeout_s` wins over the run's --timeout."""
         return float(sc.timeout_s) if sc.timeout_s is not None else self.timeout_s
@@ -120,9 +125,13 @@ def resolve_device(requested: str, probe: dict[str, Any]) -> tuple[str, str | No
     return requested, devices[index].get("uuid")
 
 
-def worker_env(gpu_uuid: str | None) -> dict[str, str]:
-    """The child's environment: offline, unbuffered, and only the chosen GPU visible."""
+def worker_env(gpu_uuid: str | None, inductor_cache: Path | None = None) -> dict[str, str]:
+    """The child's environment: offline, unbuffered, and only the chosen GPU visible. With
+    `inductor_cache`, torch.compile's caches live there (unless the user set TORCHINDUCTOR_CACHE_DIR),
+    so a run's compile times do not depend on what earlier runs left in /tmp."""
     env = dict(os.environ)
+    if inductor_cache is not None:
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache.resolve()))
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     env.update(

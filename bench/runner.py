@@ -79,7 +79,9 @@ def execute(
     reporter.start(total=len(todo) + len(done), done=len(done))
     interrupted = time_limited = False
     ctrl_c = Interrupts()
-    launcher = open_launcher(plan.launcher, worker_env(plan.gpu_uuid), plan.out / "logs" / "forkserver.log", warn)
+    launcher = open_launcher(
+        plan.launcher, worker_env(plan.gpu_uuid, plan.inductor_cache), plan.out / "logs" / "forkserver.log", warn
+    )
     with ctrl_c:
         try:
             for repeat, sc in todo:

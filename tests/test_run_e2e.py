@@ -72,6 +72,22 @@ def test_quick_run_env_json(quick: tuple[subprocess.CompletedProcess[str], Path]
     assert env["packages"]["torch"] and env["packages"]["transformers"] and env["torch_build"]
     assert env["cpu_count"] >= 1 and env["python"].count(".") == 2
     assert env["gpu_processes_at_start"] == []
+    assert env["inductor_cache"] == str((out / "work" / "inductor-cache").resolve())
+
+
+def test_torch_compile_in_a_worker_caches_in_the_run_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What torch itself makes of the workers' environment, not only that a variable is set."""
+    import sys
+
+    from bench.plan import worker_env
+
+    code = "from torch._inductor.runtime.cache_dir_utils import cache_dir; print(cache_dir())"
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    env = worker_env(None, tmp_path / "run" / "work" / "inductor-cache")
+    seen = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert seen.stdout.strip() == str(tmp_path / "run" / "work" / "inductor-cache"), seen.stderr[-2000:]
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))  # the user's own choice wins
+    assert worker_env(None, tmp_path / "run")["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
 
 
 def test_quick_run_scenarios_json_replays_the_run(quick: tuple[subprocess.CompletedProcess[str], Path]) -> None:
