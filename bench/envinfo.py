@@ -26,7 +26,10 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def git_info(cwd: Path) -> dict[str, str | None]:
+def git_info(cwd: Path) -> dict[str, str | bool | None]:
+    """The checkout gpubench runs from: commit, branch, and whether tracked files differ from the
+    commit (`dirty`), so a run made from an edited tree does not pass for the commit."""
+
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
@@ -34,7 +37,12 @@ def git_info(cwd: Path) -> dict[str, str | None]:
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
-    return {"commit": git("rev-parse", "HEAD"), "branch": git("rev-parse", "--abbrev-ref", "HEAD")}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "commit": git("rev-parse", "HEAD"),
+        "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+        "dirty": None if status is None else bool(status),
+    }
 
 
 def cpu_model() -> str:

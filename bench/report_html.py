@@ -174,7 +174,8 @@ def _env_rows(report: Report) -> list[tuple[str, str]]:
         ("results", f"<code>{escape(str(report.source))}</code>"),
     ]
     if commit:
-        rows.append(("git commit", f"<code>{escape(str(commit))}</code>"))
+        edited = " (tracked files edited since this commit)" if env_part(env, "git").get("dirty") else ""
+        rows.append(("git commit", f"<code>{escape(str(commit))}</code>{edited}"))
     return rows
 
 

@@ -83,3 +83,22 @@ def test_a_broken_nvml_is_a_warning_and_the_gpu_comes_from_torch(monkeypatch: py
         "NVML is not usable (RuntimeError: NVML Shared Library Not Found); "
         "peak memory will come from torch's allocator only"
     ]
+
+
+def test_env_json_says_when_the_checkout_differs_from_its_commit(tmp_path: Path) -> None:
+    import subprocess
+
+    from bench.envinfo import git_info
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    assert git_info(tmp_path)["commit"] is None and git_info(tmp_path)["dirty"] is None  # not a checkout
+    git("init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git("add", "a.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    clean = git_info(tmp_path)
+    assert clean["dirty"] is False and len(str(clean["commit"])) == 40
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert git_info(tmp_path)["dirty"] is True

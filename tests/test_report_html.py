@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -239,3 +240,12 @@ def test_output_path_and_atomic_write(tmp_path: Path) -> None:
     assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert not (directory / REPORT_HTML).exists()
     assert not [p for p in target.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_run_from_an_edited_checkout_says_so(tmp_path: Path) -> None:
+    out = gpu_set(tmp_path)
+    env = json.loads((out / "env.json").read_text())
+    env["git"]["dirty"] = True
+    (out / "env.json").write_text(json.dumps(env))
+    html = write_report(out).read_text(encoding="utf-8")
+    assert "<dd><code>0123456789abcdef</code> (tracked files edited since this commit)</dd>" in html
