@@ -161,8 +161,8 @@ def check_writable(out: Path) -> None:
 
 def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, ...], str]:
     m = matrix_mod.load_matrix(request.matrix or "full")
-    scenarios = matrix_mod.apply_overrides(m.scenarios, {**request.overrides, "model": request.model})
-    scenarios = matrix_mod.select(scenarios, request.only, str(m.path))
+    scenarios = matrix_mod.select(m.scenarios, request.only, str(m.path))  # settings checked on these only
+    scenarios = matrix_mod.apply_overrides(scenarios, {**request.overrides, "model": request.model})
     models = resolve_models(scenarios, device)
     return m.name, scenarios, models[0] if len(models) == 1 else ", ".join(models)
 

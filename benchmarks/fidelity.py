@@ -4,9 +4,19 @@
    (benchmarks/reference_loop.py) for the same scenarios: the ratio must be within 3%;
 2. the cost of the NVML memory sampler: the same scenarios with sampling on and off.
 
-    python benchmarks/fidelity.py --out results/h200-fidelity
+    python benchmarks/fidelity.py --out results/h200-fidelity --repeats 3
 
-Writes OUT/fidelity.csv and prints the table. Needs a CUDA GPU.
+Repeat R runs the engine on every scenario (OUT/engine-rR), the engine again with the sampler off
+(OUT/engine-no-sampler-rR), then the reference loop on each scenario (OUT/reference-SCENARIO-rR.json).
+Both sides thus alternate in time, so a machine that drifts over the job moves both alike.
+Every finished piece is kept: running the script again goes on where it stopped. With
+--time-limit it starts nothing once the time is up and exits 4 (run it again to go on).
+
+Writes OUT/fidelity.csv (per scenario: the median samples/s of each side over the repeats, their
+ratio, the range of the per-repeat ratios, each side's coefficient of variation, and the
+sampler's cost) once every repeat is done, and prints it. Arguments after `--` go to each
+`gpubench run` (e.g. `-- --model bert-base`). `--device cpu` runs the whole thing on the CPU with
+the tiny model, to test the script; its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -15,9 +25,11 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
+from parts import TIME_LIMIT, expired, gpubench_run
 
 from bench.fsio import atomic_write_text
 from bench.results import read_results
@@ -26,71 +38,102 @@ HERE = Path(__file__).resolve().parent
 TIMEOUT_S = 900
 
 
-def gpubench(*args: str) -> int:
-    cmd = [sys.executable, "-m", "bench", "run", "--matrix", "fidelity", *args]
-    return subprocess.run(cmd, timeout=TIMEOUT_S, check=False).returncode
+def reference(settings: dict, device: str, out: Path) -> dict:
+    """The reference loop for the settings of one engine row; its JSON result (kept if present)."""
+    if not out.is_file():
+        cmd = [sys.executable, str(HERE / "reference_loop.py"), "--device", device, "--out", str(out)]
+        for key in ("batch_size", "precision", "optimizer", "attn_implementation", "samples", "seq_len"):
+            cmd += [f"--{key.replace('_', '-')}", str(settings[key])]
+        cmd += ["--model", str(settings["model_resolved"]), "--warmup-steps", str(settings["warmup_steps"])]
+        cmd += ["--tf32"] if settings["tf32"] else []
+        print("+ " + " ".join(cmd), file=sys.stderr)
+        subprocess.run(cmd, timeout=TIMEOUT_S, check=True, stdout=subprocess.DEVNULL)
+    result: dict = json.loads(out.read_text())
+    return result
 
 
-def reference(settings: dict, out: Path) -> dict:
-    cmd = [
-        sys.executable,
-        str(HERE / "reference_loop.py"),
-        "--model",
-        settings["model_resolved"],
-        "--batch-size",
-        str(settings["batch_size"]),
-        "--precision",
-        settings["precision"],
-        "--optimizer",
-        settings["optimizer"],
-        "--attn-implementation",
-        settings["attn_implementation"],
-        "--samples",
-        str(settings["samples"]),
-        "--seq-len",
-        str(settings["seq_len"]),
-        "--warmup-steps",
-        str(settings["warmup_steps"]),
-        "--out",
-        str(out),
-    ] + (["--tf32"] if settings["tf32"] else [])
-    subprocess.run(cmd, timeout=TIMEOUT_S, check=True, stdout=subprocess.DEVNULL)
-    return json.loads(out.read_text())
+def cv_pct(values: pd.Series) -> float:
+    return float(values.std() / values.mean() * 100) if len(values) > 1 else float("nan")
 
 
-def main() -> None:
+def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
+    pairs = []
+    for r in range(repeats):
+        engine = read_results(out / f"engine-r{r}")
+        off = read_results(out / f"engine-no-sampler-r{r}").set_index("scenario") if sampler_off else None
+        for row in engine[engine["status"] == "ok"].to_dict("records"):
+            ref = json.loads((out / f"reference-{row['scenario']}-r{r}.json").read_text())
+            pairs.append(
+                {
+                    "scenario": row["scenario"],
+                    "engine": row["samples_per_s"],
+                    "reference": ref["samples_per_s"],
+                    "no_sampler": off["samples_per_s"].get(row["scenario"]) if off is not None else None,
+                    "engine_mb": row["torch_max_allocated_mb"],
+                    "reference_mb": ref["torch_max_allocated_mb"],
+                }
+            )
+    frame = pd.DataFrame(pairs)
+    frame["ratio"] = frame["engine"] / frame["reference"]
+    rows = []
+    for name, g in frame.groupby("scenario", sort=False):
+        engine, ref = g["engine"].median(), g["reference"].median()
+        row = {
+            "scenario": name,
+            "repeats": len(g),
+            "engine_samples_per_s": engine,
+            "reference_samples_per_s": ref,
+            "engine_over_reference": engine / ref,
+            "ratio_min": g["ratio"].min(),
+            "ratio_max": g["ratio"].max(),
+            "engine_cv_pct": cv_pct(g["engine"]),
+            "reference_cv_pct": cv_pct(g["reference"]),
+            "engine_max_allocated_mb": g["engine_mb"].median(),
+            "reference_max_allocated_mb": g["reference_mb"].median(),
+            "within_3pct": abs(engine / ref - 1) <= 0.03,
+        }
+        no_sampler = pd.to_numeric(g["no_sampler"], errors="coerce").dropna()
+        if len(no_sampler):
+            row["no_sampler_samples_per_s"] = no_sampler.median()
+            row["sampler_cost_pct"] = (1 - engine / no_sampler.median()) * 100
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--only", default=None, help="comma-separated scenarios of the fidelity matrix")
     p.add_argument("--sampler-off", default="fp32-b4", help="scenarios to rerun with NVML sampling off ('' for none)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--time-limit", type=float, default=None, help="seconds; then exit 4, run again to go on")
+    p.add_argument("extra", nargs="*", help="passed to each gpubench run (after --)")
     a = p.parse_args()
-    only = ["--only", a.only] if a.only else []
-    gpubench("--out", str(a.out / "engine"), *only)
-    if a.sampler_off:
-        gpubench("--out", str(a.out / "engine-no-sampler"), "--only", a.sampler_off, "--no-memory-sampling")
-    engine = read_results(a.out / "engine")
-    rows = []
-    for settings in engine[engine["status"] == "ok"].to_dict("records"):
-        ref = reference(settings, a.out / f"reference-{settings['scenario']}.json")
-        rows.append(
-            {
-                "scenario": settings["scenario"],
-                "engine_samples_per_s": settings["samples_per_s"],
-                "reference_samples_per_s": ref["samples_per_s"],
-                "engine_over_reference": settings["samples_per_s"] / ref["samples_per_s"],
-                "engine_max_allocated_mb": settings["torch_max_allocated_mb"],
-                "reference_max_allocated_mb": ref["torch_max_allocated_mb"],
-            }
-        )
-    table = pd.DataFrame(rows)
-    table["within_3pct"] = (table["engine_over_reference"] - 1).abs() <= 0.03
-    if a.sampler_off and (a.out / "engine-no-sampler").is_dir():
-        off = read_results(a.out / "engine-no-sampler").set_index("scenario")["samples_per_s"]
-        table["no_sampler_samples_per_s"] = table["scenario"].map(off)
-        table["sampler_cost_pct"] = (1 - table["engine_samples_per_s"] / table["no_sampler_samples_per_s"]) * 100
-    atomic_write_text(a.out / "fidelity.csv", table.to_csv(index=False))
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    deadline = None if a.time_limit is None else time.monotonic() + a.time_limit
+    args = ["--matrix", "fidelity", "--device", a.device, *(["--only", a.only] if a.only else []), *a.extra]
+    for r in range(a.repeats):
+        steps = [(f"engine r{r}", a.out / f"engine-r{r}", args)]
+        if a.sampler_off:
+            off = ["--matrix", "fidelity", "--device", a.device, "--only", a.sampler_off, "--no-memory-sampling"]
+            steps.append((f"engine, sampler off, r{r}", a.out / f"engine-no-sampler-r{r}", off + a.extra))
+        for name, out, step_args in steps:
+            if expired(deadline):
+                return TIME_LIMIT
+            code = gpubench_run(name, out, step_args, deadline)
+            if code not in (0, 1):  # 1: a scenario failed; its row says why, and it is left out below
+                return code
+        engine = read_results(a.out / f"engine-r{r}")
+        for row in engine[engine["status"] == "ok"].to_dict("records"):
+            ref_out = a.out / f"reference-{row['scenario']}-r{r}.json"
+            if not ref_out.is_file() and expired(deadline):
+                return TIME_LIMIT
+            reference(row, a.device, ref_out)
+    result = table(a.out, a.repeats, bool(a.sampler_off))
+    atomic_write_text(a.out / "fidelity.csv", result.to_csv(index=False))
+    print(result.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -31,10 +31,12 @@ def main() -> None:
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--warmup-steps", type=int, default=10)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--device", default="cuda", help="cuda (the yardstick) or cpu (to test the script)")
     p.add_argument("--out", required=True)
     a = p.parse_args()
 
-    device = torch.device("cuda")
+    device = torch.device(a.device)
+    cuda = device.type == "cuda"
     mode = "tf32" if a.tf32 else "ieee"
     torch.backends.cuda.matmul.fp32_precision = mode
     torch.manual_seed(a.seed)
@@ -49,17 +51,18 @@ def main() -> None:
     ids = torch.randint(100, 30000, (a.samples, a.seq_len), generator=gen)
     labels = torch.zeros(a.samples, dtype=torch.long)
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
-    scaler = torch.amp.GradScaler("cuda") if a.precision == "fp16" else None
+    scaler = torch.amp.GradScaler(device.type) if a.precision == "fp16" else None
 
     steps = a.samples // a.batch_size
     t_start = None
     for step in range(steps):
         if step == a.warmup_steps:
-            torch.cuda.synchronize()
+            if cuda:
+                torch.cuda.synchronize()
             t_start = time.perf_counter()
         batch_ids = ids[step * a.batch_size : (step + 1) * a.batch_size].to(device, non_blocking=True)
         batch_labels = labels[step * a.batch_size : (step + 1) * a.batch_size].to(device, non_blocking=True)
-        with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             loss = model(input_ids=batch_ids, labels=batch_labels).loss
         if scaler is not None:
             scaler.scale(loss).backward()
@@ -69,15 +72,17 @@ def main() -> None:
             loss.backward()
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    torch.cuda.synchronize()
+    if cuda:
+        torch.cuda.synchronize()
+    assert t_start is not None, "--warmup-steps leaves no timed steps"
     window_s = time.perf_counter() - t_start
     window_samples = (steps - a.warmup_steps) * a.batch_size
     result = {
         "samples_per_s": window_samples / window_s,
         "window_s": window_s,
         "window_samples": window_samples,
-        "final_loss": float(loss),
-        "torch_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20,
+        "final_loss": float(loss.detach()),
+        "torch_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
         **vars(a),
     }
     with open(a.out, "w") as fh:

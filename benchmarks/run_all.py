@@ -12,7 +12,7 @@ A part whose directory holds an unfinished run is resumed (`--resume`), a finish
 so a GPU session with a time limit per command can run `make bench` again until everything is done.
 `--time-limit SECONDS` (make bench BENCH_LIMIT=SECONDS) hands each gpubench run the time left, so
 it stops between workers instead of losing one to a kill; exit 4 then says "run it again".
-The fidelity part is not bounded by it.
+The fidelity part gets it too, and stops between its runs.
 
     python benchmarks/run_all.py --out results/h200-bert-large --parts full,throughput
 """
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.results import FINAL_STATUSES, RESULTS_CSV, SCENARIOS_JSON, read_results
+from parts import TIME_LIMIT, expired, gpubench_run, limit_args
 
 HERE = Path(__file__).resolve().parent
 PARTS = {
@@ -35,22 +35,6 @@ PARTS = {
     "aa": ["--matrix", "full", "--only", "baseline,fp16,bf16,tf32", "--repeats", "3"],
 }
 COMPARE_TIMEOUT_S = 300
-TIME_LIMIT = 4  # gpubench run's exit code when --time-limit stopped it
-
-
-def finished(out: Path) -> bool:
-    import json
-
-    if not (out / RESULTS_CSV).is_file():
-        return False
-    plan = json.loads((out / SCENARIOS_JSON).read_text())
-    frame = read_results(out)
-    done = frame[frame["status"].isin(FINAL_STATUSES)]
-    return len(done) >= len(plan["scenarios"]) * int(plan["repeats"])
-
-
-def limit_args(deadline: float | None) -> list[str]:
-    return [] if deadline is None else ["--time-limit", f"{max(deadline - time.monotonic(), 0.001):.3f}"]
 
 
 def run_aa(out: Path, extra: list[str], deadline: float | None) -> int:
@@ -72,17 +56,11 @@ def run_part(name: str, out: Path, extra: list[str], deadline: float | None, arg
     if name == "fidelity":
         if (out / "fidelity.csv").is_file():
             return 0
-        cmd = [sys.executable, str(HERE / "fidelity.py"), "--out", str(out)]
-    elif (out / SCENARIOS_JSON).is_file():
-        if finished(out):
-            print(f"{name}: finished, skipped", file=sys.stderr)
-            return 0
-        cmd = [sys.executable, "-m", "bench", "run", "--resume", str(out), *limit_args(deadline)]
-    else:
-        cmd = [sys.executable, "-m", "bench", "run", *(args or PARTS[name]), "--out", str(out)]
-        cmd += [*limit_args(deadline), *extra]
-    print("+ " + " ".join(cmd), file=sys.stderr)
-    return subprocess.run(cmd, check=False).returncode
+        cmd = [sys.executable, str(HERE / "fidelity.py"), "--out", str(out), *limit_args(deadline)]
+        cmd += ["--", *extra] if extra else []
+        print("+ " + " ".join(cmd), file=sys.stderr)
+        return subprocess.run(cmd, check=False).returncode
+    return gpubench_run(name, out, [*(args or PARTS[name]), *extra], deadline)
 
 
 def main() -> int:
@@ -98,7 +76,7 @@ def main() -> int:
         if name not in (*PARTS, "fidelity"):
             print(f"unknown part {name!r}; parts: {', '.join([*PARTS, 'fidelity'])}", file=sys.stderr)
             return 2
-        if deadline is not None and time.monotonic() >= deadline:
+        if expired(deadline):
             codes[name] = TIME_LIMIT
             break
         codes[name] = run_part(name, a.out / name, a.extra, deadline)

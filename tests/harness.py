@@ -55,10 +55,23 @@ def gpubench_cmd(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "bench", *map(str, args)]
 
 
+def user_env() -> dict[str, str]:
+    """This process's environment as a user's shell would have it. Importing transformers' Trainer
+    in a test sets TORCHINDUCTOR_CACHE_DIR here (torch does when it is unset); passed on, it would
+    look like the user's own choice to the run under test."""
+    return {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+
+
 def gpubench(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`python -m bench ARGS` in the repository, as a user runs it; no shell."""
     return subprocess.run(
-        gpubench_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        gpubench_cmd(*args),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env=user_env(),
     )
 
 
@@ -66,7 +79,9 @@ def start_gpubench(*args: str | Path, log_dir: Path) -> subprocess.Popen[bytes]:
     """`python -m bench ARGS` in the background; stdout/stderr to files (a full pipe would block it)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     with open(log_dir / "stdout.txt", "wb") as out, open(log_dir / "stderr.txt", "wb") as err:
-        return subprocess.Popen(gpubench_cmd(*args), cwd=REPO, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(
+            gpubench_cmd(*args), cwd=REPO, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=user_env()
+        )
 
 
 def error_lines(stderr: str) -> list[str]:

@@ -240,3 +240,20 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 def test_matrix_base_fixture_is_the_small_workload() -> None:
     # The end-to-end tests rely on this workload being small; a test that guards the guard.
     assert BASE["samples"] // BASE["batch_size"] > BASE["warmup_steps"]
+
+
+def test_command_line_settings_are_checked_on_the_selected_scenarios_only(tmp_path: Path) -> None:
+    path = write_matrix(tmp_path / "m.toml", {"small": {}, "big": {"batch_size": 8}})
+    out = tmp_path / "out"
+    # 8 samples are too few for big's batch of 8 after a warm-up step, but only small is selected: the run gets as far
+    # as the device check (this machine has no GPU) instead of refusing big's settings
+    assert_bad_input(
+        ["--matrix", str(path), "--only", "small", "--samples", "8", "--device", "cuda", "--out", str(out)],
+        "--device cuda: torch sees no CUDA GPU on this machine",
+        out=out,
+    )
+    assert_bad_input(
+        ["--matrix", str(path), "--samples", "8", "--device", "cuda", "--out", str(out)],
+        "scenario 'big': warmup_steps",
+        out=out,
+    )

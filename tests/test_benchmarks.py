@@ -1,0 +1,57 @@
+"""`benchmarks/fidelity.py` on the CPU (tiny model): repeats, engine and reference alternating,
+resuming what is left, and a spent time limit. The figures mean nothing on the CPU; the script's
+bookkeeping is what is tested (the GPU figures are in results/h200-bert-large/fidelity)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from harness import REPO
+
+pytestmark = pytest.mark.slow
+
+FIDELITY = [sys.executable, str(REPO / "benchmarks" / "fidelity.py")]
+SMALL = ["--", "--samples", "16", "--seq-len", "32", "--warmup-steps", "1"]
+
+
+def fidelity(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [*FIDELITY, "--out", str(out), "--only", "fp32-b4", "--device", "cpu", *args, *SMALL]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+
+
+def mtimes(out: Path) -> dict[str, float]:
+    return {str(p.relative_to(out)): p.stat().st_mtime for p in out.rglob("*") if p.is_file()}
+
+
+def test_fidelity_repeats_resumes_and_stops_at_its_time_limit(tmp_path: Path) -> None:
+    out = tmp_path / "fid"
+    stopped = fidelity(out, "--repeats", "2", "--sampler-off", "fp32-b4", "--time-limit", "0.001")
+    assert stopped.returncode == 4, stopped.stderr[-3000:]
+    assert not list(out.rglob("work")) and not list(out.glob("reference-*"))  # no worker, no reference loop ran
+
+    done = fidelity(out, "--repeats", "2", "--sampler-off", "fp32-b4")
+    assert done.returncode == 0, done.stderr[-3000:]
+    for r in (0, 1):
+        assert (out / f"engine-r{r}" / "results.csv").is_file()
+        assert (out / f"engine-no-sampler-r{r}" / "results.csv").is_file()
+        assert (out / f"reference-fp32-b4-r{r}.json").is_file()
+    table = pd.read_csv(out / "fidelity.csv")
+    assert list(table["scenario"]) == ["fp32-b4"] and int(table["repeats"][0]) == 2
+    row = table.iloc[0]
+    assert row["engine_over_reference"] == pytest.approx(row["engine_samples_per_s"] / row["reference_samples_per_s"])
+    assert row["ratio_min"] <= row["ratio_max"] and row["sampler_cost_pct"] == row["sampler_cost_pct"]  # not NaN
+
+    # a lost reference result and table: only that reference runs again, the engine runs are kept
+    before = mtimes(out)
+    (out / "reference-fp32-b4-r1.json").unlink()
+    (out / "fidelity.csv").unlink()
+    again = fidelity(out, "--repeats", "2", "--sampler-off", "fp32-b4")
+    assert again.returncode == 0, again.stderr[-3000:]
+    after = mtimes(out)
+    rerun = {name for name in after if after[name] != before.get(name)}
+    assert rerun == {"reference-fp32-b4-r1.json", "fidelity.csv"}, rerun
+    assert "bench run" not in again.stderr  # every engine run was finished: skipped
