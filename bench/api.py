@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import envinfo, runner
+from . import cpus, envinfo, runner
 from . import matrix as matrix_mod
 from . import plan as plan_mod
 from .errors import BadInput
@@ -60,6 +60,7 @@ def run(
         device=plan.device, probe=probe, gpu=gpu, gpu_processes=procs, command=request.command, matrix=plan.matrix
     )
     env["launcher"] = plan.launcher
+    env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
     env["inductor_cache"] = plan_mod.worker_env(None, plan.inductor_cache)["TORCHINDUCTOR_CACHE_DIR"]
     plan_mod.save_plan(plan, env)
     deadline = None if request.time_limit_s is None else started + request.time_limit_s

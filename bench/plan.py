@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from . import cpus
 from . import matrix as matrix_mod
 from .errors import BadInput
 from .fsio import atomic_write_json, read_json
@@ -42,6 +43,7 @@ class RunRequest:
     command: list[str] = field(default_factory=list)
     launcher: str = DEFAULT_LAUNCHER  # fork: one fork server per run; spawn: a fresh interpreter each
     time_limit_s: float | None = None  # start no worker that would end after this many seconds
+    cpu_affinity: str | None = None  # "2-5": the CPUs the workers may use (Linux)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class RunPlan:
     resume: bool = False
     sample_memory: bool = True
     launcher: str = DEFAULT_LAUNCHER
+    cpu_affinity: tuple[int, ...] | None = None
 
     @property
     def results_csv(self) -> Path:
@@ -125,7 +128,9 @@ def resolve_device(requested: str, probe: dict[str, Any]) -> tuple[str, str | No
     return requested, devices[index].get("uuid")
 
 
-def worker_env(gpu_uuid: str | None, inductor_cache: Path | None = None) -> dict[str, str]:
+def worker_env(
+    gpu_uuid: str | None, inductor_cache: Path | None = None, cpu_affinity: tuple[int, ...] | None = None
+) -> dict[str, str]:
     """The child's environment: offline, unbuffered, and only the chosen GPU visible. With
     `inductor_cache`, torch.compile's caches live there (unless the user set TORCHINDUCTOR_CACHE_DIR),
     so a run's compile times do not depend on what earlier runs left in /tmp."""
@@ -145,6 +150,9 @@ def worker_env(gpu_uuid: str | None, inductor_cache: Path | None = None) -> dict
     )
     if gpu_uuid:
         env["CUDA_VISIBLE_DEVICES"] = gpu_uuid
+    env.pop(cpus.ENV_VAR, None)
+    if cpu_affinity:
+        env[cpus.ENV_VAR] = ",".join(map(str, cpu_affinity))
     return env
 
 
@@ -194,12 +202,13 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         raise BadInput(f"--timeout {request.timeout_s} must be a positive number of seconds")
     if request.time_limit_s is not None and not request.time_limit_s > 0:
         raise BadInput(f"--time-limit {request.time_limit_s} must be a positive number of seconds")
+    affinity = cpus.check(request.cpu_affinity) if request.cpu_affinity is not None else None
     if request.launcher not in LAUNCHERS:
         raise BadInput(f"--launcher {request.launcher!r} is not one of {', '.join(LAUNCHERS)}")
     if request.launcher == "fork" and DEFAULT_LAUNCHER != "fork":
         raise BadInput("--launcher fork needs Linux (os.fork)", hint="use --launcher spawn")
     if request.resume is not None:
-        return _resume(request, scratch)
+        return _resume(request, scratch, affinity)
     # Check matrix, settings, --only, models and --out before starting any child: a typo costs nothing.
     _scenarios(request, "cpu")
     check_device_name(request.device)
@@ -230,11 +239,12 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         request.timeout_s,
         sample_memory=request.sample_memory,
         launcher=request.launcher,
+        cpu_affinity=affinity,
     )
     return plan, probe
 
 
-def _resume(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]]:
+def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None) -> tuple[RunPlan, dict[str, Any]]:
     out = request.resume
     assert out is not None
     saved_path = out / SCENARIOS_JSON
@@ -288,6 +298,7 @@ def _resume(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         resume=True,
         sample_memory=request.sample_memory,
         launcher=request.launcher,
+        cpu_affinity=affinity,
     )
     return plan, probe
 
@@ -306,6 +317,7 @@ def save_plan(plan: RunPlan, env: dict[str, Any]) -> None:
                 "host": env.get("host"),
                 "command": env.get("command"),
                 "launcher": env.get("launcher"),
+                "cpu_affinity": env.get("cpu_affinity"),
                 "gpu_uuid": gpu.get("uuid"),
                 "driver": gpu.get("driver"),
                 "packages": env.get("packages"),

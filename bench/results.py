@@ -73,6 +73,7 @@ OTHER_COLUMNS = [
     "startup_s",  # launch to first training step
     "startup_breakdown",  # JSON: seconds per start-up step (interpreter, imports, CUDA, model, data, engine)
     "overhead_s",  # worker_wall_s - train_loop_s
+    "cpu_affinity",  # the CPUs the worker could run on ("0-15"; --cpu-affinity narrows it)
     "exit_code",
     "started_at",
     "stderr_tail",
@@ -93,6 +94,7 @@ NUMERIC_COLUMNS = [
         "fp32_matmul_precision",
         "startup_breakdown",
         "pred_peak_phase",
+        "cpu_affinity",
     )
 ]
 NAN_WORDS = ("nan", "-nan", "na", "n/a", "null", "none", "<na>")  # numeric cells that mean missing
@@ -119,7 +121,7 @@ def read_results(path: Path) -> pd.DataFrame:
         raise BadInput(f"{path}: no such results file")
     try:
         # Only an empty cell is missing: a scenario may be called "NA", "nan" or "1".
-        frame = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"scenario": str})
+        frame = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"scenario": str, "cpu_affinity": str})
     except pd.errors.EmptyDataError:
         raise BadInput(f"{path}: the file is empty") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:

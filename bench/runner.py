@@ -80,7 +80,10 @@ def execute(
     interrupted = time_limited = False
     ctrl_c = Interrupts()
     launcher = open_launcher(
-        plan.launcher, worker_env(plan.gpu_uuid, plan.inductor_cache), plan.out / "logs" / "forkserver.log", warn
+        plan.launcher,
+        worker_env(plan.gpu_uuid, plan.inductor_cache, plan.cpu_affinity),
+        plan.out / "logs" / "forkserver.log",
+        warn,
     )
     with ctrl_c:
         try:

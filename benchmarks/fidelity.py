@@ -104,7 +104,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--only", default=None, help="comma-separated scenarios of the fidelity matrix")
-    p.add_argument("--sampler-off", default="fp32-b4", help="scenarios to rerun with NVML sampling off ('' for none)")
+    p.add_argument(
+        "--sampler-off",
+        default="fp32-b4,bf16-b4",  # compute-bound and launch-bound: the sampler's NVML calls could contend there
+        help="scenarios to rerun with NVML sampling off ('' for none)",
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--time-limit", type=float, default=None, help="seconds; then exit 4, run again to go on")

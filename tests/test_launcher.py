@@ -6,6 +6,7 @@ cannot serve is replaced by `spawn` with a warning. Real subprocesses, tiny mode
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from bench.plan import worker_env
 from bench.scenario import Scenario
 
 SCENARIOS = {"a": {}, "b": {"batch_size": 2}, "crash": {"inject_fault": "sigkill"}}
+FIRST_CPU = min(os.sched_getaffinity(0))  # both runs pin their workers to it (--cpu-affinity)
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +30,18 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for launcher in ("fork", "spawn"):
         outs[launcher] = tmp / launcher
         done = gpubench(
-            "run", "--matrix", matrix, "--device", "cpu", "--launcher", launcher, "--out", outs[launcher], timeout=300
+            "run",
+            "--matrix",
+            matrix,
+            "--device",
+            "cpu",
+            "--launcher",
+            launcher,
+            "--out",
+            outs[launcher],
+            "--cpu-affinity",
+            str(FIRST_CPU),
+            timeout=300,
         )
         assert done.returncode == 1, done.stderr[-3000:]  # the crash scenario fails the run
     return outs
@@ -48,6 +61,9 @@ def test_both_launchers_give_the_same_rows(both: dict[str, Path], launcher: str)
     # each worker is its own process, leading its own group (its pid file), never the runner
     pids = {int((both[launcher] / "work" / f"{s}-r0" / "pid").read_text()) for s in SCENARIOS}
     assert len(pids) == 3
+    # --cpu-affinity: the fork server's children inherit its pinning, a spawned worker pins itself
+    assert list(frame.loc[["a", "b"], "cpu_affinity"]) == [str(FIRST_CPU)] * 2
+    assert json.loads((both[launcher] / "env.json").read_text())["cpu_affinity"] == str(FIRST_CPU)
     steps = [json.loads(frame.loc[s, "startup_breakdown"]) for s in ("a", "b")]
     if launcher == "fork":  # forked with the imports done: no import step of its own
         assert all("forked" in st and "imports" not in st for st in steps)

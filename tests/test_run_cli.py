@@ -11,6 +11,7 @@ import typer
 from harness import BASE, error_lines, gpubench, write_matrix
 from typer.testing import CliRunner
 
+from bench import cpus
 from bench.cli import app as gpubench_app
 from bench.cli import run_cmd
 from bench.errors import BadInput
@@ -257,3 +258,31 @@ def test_command_line_settings_are_checked_on_the_selected_scenarios_only(tmp_pa
         "scenario 'big': warmup_steps",
         out=out,
     )
+
+
+def test_cpu_affinity_that_cannot_be(tmp_path: Path, matrix: Path) -> None:
+    out = tmp_path / "out"
+    assert_bad_input(
+        ["--matrix", str(matrix), "--cpu-affinity", "2-x", "--out", str(out)],
+        "--cpu-affinity '2-x' is not a CPU list (write it as Linux does, for example 2-5 or 0,2,4-7)",
+        out=out,
+    )
+    assert_bad_input(
+        ["--matrix", str(matrix), "--cpu-affinity", "0,9999", "--out", str(out)],
+        f"--cpu-affinity 0,9999: CPU 9999 is not available to this process (choose from {cpus.current()})",
+        out=out,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed", "written"),
+    [("3", (3,), "3"), ("2-5,8", (2, 3, 4, 5, 8), "2-5,8"), ("8, 0-1,1", (0, 1, 8), "0-1,8")],
+)
+def test_cpu_lists_read_and_written_as_linux_does(text: str, parsed: tuple[int, ...], written: str) -> None:
+    assert cpus.parse(text) == parsed and cpus.format_list(parsed) == written
+
+
+@pytest.mark.parametrize("text", ["", "a", "5-2", "-1", "1-", "1,,2"])
+def test_what_is_not_a_cpu_list(text: str) -> None:
+    with pytest.raises(BadInput, match="is not a CPU list"):
+        cpus.parse(text)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from harness import gpubench, leftover_temp_files, results, statuses, write_matrix
 
+from bench import cpus
 from bench.matrix import load_matrix
 from bench.results import COLUMNS, ENV_JSON, RESULTS_CSV, SCENARIOS_JSON
 from bench.scenario import Scenario
@@ -73,6 +74,9 @@ def test_quick_run_env_json(quick: tuple[subprocess.CompletedProcess[str], Path]
     assert env["cpu_count"] >= 1 and env["python"].count(".") == 2
     assert env["gpu_processes_at_start"] == []
     assert env["inductor_cache"] == str((out / "work" / "inductor-cache").resolve())
+    assert env["cpu_affinity"] is None  # not pinned: each row says which CPUs its worker had
+    frame = results(out)
+    assert set(frame.loc[frame["status"] == "ok", "cpu_affinity"]) == {cpus.current()}
 
 
 def test_torch_compile_in_a_worker_caches_in_the_run_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -64,6 +64,14 @@ def run(
             "repeat of its scenario took longer than the time left; then exit 4 (finish with --resume DIR).",
         ),
     ] = None,
+    cpu_affinity: Annotated[
+        str | None,
+        typer.Option(
+            "--cpu-affinity",
+            help="CPUs the workers may run on, e.g. 2-5 (Linux; each row's cpu_affinity says where it ran). "
+            "Steadies CPU-bound (launch-bound) scenarios on some machines; measure it on yours.",
+        ),
+    ] = None,
     launcher: Annotated[
         str,
         typer.Option(
@@ -108,6 +116,7 @@ def run(
         command=["gpubench", *sys.argv[1:]],
         launcher=launcher,
         time_limit_s=time_limit,
+        cpu_affinity=cpu_affinity,
     )
     plan, outcome = api.run(
         request,

@@ -16,6 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .. import cpus
 from ..fsio import atomic_write_json, read_json
 
 PROCESS_START = time.time()
@@ -61,6 +62,7 @@ def classify(exc: BaseException) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    cpus.pin_from_env()  # --cpu-affinity, before any thread starts; the fork server's children inherit it
     if argv[:1] == ["--probe"] and len(argv) == 2:
         from .probe import probe
 
@@ -116,6 +118,7 @@ def run_worker(spec_file: str, result_file: str, marks: dict[str, float]) -> int
             result["figures"] = memory_figures(torch.device(spec["device"]))
         except Exception:
             pass
+    result.setdefault("figures", {})["cpu_affinity"] = cpus.current()  # where this worker ran
     atomic_write_json(result_path, result)
     return 0
 
