@@ -91,6 +91,7 @@ EXPECTED_COLUMNS = [
     "startup_s",
     "startup_breakdown",
     "overhead_s",
+    "cpu_affinity",
     "exit_code",
     "started_at",
     "stderr_tail",
@@ -132,7 +133,7 @@ def test_header_is_exactly_the_columns_whatever_the_rows_hold(tmp_path: Path) ->
 def test_round_trip_keeps_every_value(tmp_path: Path) -> None:
     tail = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nRuntimeError: a, "b"\n'
     rows = [
-        row("baseline", samples_per_s=123.456789, startup_breakdown=json.dumps({"imports": 1.5})),
+        row("baseline", samples_per_s=123.456789, startup_breakdown=json.dumps({"imports": 1.5}), cpu_affinity="0"),
         row(
             "crash",
             status="crashed",
@@ -160,6 +161,7 @@ def test_round_trip_keeps_every_value(tmp_path: Path) -> None:
     by = {r["scenario"]: r for r in frame.to_dict("records")}
     assert by["baseline"]["samples_per_s"] == 123.456789
     assert json.loads(by["baseline"]["startup_breakdown"]) == {"imports": 1.5}
+    assert by["baseline"]["cpu_affinity"] == "0"  # a CPU list, not the number 0.0
     assert by["crash"]["stderr_tail"] == tail
     assert by["crash"]["error"] == "worker killed by signal SIGKILL"
     assert by["crash"]["exit_code"] == -9
