@@ -61,7 +61,7 @@ def run(
     )
     env["launcher"] = plan.launcher
     env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
-    env["inductor_cache"] = plan_mod.worker_env(None, plan.inductor_cache)["TORCHINDUCTOR_CACHE_DIR"]
+    env["inductor_cache"] = plan_mod.inductor_cache_dir(plan.inductor_cache)
     plan_mod.save_plan(plan, env)
     deadline = None if request.time_limit_s is None else started + request.time_limit_s
     outcome = runner.execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
@@ -78,7 +78,7 @@ def run(
         from .history.api import record_after_run
 
         unfinished = outcome.interrupted or outcome.time_limited
-        record_after_run(record_db, plan.out, interrupted=unfinished, warn=warn, info=info)
+        record_after_run(record_db, plan.out, unfinished=unfinished, warn=warn, info=info)
     return plan, outcome
 
 

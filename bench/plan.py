@@ -136,7 +136,7 @@ def worker_env(
     so a run's compile times do not depend on what earlier runs left in /tmp."""
     env = dict(os.environ)
     if inductor_cache is not None:
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_cache.resolve()))
+        env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache_dir(inductor_cache)
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     env.update(
@@ -154,6 +154,11 @@ def worker_env(
     if cpu_affinity:
         env[cpus.ENV_VAR] = ",".join(map(str, cpu_affinity))
     return env
+
+
+def inductor_cache_dir(run_cache: Path) -> str:
+    """Where the workers' torch.compile caches go: the user's TORCHINDUCTOR_CACHE_DIR, else the run's."""
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(run_cache.resolve())
 
 
 def check_writable(out: Path) -> None:

@@ -233,7 +233,7 @@ def test_record_after_run_only_warns_when_the_store_fails(tmp_path: Path) -> Non
     corrupt.write_bytes(b"garbage " * 100)
     warnings: list[str] = []
     infos: list[str] = []
-    stored = api.record_after_run(str(corrupt), directory, interrupted=False, warn=warnings.append, info=infos.append)
+    stored = api.record_after_run(str(corrupt), directory, unfinished=False, warn=warnings.append, info=infos.append)
     assert stored is None and infos == []
     assert warnings == [
         f"the run was not recorded in the history (history database {corrupt}: file is not a database); its "
@@ -242,13 +242,13 @@ def test_record_after_run_only_warns_when_the_store_fails(tmp_path: Path) -> Non
     warnings.clear()
     assert (
         api.record_after_run(
-            str(tmp_path / "h.sqlite"), directory, interrupted=True, warn=warnings.append, info=infos.append
+            str(tmp_path / "h.sqlite"), directory, unfinished=True, warn=warnings.append, info=infos.append
         )
         is None
     )
     assert "did not finish" in warnings[0] and not (tmp_path / "h.sqlite").exists()
     stored = api.record_after_run(
-        str(tmp_path / "h.sqlite"), directory, interrupted=False, warn=warnings.append, info=infos.append
+        str(tmp_path / "h.sqlite"), directory, unfinished=False, warn=warnings.append, info=infos.append
     )
     assert stored is not None and infos == [f"history: recorded run 1 in {tmp_path / 'h.sqlite'}"]
 

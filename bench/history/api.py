@@ -48,11 +48,11 @@ def import_dirs(db: str, paths: Sequence[Path]) -> list[Imported]:
 
 
 def record_after_run(
-    db: str, out: Path, *, interrupted: bool, warn: Callable[[str], None], info: Callable[[str], None]
+    db: str, out: Path, *, unfinished: bool, warn: Callable[[str], None], info: Callable[[str], None]
 ) -> Imported | None:
     """`gpubench run --record`: store the run that just finished. Never raises: the results
     are on disk whatever happens here, and the run's exit code is not this function's to change."""
-    if interrupted:
+    if unfinished:  # interrupted, or stopped at --time-limit
         warn(
             f"the run did not finish, so it is not recorded in the history; finish it with "
             f"`gpubench run --resume {out} --record`"
