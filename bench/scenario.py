@@ -19,6 +19,9 @@ OPTIMIZERS = {
     "sgd": "sgd",
 }
 ATTENTION = ("default", "eager", "sdpa")
+# torch.compile over the whole model (what the Trainer's torch_compile does) or over each repeated
+# transformer block ("regional compilation": one compiled graph reused by every layer).
+COMPILE_SCOPES = ("model", "layers")
 DATA_SOURCES = ("memory", "datasets")
 # Faults the worker can inject on purpose, to test the harness itself (never used by shipped matrices).
 FAULTS = ("none", "hang", "sigkill", "nan", "raise", "oom", "exit3")
@@ -41,6 +44,7 @@ class Scenario:
     dataloader_workers: int = 0
     pin_memory: bool = False
     compile: bool = False
+    compile_scope: str = "model"  # only with compile = true
     attn_implementation: str = "default"
     data_source: str = "memory"
     samples: int = 512
@@ -64,6 +68,7 @@ class Scenario:
             ("precision", PRECISIONS),
             ("optimizer", tuple(OPTIMIZERS)),
             ("attn_implementation", ATTENTION),
+            ("compile_scope", COMPILE_SCOPES),
             ("data_source", DATA_SOURCES),
             ("inject_fault", FAULTS),
         ):
@@ -83,6 +88,8 @@ class Scenario:
         for key in ("grad_checkpointing", "tf32", "pin_memory", "compile"):
             if not isinstance(getattr(self, key), bool):
                 raise bad(key, getattr(self, key), "must be true or false")
+        if self.compile_scope != "model" and not self.compile:
+            raise bad("compile_scope", self.compile_scope, "needs compile = true")
         if self.timeout_s is not None and (
             isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float) or self.timeout_s <= 0
         ):

@@ -111,6 +111,20 @@ def test_compile_does_not_turn_on_tf32_behind_the_scenario(tmp_path: Path) -> No
     assert row["first_step_s"] > row["step_time_median_ms"] / 1000  # compilation is in warm-up
 
 
+@pytest.mark.parametrize("engine", ["trainer", "accelerate"])
+def test_compile_per_layer_trains_with_both_engines(tmp_path: Path, engine: str) -> None:
+    matrix = tmp_path / "layers.toml"
+    matrix.write_text(
+        f'[base]\nmodel = "tiny"\nengine = "{engine}"\nprecision = "bf16"\nsamples = 64\nseq_len = 64\n'
+        'warmup_steps = 2\n[scenarios.layers]\ncompile = true\ncompile_scope = "layers"\n'
+    )
+    done = gpubench("run", "--matrix", str(matrix), "--device", "cuda", "--out", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = read_results(tmp_path / "r").iloc[0]
+    assert (row["status"], row["compile_scope"]) == ("ok", "layers")
+    assert row["first_step_s"] > row["step_time_median_ms"] / 1000  # compilation is in warm-up
+
+
 def test_a_gpu_that_is_not_there_is_bad_input(tmp_path: Path) -> None:
     done = gpubench("run", "--matrix", "quick", "--device", "cuda:99", "--out", str(tmp_path / "x"))
     assert done.returncode == 2

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from history_support import (
     BACKENDS,
@@ -122,6 +123,20 @@ def test_the_series_key_ignores_software_versions_but_not_settings_or_gpu(db: st
     keys = [k for (k,) in execute(db, "SELECT series_key FROM results ORDER BY run_id")]
     assert keys[0] == keys[1]
     assert len({keys[0], keys[2], keys[3]}) == 3
+
+
+def test_a_setting_added_later_keeps_the_keys_of_series_recorded_before_it(db: str, tmp_path: Path) -> None:
+    """compile_scope came after the first recorded runs: at its default it stays out of the key."""
+    dirs = [
+        write_run(tmp_path / "before", reps("compile", [100.0], compile=True), env(1)),
+        write_run(tmp_path / "default", reps("compile", [100.0], compile=True, compile_scope="model"), env(2)),
+        write_run(tmp_path / "layers", reps("compile", [100.0], compile=True, compile_scope="layers"), env(3)),
+    ]
+    old = pd.read_csv(dirs[0] / "results.csv")  # as written before the column existed
+    old.drop(columns="compile_scope").to_csv(dirs[0] / "results.csv", index=False)
+    api.import_dirs(db, dirs)
+    keys = [k for (k,) in execute(db, "SELECT series_key FROM results ORDER BY run_id")]
+    assert keys[0] == keys[1] != keys[2]
 
 
 def test_a_directory_without_env_json_is_refused_before_anything_is_stored(db: str, tmp_path: Path) -> None:

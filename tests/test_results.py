@@ -33,6 +33,7 @@ EXPECTED_COLUMNS = [
     "dataloader_workers",
     "pin_memory",
     "compile",
+    "compile_scope",
     "attn_implementation",
     "data_source",
     "samples",

@@ -28,6 +28,9 @@ from .schema import FIGURES, REPEAT_EXTRAS
 # settings that do not change what is measured stay out of the series key
 NOT_IN_KEY = ("description", "timeout_s", "device", "model", "model_resolved")
 KEY_SETTINGS = tuple(c for c in SETTING_COLUMNS if c not in NOT_IN_KEY)
+# Settings added after results were first recorded, with their defaults: one enters a series key
+# only when set to something else, so a series recorded before the setting existed keeps its key.
+LATE_SETTINGS: dict[str, Any] = {"compile_scope": "model"}
 PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes")  # each has its own column
 
 
@@ -106,6 +109,9 @@ def run_status(statuses: list[str]) -> str:
 def series_settings(scenario: str, row: dict[str, Any], gpu: str) -> dict[str, Any]:
     """What a series key is made of: the scenario, its settings, the GPU model and the model."""
     settings = {key: plain(row.get(key)) for key in KEY_SETTINGS}
+    for key, default in LATE_SETTINGS.items():
+        if settings.get(key) in (None, default):
+            settings.pop(key, None)
     model = plain(row.get("model_resolved")) or plain(row.get("model"))
     return {"scenario": scenario, "gpu_model": gpu, "model": model, **settings}
 

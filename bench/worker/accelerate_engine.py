@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from .compiling import compiled
 from .inputs import EngineInputs
 from .tracking import make_optimizer
 
@@ -36,7 +37,7 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         generator=torch.Generator().manual_seed(sc.seed),
     )
     if sc.compile:
-        model = torch.compile(model)
+        model = compiled(model, sc.compile_scope)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     model.train()
     clock.train_begin()

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from ..scenario import OPTIMIZERS
+from .compiling import compile_layers
 from .inputs import EngineInputs
 from .precision import set_tf32
 
@@ -48,7 +49,7 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         dataloader_num_workers=sc.dataloader_workers,
         dataloader_pin_memory=sc.pin_memory,
         dataloader_drop_last=True,
-        torch_compile=sc.compile,
+        torch_compile=sc.compile and sc.compile_scope == "model",
         # Explicit on CUDA: left at None, the Trainer turns TF32 on by itself for torch_compile,
         # which would mix two techniques in one row.
         tf32=sc.tf32 if device.type == "cuda" else None,
@@ -60,6 +61,8 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         save_strategy="no",
         disable_tqdm=True,
     )
+    if sc.compile and sc.compile_scope == "layers":
+        compile_layers(model)  # the Trainer's torch_compile would wrap the whole model
     trainer = MeasuredTrainer(model=model, args=args, train_dataset=dataset, callbacks=[ClockCallback()])
     if device.type == "cuda":
         # accelerate's AcceleratorState, built inside the Trainer, sets allow_tf32 = True whenever
