@@ -103,7 +103,10 @@ def test_unknown_key_in_base_and_at_top_level(tmp_path: Path) -> None:
         ({"tf32": "yes"}, "tf32 = 'yes' must be true or false"),
         ({"timeout_s": 0}, "timeout_s = 0 must be a positive number of seconds"),
         ({"inject_fault": "segv"}, "inject_fault = 'segv' is not one of none, hang, sigkill"),
-        ({"compile_scope": "layer", "compile": True}, "compile_scope = 'layer' is not one of model, layers; did you mean"),
+        (
+            {"compile_scope": "layer", "compile": True},
+            "compile_scope = 'layer' is not one of model, layers; did you mean 'layers'?",
+        ),
         ({"compile_scope": "layers"}, "compile_scope = 'layers' needs compile = true"),
     ],
 )
