@@ -9,9 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+from bench.errors import ExitCode
 from bench.results import FINAL_STATUSES, RESULTS_CSV, SCENARIOS_JSON, read_results
 
-TIME_LIMIT = 4  # gpubench run's exit code when --time-limit stopped it
+TIME_LIMIT = int(ExitCode.TIME_LIMIT)  # gpubench run's exit code when --time-limit stopped it
 
 
 def finished(out: Path) -> bool:

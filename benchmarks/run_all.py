@@ -27,6 +27,8 @@ from pathlib import Path
 
 from parts import TIME_LIMIT, expired, gpubench_run, limit_args
 
+from bench.errors import ExitCode
+
 HERE = Path(__file__).resolve().parent
 PARTS = {
     "full": ["--matrix", "full", "--repeats", "3"],
@@ -80,7 +82,7 @@ def main() -> int:
             codes[name] = TIME_LIMIT
             break
         codes[name] = run_part(name, a.out / name, a.extra, deadline)
-        if codes[name] in (130, TIME_LIMIT):
+        if codes[name] in (ExitCode.INTERRUPTED, TIME_LIMIT):
             break
     print(" ".join(f"{k}={v}" for k, v in codes.items()), file=sys.stderr)
     if TIME_LIMIT in codes.values():
