@@ -12,6 +12,7 @@ from . import cpus, envinfo, runner
 from . import matrix as matrix_mod
 from . import plan as plan_mod
 from .errors import BadInput
+from .measure import cpuspeed
 from .measure.nvml import open_nvml
 from .models import resolve_model
 from .plan import RunPlan, RunRequest
@@ -62,6 +63,7 @@ def run(
     env["launcher"] = plan.launcher
     env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
     env["inductor_cache"] = plan_mod.inductor_cache_dir(plan.inductor_cache)
+    env["cpu_speed"] = cpuspeed.probe(plan.cpu_affinity)  # before any worker: how steady the CPUs are (about a second)
     plan_mod.save_plan(plan, env)
     deadline = None if request.time_limit_s is None else started + request.time_limit_s
     outcome = runner.execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from .compare import load_run
 from .errors import BadInput, did_you_mean
+from .measure import cpuspeed
 from .results import summarize
 
 DEFAULT_BASELINE = "baseline"
@@ -144,6 +145,9 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
             + ": the FLOP count or the peak it divides by (peak_source in results.csv) "
             "does not fit what the scenario ran; treat that MFU with care"
         )
+    unsteady = cpuspeed.warning(env.get("cpu_speed") if env else None)
+    if unsteady:
+        notes.append(unsteady)
     if env and env.get("gpu_processes_at_start"):
         notes.append(
             "other processes were on the GPU when the run started: figures may be "

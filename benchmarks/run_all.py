@@ -5,6 +5,11 @@ Parts (each a result directory under --out):
   throughput  gpubench run --matrix throughput --repeats 3  how far batch 4 is from the chip's best
   faults      gpubench run --matrix faults                  a real OOM and a real timeout mid-run
   fidelity    benchmarks/fidelity.py                        engine vs hand-written loop; sampler cost
+  cumulative-bert-base
+              gpubench run --matrix cumulative-bert-base --repeats 3: the RTX 3080 re-run's table
+              (bert-base, each technique added to the previous ones)
+  cv-long     gpubench run --matrix full --only fp16,bf16,tf32 --repeats 3 --samples 2048: the
+              launch-bound rows with windows 4x as long, to see whether their CV falls with length
   aa          two identical runs of full --only baseline,fp16,bf16,tf32 --repeats 3 (aa/a, aa/b),
               then `gpubench compare aa/a aa/b` into aa/compare.md: the A/A test, the noise floor
 
@@ -34,6 +39,8 @@ PARTS = {
     "full": ["--matrix", "full", "--repeats", "3"],
     "throughput": ["--matrix", "throughput", "--repeats", "3"],
     "faults": ["--matrix", "faults"],
+    "cumulative-bert-base": ["--matrix", "cumulative-bert-base", "--repeats", "3"],
+    "cv-long": ["--matrix", "full", "--only", "fp16,bf16,tf32", "--repeats", "3", "--samples", "2048"],
     "aa": ["--matrix", "full", "--only", "baseline,fp16,bf16,tf32", "--repeats", "3"],
 }
 COMPARE_TIMEOUT_S = 300
@@ -68,7 +75,7 @@ def run_part(name: str, out: Path, extra: list[str], deadline: float | None, arg
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--parts", default="full,throughput,faults,fidelity,aa")
+    p.add_argument("--parts", default="full,throughput,faults,fidelity,aa,cumulative-bert-base,cv-long")
     p.add_argument("--time-limit", type=float, default=None, help="seconds for all parts (see above)")
     p.add_argument("extra", nargs="*", help="passed to gpubench run (e.g. -- --model bert-base)")
     a = p.parse_args()

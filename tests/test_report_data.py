@@ -95,6 +95,17 @@ def test_notes_for_single_repeats_and_busy_gpu(tmp_path: Path) -> None:
     report = report_data.load(write_set(tmp_path / "busy", rows, busy))
     assert any("other processes were on the GPU" in n for n in report.notes)
     assert any(n.startswith("MFU above 100% for baseline") for n in report.notes)
+    assert not any("CPU speed" in n for n in report.notes)  # no probe in that env.json: no claim
+
+
+def test_note_for_a_machine_whose_cpu_speed_swings(tmp_path: Path) -> None:
+    rows = [{"scenario": "baseline", "repeat": 0, "status": "ok", "samples_per_s": 1.0, "peak_mem_mb": 1.0}]
+    probe = {"passes": 64, "p10_ms": 11.5, "p90_ms": 20.1, "p90_over_p10": 20.1 / 11.5}
+    unsteady = report_data.load(write_set(tmp_path / "a", rows, {**H200_ENV, "cpu_speed": probe}))
+    assert any("11.5 ms (p10) to 20.1 ms (p90), 1.75x, over 64 passes" in n for n in unsteady.notes)
+    steady = {**probe, "p90_ms": 12.0, "p90_over_p10": 12.0 / 11.5}
+    calm = report_data.load(write_set(tmp_path / "b", rows, {**H200_ENV, "cpu_speed": steady}))
+    assert not any("CPU speed" in n for n in calm.notes)
 
 
 def test_baseline_choice(tmp_path: Path) -> None:

@@ -75,6 +75,9 @@ def test_quick_run_env_json(quick: tuple[subprocess.CompletedProcess[str], Path]
     assert env["gpu_processes_at_start"] == []
     assert env["inductor_cache"] == str((out / "work" / "inductor-cache").resolve())
     assert env["cpu_affinity"] is None  # not pinned: each row says which CPUs its worker had
+    speed = env["cpu_speed"]  # the CPU-steadiness probe ran before the workers
+    assert speed["passes"] >= 4 and 0 < speed["fastest_ms"] <= speed["median_ms"] <= speed["slowest_ms"]
+    assert speed["p90_over_p10"] >= 1.0
     frame = results(out)
     assert set(frame.loc[frame["status"] == "ok", "cpu_affinity"]) == {cpus.current()}
 

@@ -1,0 +1,75 @@
+"""How steady this machine's CPUs are: one fixed pure-Python loop, timed on each CPU in turn.
+
+Small-batch GPU steps wait on the CPU thread that launches their kernels, so their samples/s
+follows the CPU's speed. On a shared virtual machine a vCPU can run at very different speeds from
+one moment to the next (on an H200 KVM guest the loop below took 0.11-0.22 s per CPU, with no
+steal time reported: results/README.md). The probe runs before any worker, takes about a second,
+and lands in env.json as `cpu_speed`; the report warns when the slow tenth of the passes took
+much longer than the fast tenth.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any
+
+LOOP = 200_000  # multiply-adds per pass: ~6-20 ms of one core
+UNSTEADY = 1.5  # the slow tenth of passes (p90) this much slower than the fast tenth (p10): noisy
+MAX_CPUS = 16
+
+
+def _loop() -> float:
+    t = time.perf_counter()
+    total = 0
+    for i in range(LOOP):
+        total += i * i
+    return time.perf_counter() - t
+
+
+def probe(only: tuple[int, ...] | None = None, rounds: int = 2) -> dict[str, Any]:
+    """Time the loop `rounds` times on each CPU the workers may use (`only`, else all this process
+    may use; at most MAX_CPUS of them, spread over the list)."""
+    getter = getattr(os, "sched_getaffinity", None)
+    allowed = sorted(getter(0)) if getter is not None else []
+    pool = sorted(only) if only and allowed else allowed
+    cpus = pool[:: max(1, len(pool) // MAX_CPUS)][:MAX_CPUS]
+    passes: list[float] = []
+    try:
+        for _ in range(rounds):
+            for cpu in cpus or [None]:  # None: not Linux, wherever the OS puts us
+                if cpu is not None:
+                    os.sched_setaffinity(0, {cpu})
+                _loop()  # untimed: the first pass after a move runs on cold caches
+                passes += [_loop(), _loop()]
+    finally:
+        if cpus:
+            os.sched_setaffinity(0, allowed)
+    deciles = statistics.quantiles(passes, n=10, method="inclusive")
+    return {
+        "loop": f"{LOOP} Python multiply-adds",
+        "cpus": len(cpus) or None,
+        "passes": len(passes),
+        "median_ms": statistics.median(passes) * 1000,
+        "fastest_ms": min(passes) * 1000,
+        "slowest_ms": max(passes) * 1000,
+        "p10_ms": deciles[0] * 1000,
+        "p90_ms": deciles[-1] * 1000,
+        "p90_over_p10": deciles[-1] / deciles[0],
+    }
+
+
+def warning(cpu_speed: dict[str, Any] | None) -> str | None:
+    """A report note when the probe saw the CPUs' speed swing; None when steady or not measured."""
+    if not cpu_speed or not isinstance(cpu_speed.get("p90_over_p10"), int | float):
+        return None
+    ratio = float(cpu_speed["p90_over_p10"])
+    if ratio < UNSTEADY:
+        return None
+    return (
+        f"this machine's CPU speed was unsteady when the run started: one fixed Python loop took "
+        f"{cpu_speed['p10_ms']:.1f} ms (p10) to {cpu_speed['p90_ms']:.1f} ms (p90), {ratio:.2f}x, over "
+        f"{cpu_speed['passes']} passes; small-batch (launch-bound) scenarios follow the CPU's speed "
+        "and will be noisy (env.json, cpu_speed)"
+    )
