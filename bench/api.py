@@ -102,4 +102,6 @@ def environment(device: str = "auto") -> dict[str, Any]:
         probe = plan_mod.probe_torch(Path(scratch))
     resolved, uuid = plan_mod.resolve_device(device, probe)
     gpu, procs = _gpu(uuid, probe)
-    return envinfo.collect(device=resolved, probe=probe, gpu=gpu, gpu_processes=procs, command=[], matrix="")
+    env = envinfo.collect(device=resolved, probe=probe, gpu=gpu, gpu_processes=procs, command=[], matrix="")
+    env["cpu_speed"] = cpuspeed.probe()
+    return env

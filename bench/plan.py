@@ -326,6 +326,7 @@ def save_plan(plan: RunPlan, env: dict[str, Any]) -> None:
                 "gpu_uuid": gpu.get("uuid"),
                 "driver": gpu.get("driver"),
                 "packages": env.get("packages"),
+                "cpu_speed": env.get("cpu_speed"),
             }
         )
         atomic_write_json(env_path, first)

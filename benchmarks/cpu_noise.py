@@ -18,7 +18,7 @@ pure-Python loop, which shows whether some CPUs are slower than others.
     python benchmarks/cpu_noise.py --out noise --processes 12
     python benchmarks/cpu_noise.py --out noise --device cpu --model tiny  # tests the script only
 
-Writes OUT/windows.csv, OUT/cpus.csv and OUT/summary.csv, and prints the summary.
+Writes OUT/env.json, OUT/windows.csv, OUT/cpus.csv and OUT/summary.csv, and prints the summary.
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ def steal_ticks() -> int | None:
 
 
 def thread_cpus() -> list[int]:
-    """The CPU each thread of this process last ran on (/proc/self/task/*/stat, field 39)."""
+    """The CPU each thread of this process last ran on (/proc/self/task/*/stat, field 39), the main
+    thread first. A thread that has slept since a move still shows where it ran before."""
     cpus = []
-    for tid in sorted(os.listdir("/proc/self/task")):
+    for tid in sorted(os.listdir("/proc/self/task"), key=int):
         try:
             stat = Path(f"/proc/self/task/{tid}/stat").read_text()
         except OSError:
@@ -199,6 +200,12 @@ def main() -> int:
     if a.out is None:
         p.error("--out is required")
     a.out.mkdir(parents=True, exist_ok=True)
+    from bench.api import environment
+    from bench.fsio import atomic_write_json
+
+    env = environment(a.device)  # GPU, driver, packages, commit, and the CPU-steadiness probe
+    env["command"] = " ".join(["benchmarks/cpu_noise.py", *sys.argv[1:]])
+    atomic_write_json(a.out / "env.json", env)
     cpus = sorted(os.sched_getaffinity(0))
     speed = python_speed(cpus, a.python_rounds)
     write_csv(a.out / "cpus.csv", speed)

@@ -7,7 +7,9 @@
     python benchmarks/fidelity.py --out results/h200-fidelity --repeats 3
 
 Repeat R runs the engine on every scenario (OUT/engine-rR), the engine again with the sampler off
-(OUT/engine-no-sampler-rR), then the reference loop on each scenario (OUT/reference-SCENARIO-rR.json).
+(OUT/engine-no-sampler-rR), then the reference loop on each scenario (OUT/reference-SCENARIO-rR.json)
+and, for the --blocking-copy scenarios, the loop once more with accelerate's blocking batch copy
+(OUT/reference-blocking-SCENARIO-rR.json): the engine's data path, without the rest of the engine.
 Both sides thus alternate in time, so a machine that drifts over the job moves both alike.
 Every finished piece is kept: running the script again goes on where it stopped. With
 --time-limit it starts nothing once the time is up and exits 4 (run it again to go on).
@@ -38,10 +40,12 @@ HERE = Path(__file__).resolve().parent
 TIMEOUT_S = 900
 
 
-def reference(settings: dict, device: str, out: Path) -> dict:
-    """The reference loop for the settings of one engine row; its JSON result (kept if present)."""
+def reference(settings: dict, device: str, out: Path, blocking: bool = False) -> dict:
+    """The reference loop for the settings of one engine row; its JSON result (kept if present).
+    `blocking`: copy each batch as accelerate's DataLoader does (reference_loop.py --blocking-copy)."""
     if not out.is_file():
         cmd = [sys.executable, str(HERE / "reference_loop.py"), "--device", device, "--out", str(out)]
+        cmd += ["--blocking-copy"] if blocking else []
         for key in ("batch_size", "precision", "optimizer", "attn_implementation", "samples", "seq_len"):
             cmd += [f"--{key.replace('_', '-')}", str(settings[key])]
         cmd += ["--model", str(settings["model_resolved"]), "--warmup-steps", str(settings["warmup_steps"])]
@@ -63,12 +67,15 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
         off = read_results(out / f"engine-no-sampler-r{r}").set_index("scenario") if sampler_off else None
         for row in engine[engine["status"] == "ok"].to_dict("records"):
             ref = json.loads((out / f"reference-{row['scenario']}-r{r}.json").read_text())
+            blocking_json = out / f"reference-blocking-{row['scenario']}-r{r}.json"
+            blocking = json.loads(blocking_json.read_text())["samples_per_s"] if blocking_json.is_file() else None
             pairs.append(
                 {
                     "scenario": row["scenario"],
                     "engine": row["samples_per_s"],
                     "reference": ref["samples_per_s"],
                     "no_sampler": off["samples_per_s"].get(row["scenario"]) if off is not None else None,
+                    "blocking": blocking,
                     "engine_mb": row["torch_max_allocated_mb"],
                     "reference_mb": ref["torch_max_allocated_mb"],
                 }
@@ -92,6 +99,10 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
             "reference_max_allocated_mb": g["reference_mb"].median(),
             "within_3pct": abs(engine / ref - 1) <= 0.03,
         }
+        blocking = pd.to_numeric(g["blocking"], errors="coerce").dropna()
+        if len(blocking):  # the loop with accelerate's blocking batch copy: what the engine should match
+            row["reference_blocking_samples_per_s"] = blocking.median()
+            row["engine_over_blocking"] = engine / blocking.median()
         no_sampler = pd.to_numeric(g["no_sampler"], errors="coerce").dropna()
         if len(no_sampler):
             row["no_sampler_samples_per_s"] = no_sampler.median()
@@ -108,6 +119,11 @@ def main() -> int:
         "--sampler-off",
         default="fp32-b4,bf16-b4",  # compute-bound and launch-bound: the sampler's NVML calls could contend there
         help="scenarios to rerun with NVML sampling off ('' for none)",
+    )
+    p.add_argument(
+        "--blocking-copy",
+        default="fp32-b4,bf16-b32",  # GPU-bound: there the CPU's wait for each batch copy shows
+        help="scenarios whose reference loop also runs with accelerate's blocking batch copy ('' for none)",
     )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -133,6 +149,11 @@ def main() -> int:
             if not ref_out.is_file() and expired(deadline):
                 return TIME_LIMIT
             reference(row, a.device, ref_out)
+            if row["scenario"] in a.blocking_copy.split(","):
+                blocking_out = a.out / f"reference-blocking-{row['scenario']}-r{r}.json"
+                if not blocking_out.is_file() and expired(deadline):
+                    return TIME_LIMIT
+                reference(row, a.device, blocking_out, blocking=True)
     result = table(a.out, a.repeats, bool(a.sampler_off))
     atomic_write_text(a.out / "fidelity.csv", result.to_csv(index=False))
     print(result.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

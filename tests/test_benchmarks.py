@@ -4,6 +4,8 @@ bookkeeping is what is tested (the GPU figures are in results/h200-bert-large/fi
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +31,7 @@ def mtimes(out: Path) -> dict[str, float]:
 
 def test_fidelity_repeats_resumes_and_stops_at_its_time_limit(tmp_path: Path) -> None:
     out = tmp_path / "fid"
-    stopped = fidelity(out, "--repeats", "2", "--sampler-off", "fp32-b4", "--time-limit", "0.001")
+    stopped = fidelity(out, "--repeats", "2", "--sampler-off", "fp32-b4", "--time-limit", "0.001")  # blocking too
     assert stopped.returncode == 4, stopped.stderr[-3000:]
     assert not list(out.rglob("work")) and not list(out.glob("reference-*"))  # no worker, no reference loop ran
 
@@ -39,11 +41,15 @@ def test_fidelity_repeats_resumes_and_stops_at_its_time_limit(tmp_path: Path) ->
         assert (out / f"engine-r{r}" / "results.csv").is_file()
         assert (out / f"engine-no-sampler-r{r}" / "results.csv").is_file()
         assert (out / f"reference-fp32-b4-r{r}.json").is_file()
+        assert json.loads((out / f"reference-blocking-fp32-b4-r{r}.json").read_text())["blocking_copy"] is True
     table = pd.read_csv(out / "fidelity.csv")
     assert list(table["scenario"]) == ["fp32-b4"] and int(table["repeats"][0]) == 2
     row = table.iloc[0]
     assert row["engine_over_reference"] == pytest.approx(row["engine_samples_per_s"] / row["reference_samples_per_s"])
     assert row["ratio_min"] <= row["ratio_max"] and row["sampler_cost_pct"] == row["sampler_cost_pct"]  # not NaN
+    assert row["engine_over_blocking"] == pytest.approx(
+        row["engine_samples_per_s"] / row["reference_blocking_samples_per_s"]
+    )
 
     # a lost reference result and table: only that reference runs again, the engine runs are kept
     before = mtimes(out)
@@ -55,3 +61,22 @@ def test_fidelity_repeats_resumes_and_stops_at_its_time_limit(tmp_path: Path) ->
     rerun = {name for name in after if after[name] != before.get(name)}
     assert rerun == {"reference-fp32-b4-r1.json", "fidelity.csv"}, rerun
     assert "bench run" not in again.stderr  # every engine run was finished: skipped
+
+
+def test_cpu_noise_times_windows_per_placement_on_the_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "noise"
+    cmd = [sys.executable, str(REPO / "benchmarks" / "cpu_noise.py"), "--out", str(out), "--device", "cpu"]
+    cmd += ["--model", "tiny", "--seq-len", "16", "--processes", "2", "--windows", "3", "--steps", "2"]
+    cmd += ["--warmup-steps", "1", "--python-rounds", "1"]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    windows = pd.read_csv(out / "windows.csv")
+    assert list(windows["placement"]) == ["free", "one-cpu", "two-cpus"] * 2 and (windows["samples_per_s"] > 0).all()
+    one = windows[windows["placement"] == "one-cpu"]
+    main_thread_cpus = [int(str(c).split()[0]) for c in one["thread_cpus"]]
+    assert main_thread_cpus == list(one["cpu"])  # the training thread ran where it was pinned
+    summary = pd.read_csv(out / "summary.csv").set_index("placement")
+    assert list(summary["processes"]) == [2, 2, 2]
+    assert len(pd.read_csv(out / "cpus.csv")) == len(os.sched_getaffinity(0))
+    env = json.loads((out / "env.json").read_text())
+    assert env["device"] == "cpu" and env["command"].startswith("benchmarks/cpu_noise.py") and env["cpu_speed"]

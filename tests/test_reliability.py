@@ -5,6 +5,7 @@ Each test asserts statuses, exit codes, the messages' key parts, and that no fin
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -289,3 +290,6 @@ def test_a_spent_time_limit_runs_nothing_exits_4_and_resume_finishes(tmp_path: P
     done = gpubench("run", "--resume", out, "--time-limit", "600")
     assert done.returncode == 0, done.stderr[-3000:]
     assert list(zip(*(results(out)[c] for c in ("repeat", "status")), strict=True)) == [(0, "ok"), (1, "ok")]
+    env = json.loads((out / "env.json").read_text())
+    (resumed,) = env["resumes"]  # the first env.json stays; the resume says how its machine was
+    assert resumed["command"].endswith("--time-limit 600") and resumed["cpu_speed"]["passes"] >= 4

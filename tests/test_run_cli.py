@@ -97,12 +97,15 @@ def test_env_reports_the_cpu_machine() -> None:
     assert result.exit_code == 0, result.output
     info = json.loads(result.output)
     assert info["device"] == "cpu" and info["gpu"] is None
-    assert info["packages"]["torch"] and info["torch_build"] == info["packages"]["torch"].split("+")[0] or True
+    assert info["torch_build"].split("+")[0] == info["packages"]["torch"].split("+")[0]  # the one the worker imports
+    assert info["cpu_speed"]["passes"] >= 4 and info["cpu_speed"]["p90_over_p10"] >= 1.0
     assert {"created_at", "host", "python", "cpu", "cpu_count", "cuda_runtime", "git"} <= set(info)
     text = runner.invoke(local_app(), ["env", "--device", "cpu"])
     assert text.exit_code == 0
     assert text.output.splitlines()[0].split() == ["device", "cpu"]
     assert any(line.split()[:2] == ["gpu", "none"] for line in text.output.splitlines())
+    speed = next(line for line in text.output.splitlines() if line.startswith("cpu speed"))
+    assert "per fixed Python loop" in speed and speed.endswith(("steady", "will be noisy"))
 
 
 # -- bad input: exit 2, one line, nothing run -----------------------------------------------------

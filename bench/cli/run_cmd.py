@@ -6,13 +6,14 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from .. import api
 from ..launcher import DEFAULT_LAUNCHER
+from ..measure import cpuspeed
 from ..plan import DEFAULT_TIMEOUT_S, RunRequest
 from ..progress import RichReporter
 from ..report import summary_table
@@ -167,6 +168,12 @@ def list_cmd(
         typer.echo(f"{sc.name:<18} {what:<60} {sc.description}")
 
 
+def cpu_speed_line(speed: dict[str, Any]) -> str:
+    spread = f"p10-p90, {speed['p90_over_p10']:.2f}x"
+    line = f"{speed['p10_ms']:.1f}-{speed['p90_ms']:.1f} ms ({spread}) per fixed Python loop"
+    return line + (", unsteady: small-batch figures will be noisy" if cpuspeed.warning(speed) else ", steady")
+
+
 def env(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -193,6 +200,7 @@ def env(
         *[(name, version or "not installed") for name, version in info["packages"].items()],
         ("python", info["python"]),
         ("cpu", f"{info['cpu']} x{info['cpu_count']}"),
+        ("cpu speed", cpu_speed_line(info["cpu_speed"])),
     ]
     for key, value in lines:
         typer.echo(f"{key:<14} {value}")
