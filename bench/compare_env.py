@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import IncomparableRuns
+from .measure import cpuspeed
 from .results import ENV_JSON, RESULTS_CSV
 
 # shown when they differ, never failing; packages.* are added from both files
@@ -50,6 +51,14 @@ def check_envs(
             )
         notes.append(f"different devices ({base_gpu} vs {new_gpu}); compared anyway")
         differences = (EnvDifference("gpu.name", base_gpu, new_gpu), *differences)
+    for label, env in zip(labels, (base, new), strict=True):
+        speed = env.get("cpu_speed") if env is not None else None
+        if isinstance(speed, dict) and cpuspeed.warning(speed):
+            ratio = float(speed["p90_over_p10"])
+            notes.append(
+                f"{label}: the CPU's speed was unsteady ({ratio:.2f}x, env.json cpu_speed); "
+                "changes in small-batch (launch-bound) rows may be that machine's noise"
+            )
     return EnvCheck(base_gpu or "unknown", new_gpu or "unknown", differences, tuple(notes))
 
 

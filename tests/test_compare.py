@@ -295,6 +295,20 @@ def test_software_differences_are_shown_never_failing(tmp_path: Path) -> None:
     )
 
 
+def test_an_unsteady_cpu_is_noted_never_failing(tmp_path: Path) -> None:
+    rows = reps("baseline", TIGHT)
+    shaky = {"passes": 64, "p10_ms": 10.6, "p90_ms": 18.9, "p90_over_p10": 18.9 / 10.6}
+    steady = {**shaky, "p90_ms": 11.0, "p90_over_p10": 11.0 / 10.6}
+    result = run_compare(
+        tmp_path, rows, rows, base_env={**env(), "cpu_speed": steady}, new_env={**env(), "cpu_speed": shaky}
+    )
+    assert result.exit_code == 0
+    assert result.notes == (
+        "new: the CPU's speed was unsteady (1.78x, env.json cpu_speed); "
+        "changes in small-batch (launch-bound) rows may be that machine's noise",
+    )
+
+
 def test_missing_env_json_is_noted_not_fatal(tmp_path: Path) -> None:
     rows = reps("baseline", TIGHT)
     write_run(tmp_path / "base", rows, None)
