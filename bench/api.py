@@ -12,7 +12,6 @@ from . import cpus, envinfo, runner
 from . import matrix as matrix_mod
 from . import plan as plan_mod
 from .errors import BadInput
-from .measure import cpuspeed
 from .measure.nvml import open_nvml
 from .models import resolve_model
 from .plan import RunPlan, RunRequest
@@ -58,12 +57,17 @@ def run(
             raise BadInput(f"--exclusive: the GPU is in use by other processes: {listing}")
         warn(f"the GPU is in use by other processes ({listing}); figures will be disturbed")
     env = envinfo.collect(
-        device=plan.device, probe=probe, gpu=gpu, gpu_processes=procs, command=request.command, matrix=plan.matrix
+        device=plan.device,
+        probe=probe,
+        gpu=gpu,
+        gpu_processes=procs,
+        command=request.command,
+        matrix=plan.matrix,
+        cpu_affinity=plan.cpu_affinity,
     )
     env["launcher"] = plan.launcher
     env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
     env["inductor_cache"] = plan_mod.inductor_cache_dir(plan.inductor_cache)
-    env["cpu_speed"] = cpuspeed.probe(plan.cpu_affinity)  # before any worker: how steady the CPUs are (about a second)
     plan_mod.save_plan(plan, env)
     deadline = None if request.time_limit_s is None else started + request.time_limit_s
     outcome = runner.execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
@@ -102,6 +106,4 @@ def environment(device: str = "auto") -> dict[str, Any]:
         probe = plan_mod.probe_torch(Path(scratch))
     resolved, uuid = plan_mod.resolve_device(device, probe)
     gpu, procs = _gpu(uuid, probe)
-    env = envinfo.collect(device=resolved, probe=probe, gpu=gpu, gpu_processes=procs, command=[], matrix="")
-    env["cpu_speed"] = cpuspeed.probe()
-    return env
+    return envinfo.collect(device=resolved, probe=probe, gpu=gpu, gpu_processes=procs, command=[], matrix="")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .measure import cpuspeed
 
 PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes", "datasets", "nvidia-ml-py", "numpy", "pandas")
 
@@ -63,7 +64,9 @@ def collect(
     gpu_processes: list[dict[str, Any]],
     command: list[str],
     matrix: str,
+    cpu_affinity: tuple[int, ...] | None = None,
 ) -> dict[str, Any]:
+    """The environment; `cpu_speed` times the CPUs the workers may use (`cpu_affinity`, else all)."""
     import os
 
     return {
@@ -83,4 +86,5 @@ def collect(
         "git": git_info(Path(__file__).resolve().parent.parent),
         "matrix": matrix,
         "gpu_processes_at_start": gpu_processes,
+        "cpu_speed": cpuspeed.probe(cpu_affinity),  # before any worker: how steady the CPUs are (~1 s)
     }

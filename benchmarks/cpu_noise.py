@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.measure.cpuspeed import loop_seconds
+
 HERE = Path(__file__).resolve().parent
 TIMEOUT_S = 600
 PLACEMENTS = ("free", "one-cpu", "two-cpus")
@@ -75,11 +77,7 @@ def python_speed(cpus: list[int], rounds: int) -> list[dict[str, Any]]:
     for r in range(rounds):
         for cpu in cpus:
             os.sched_setaffinity(0, {cpu})
-            t = time.perf_counter()
-            total = 0
-            for i in range(2_000_000):
-                total += i * i
-            rows.append({"round": r, "cpu": cpu, "loop_s": time.perf_counter() - t})
+            rows.append({"round": r, "cpu": cpu, "loop_s": loop_seconds(2_000_000)})
     os.sched_setaffinity(0, allowed)
     return rows
 

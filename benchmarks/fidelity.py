@@ -145,15 +145,13 @@ def main() -> int:
                 return code
         engine = read_results(a.out / f"engine-r{r}")
         for row in engine[engine["status"] == "ok"].to_dict("records"):
-            ref_out = a.out / f"reference-{row['scenario']}-r{r}.json"
-            if not ref_out.is_file() and expired(deadline):
-                return TIME_LIMIT
-            reference(row, a.device, ref_out)
-            if row["scenario"] in a.blocking_copy.split(","):
-                blocking_out = a.out / f"reference-blocking-{row['scenario']}-r{r}.json"
-                if not blocking_out.is_file() and expired(deadline):
+            loops = [("reference", False)]
+            loops += [("reference-blocking", True)] if row["scenario"] in a.blocking_copy.split(",") else []
+            for prefix, blocking in loops:
+                ref_out = a.out / f"{prefix}-{row['scenario']}-r{r}.json"
+                if not ref_out.is_file() and expired(deadline):
                     return TIME_LIMIT
-                reference(row, a.device, blocking_out, blocking=True)
+                reference(row, a.device, ref_out, blocking)
     result = table(a.out, a.repeats, bool(a.sampler_off))
     atomic_write_text(a.out / "fidelity.csv", result.to_csv(index=False))
     print(result.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

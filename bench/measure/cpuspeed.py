@@ -20,10 +20,11 @@ UNSTEADY = 1.5  # the slow tenth of passes (p90) this much slower than the fast 
 MAX_CPUS = 16
 
 
-def _loop() -> float:
+def loop_seconds(n: int = LOOP) -> float:
+    """Seconds for n pure-Python multiply-adds on whichever CPU runs this thread."""
     t = time.perf_counter()
     total = 0
-    for i in range(LOOP):
+    for i in range(n):
         total += i * i
     return time.perf_counter() - t
 
@@ -41,8 +42,8 @@ def probe(only: tuple[int, ...] | None = None, rounds: int = 2) -> dict[str, Any
             for cpu in cpus or [None]:  # None: not Linux, wherever the OS puts us
                 if cpu is not None:
                     os.sched_setaffinity(0, {cpu})
-                _loop()  # untimed: the first pass after a move runs on cold caches
-                passes += [_loop(), _loop()]
+                loop_seconds()  # untimed: the first pass after a move runs on cold caches
+                passes += [loop_seconds(), loop_seconds()]
     finally:
         if cpus:
             os.sched_setaffinity(0, allowed)
