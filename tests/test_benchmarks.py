@@ -80,3 +80,42 @@ def test_cpu_noise_times_windows_per_placement_on_the_cpu(tmp_path: Path) -> Non
     assert len(pd.read_csv(out / "cpus.csv")) == len(os.sched_getaffinity(0))
     env = json.loads((out / "env.json").read_text())
     assert env["device"] == "cpu" and env["command"].startswith("benchmarks/cpu_noise.py") and env["cpu_speed"]
+
+
+def load_fidelity_module():  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import fidelity as module
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    return module
+
+
+@pytest.mark.parametrize(("with_blocking", "within"), [(True, True), (False, False)])
+def test_fidelity_judges_the_engine_against_the_loop_with_its_own_data_path(
+    tmp_path: Path, with_blocking: bool, within: bool
+) -> None:
+    """Engine 97 samples/s, blocking loop 98, non-blocking loop 110: within 3% of the yardstick (the
+    loop with the engine's blocking copy) and 12% off the non-blocking loop, which is the verdict
+    only where the blocking loop did not run."""
+    for r, scale in enumerate((1.0, 1.02)):
+        run = tmp_path / f"engine-r{r}"
+        run.mkdir()
+        row = {"scenario": "tf32-b4", "repeat": 0, "status": "ok", "samples_per_s": 97 * scale}
+        row |= {"torch_max_allocated_mb": 100.0, "peak_mem_mb": 100.0}
+        pd.DataFrame([row]).to_csv(run / "results.csv", index=False)
+        ref = {"samples_per_s": 110 * scale, "torch_max_allocated_mb": 100.0}
+        (tmp_path / f"reference-tf32-b4-r{r}.json").write_text(json.dumps(ref))
+        if with_blocking:
+            ref = {"samples_per_s": 98 * scale, "torch_max_allocated_mb": 100.0}
+            (tmp_path / f"reference-blocking-tf32-b4-r{r}.json").write_text(json.dumps(ref))
+    table = load_fidelity_module().table(tmp_path, repeats=2, sampler_off=False)
+    row = table.iloc[0]
+    assert row["engine_over_reference"] == pytest.approx(97 / 110)
+    assert bool(row["within_3pct"]) is within
+    if with_blocking:
+        assert row["engine_over_blocking"] == pytest.approx(97 / 98)
+        assert row["blocking_ratio_min"] == pytest.approx(97 / 98) == row["blocking_ratio_max"]
+        assert row["blocking_cv_pct"] > 1  # 98 and 99.96
+    else:
+        assert "engine_over_blocking" not in table.columns
