@@ -25,8 +25,10 @@ SETTING_COLUMNS = [k for k in SETTING_KEYS if k not in ("name", "inject_fault")]
 SPEED_COLUMNS = [
     "samples_per_s",  # steady state: samples in the window / window wall time
     "tokens_per_s",
-    "step_time_median_ms",  # per optimizer step, from CUDA events inside the window
+    "step_time_p10_ms",  # per optimizer step, from CUDA events inside the window
+    "step_time_median_ms",
     "step_time_p90_ms",
+    "fast_samples_per_s",  # samples per optimizer step / step_time_p10: the window's fast steps
     "window_s",
     "window_steps",
     "window_samples",

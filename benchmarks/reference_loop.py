@@ -2,7 +2,9 @@
 
 Same model (a BERT preset, random weights, built on the device), same random data, same optimizer
 and precision; no Accelerate, no Trainer, no hooks. Timed with a device synchronisation at the
-window's two ends only. Writes one JSON object to --out.
+window's two ends only; each step's end is marked with a CUDA event, as the engine's clock does,
+for the step-time quantiles (`fast_samples_per_s`: batch / 10th-percentile step time). Writes one
+JSON object to --out.
 
 Each batch goes to the GPU with `non_blocking=True`, so the CPU may run ahead of the GPU.
 `--blocking-copy` copies as accelerate's DataLoader and the Trainer do by default: a blocking copy,
@@ -22,6 +24,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, BertConfig
 
 from bench.models import PRESETS
+from bench.worker.clock import quantiles
 
 
 def main() -> None:
@@ -61,11 +64,21 @@ def main() -> None:
 
     steps = a.samples // a.batch_size
     t_start = None
+    marks: list = []  # at the window's start and each timed step's end: CUDA events, as the engine's clock
+
+    def mark() -> None:
+        if cuda:
+            marks.append(torch.cuda.Event(enable_timing=True))
+            marks[-1].record()
+        else:
+            marks.append(time.perf_counter())
+
     for step in range(steps):
         if step == a.warmup_steps:
             if cuda:
                 torch.cuda.synchronize()
             t_start = time.perf_counter()
+            mark()
         rows = slice(step * a.batch_size, (step + 1) * a.batch_size)
         batch_ids = ids[rows].to(device, non_blocking=not a.blocking_copy)
         batch_labels = labels[rows].to(device, non_blocking=not a.blocking_copy)
@@ -79,13 +92,21 @@ def main() -> None:
             loss.backward()
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if t_start is not None:
+            mark()
     if cuda:
         torch.cuda.synchronize()
     assert t_start is not None, "--warmup-steps leaves no timed steps"
     window_s = time.perf_counter() - t_start
     window_samples = (steps - a.warmup_steps) * a.batch_size
+    pairs = zip(marks, marks[1:], strict=False)
+    step_s = sorted(x.elapsed_time(y) / 1000 if cuda else y - x for x, y in pairs)
+    p10, median, _ = quantiles(step_s)
     result = {
         "samples_per_s": window_samples / window_s,
+        "fast_samples_per_s": a.batch_size / p10 if p10 else None,
+        "step_time_p10_ms": p10 * 1000 if p10 else None,
+        "step_time_median_ms": median * 1000 if median else None,
         "window_s": window_s,
         "window_samples": window_samples,
         "final_loss": float(loss.detach()),

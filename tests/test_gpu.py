@@ -71,6 +71,9 @@ def test_every_quick_scenario_runs_on_the_gpu(quick_run: Path) -> None:
     assert set(frame["status"]) == {"ok"}, frame[["scenario", "status", "error"]].to_string()
     assert (frame["samples_per_s"] > 0).all()
     assert set(frame["model_resolved"]) == {"bert-base"}
+    # CUDA-event step times: the fast steps are at least as fast as the window on average
+    assert (frame["step_time_p10_ms"] <= frame["step_time_median_ms"]).all()
+    assert (frame["fast_samples_per_s"] >= 0.98 * frame["samples_per_s"]).all(), frame.to_string()
 
 
 def test_memory_comes_from_nvml_per_process_and_torch(quick_run: Path) -> None:

@@ -3,6 +3,12 @@
 Optimizer steps 1..warmup are warm-up (kernel selection, allocator growth, compilation); the
 window runs from the end of step `warmup` to the end of the last step. The device is synchronised
 three times in a run (end of step 1, window start, window end), never inside the window.
+
+`samples_per_s` is the window's samples over its wall time: what training gets. Beside it,
+`fast_samples_per_s` is the samples of one optimizer step over the 10th-percentile step time: the
+speed of the window's fast steps. Where the host's CPU slows now and then (a launch-bound step on
+a shared VM), the first swings with it and the second much less; where the GPU sets the pace, the
+two agree.
 """
 
 from __future__ import annotations
@@ -13,6 +19,18 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+
+def quantiles(sorted_times: list[float]) -> tuple[float | None, float | None, float | None]:
+    """(p10, median, p90) of sorted step times (nearest rank); Nones for no steps."""
+    if not sorted_times:
+        return None, None, None
+    last = len(sorted_times) - 1
+    return (
+        sorted_times[int(round(0.1 * last))],
+        statistics.median(sorted_times),
+        sorted_times[int(round(0.9 * last))],
+    )
 
 
 class StepClock:
@@ -87,15 +105,17 @@ class StepClock:
         window_s = self.t_window_end - self.t_window_start
         window_samples = window_steps * self.samples_per_step
         steps = sorted(self.step_times_s())
-        p90 = steps[min(len(steps) - 1, int(round(0.9 * (len(steps) - 1))))] if steps else None
+        p10, median, p90 = quantiles(steps)
         return {
             "samples_per_s": window_samples / window_s,
             "tokens_per_s": window_samples * self.tokens_per_sample / window_s,
             "window_s": window_s,
             "window_steps": window_steps,
             "window_samples": window_samples,
-            "step_time_median_ms": statistics.median(steps) * 1000 if steps else None,
-            "step_time_p90_ms": p90 * 1000 if p90 is not None else None,
+            "step_time_p10_ms": p10 * 1000 if p10 else None,
+            "step_time_median_ms": median * 1000 if median else None,
+            "step_time_p90_ms": p90 * 1000 if p90 else None,
+            "fast_samples_per_s": self.samples_per_step / p10 if p10 else None,
             "first_step_s": (self.t_first - self.t_begin) if self.t_first else None,
             "warmup_s": self.t_window_start - self.t_begin,
             "train_loop_s": self.t_window_end - self.t_begin,
