@@ -28,7 +28,6 @@ SPEED_COLUMNS = [
     "step_time_p10_ms",  # per optimizer step, from CUDA events inside the window
     "step_time_median_ms",
     "step_time_p90_ms",
-    "fast_samples_per_s",  # samples per optimizer step / step_time_p10: the window's fast steps
     "window_s",
     "window_steps",
     "window_samples",

@@ -80,9 +80,6 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
                     "scenario": row["scenario"],
                     "engine": row["samples_per_s"],
                     "reference": ref["samples_per_s"],
-                    "engine_fast": row.get("fast_samples_per_s"),
-                    "reference_fast": ref.get("fast_samples_per_s"),
-                    "blocking_fast": blocking.get("fast_samples_per_s"),
                     "no_sampler": off["samples_per_s"].get(row["scenario"]) if off is not None else None,
                     "blocking": blocking.get("samples_per_s"),
                     "engine_mb": row["torch_max_allocated_mb"],
@@ -108,11 +105,6 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
             "reference_max_allocated_mb": g["reference_mb"].median(),
             "within_3pct": abs(engine / ref - 1) <= 0.03,
         }
-        # The same ratios on the speed of each window's fast steps (batch / 10th-percentile step time),
-        # which a host CPU that slows now and then moves much less (bench/worker/clock.py).
-        fast = {side: pd.to_numeric(g[f"{side}_fast"], errors="coerce").median() for side in ("engine", "reference")}
-        row["engine_over_reference_fast"] = fast["engine"] / fast["reference"]
-        row["engine_fast_cv_pct"] = cv_pct(pd.to_numeric(g["engine_fast"], errors="coerce"))
         blocking = pd.to_numeric(g["blocking"], errors="coerce").dropna()
         if len(blocking):  # the loop with accelerate's blocking batch copy: the engine's own data path
             ratios = g["engine"] / pd.to_numeric(g["blocking"], errors="coerce")
@@ -121,9 +113,6 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
             row["blocking_ratio_min"], row["blocking_ratio_max"] = ratios.min(), ratios.max()
             row["blocking_cv_pct"] = cv_pct(blocking)
             row["within_3pct"] = abs(engine / blocking.median() - 1) <= 0.03
-            row["engine_over_blocking_fast"] = (
-                fast["engine"] / pd.to_numeric(g["blocking_fast"], errors="coerce").median()
-            )
         no_sampler = pd.to_numeric(g["no_sampler"], errors="coerce").dropna()
         if len(no_sampler):
             row["no_sampler_samples_per_s"] = no_sampler.median()

@@ -71,9 +71,11 @@ def test_every_quick_scenario_runs_on_the_gpu(quick_run: Path) -> None:
     assert set(frame["status"]) == {"ok"}, frame[["scenario", "status", "error"]].to_string()
     assert (frame["samples_per_s"] > 0).all()
     assert set(frame["model_resolved"]) == {"bert-base"}
-    # CUDA-event step times: the fast steps are at least as fast as the window on average
+    # CUDA-event step times: ordered quantiles, and the window's mean step time lies within their range
     assert (frame["step_time_p10_ms"] <= frame["step_time_median_ms"]).all()
-    assert (frame["fast_samples_per_s"] >= 0.98 * frame["samples_per_s"]).all(), frame.to_string()
+    assert (frame["step_time_median_ms"] <= frame["step_time_p90_ms"]).all()
+    mean_step_ms = frame["window_s"] * 1000 / frame["window_steps"]
+    assert (mean_step_ms >= 0.98 * frame["step_time_p10_ms"]).all(), frame.to_string()
 
 
 def test_memory_comes_from_nvml_per_process_and_torch(quick_run: Path) -> None:

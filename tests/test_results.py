@@ -48,7 +48,6 @@ EXPECTED_COLUMNS = [
     "step_time_p10_ms",
     "step_time_median_ms",
     "step_time_p90_ms",
-    "fast_samples_per_s",
     "window_s",
     "window_steps",
     "window_samples",

@@ -3,12 +3,8 @@
 Optimizer steps 1..warmup are warm-up (kernel selection, allocator growth, compilation); the
 window runs from the end of step `warmup` to the end of the last step. The device is synchronised
 three times in a run (end of step 1, window start, window end), never inside the window.
-
-`samples_per_s` is the window's samples over its wall time: what training gets. Beside it,
-`fast_samples_per_s` is the samples of one optimizer step over the 10th-percentile step time: the
-speed of the window's fast steps. Where the host's CPU slows now and then (a launch-bound step on
-a shared VM), the first swings with it and the second much less; where the GPU sets the pace, the
-two agree.
+`samples_per_s` is the window's samples over its wall time: what training gets. The step-time
+quantiles (p10, median, p90) show how the steps spread inside the window.
 """
 
 from __future__ import annotations
@@ -115,7 +111,6 @@ class StepClock:
             "step_time_p10_ms": p10 * 1000 if p10 else None,
             "step_time_median_ms": median * 1000 if median else None,
             "step_time_p90_ms": p90 * 1000 if p90 else None,
-            "fast_samples_per_s": self.samples_per_step / p10 if p10 else None,
             "first_step_s": (self.t_first - self.t_begin) if self.t_first else None,
             "warmup_s": self.t_window_start - self.t_begin,
             "train_loop_s": self.t_window_end - self.t_begin,
