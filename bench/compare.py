@@ -44,6 +44,9 @@ _ROW_DEFAULTS = {
     "note": "",
 }
 STATUS_METRIC = "status"  # the metric of a row that judges the whole scenario
+SPEED_METRICS = ("samples_per_s", "step_time_median_ms")
+CPU_LOOP_COLUMNS = ("cpu_loop_start_ms", "cpu_loop_end_ms")  # the worker's CPU probe around its window
+CPU_SHIFT_PCT = 15.0  # a CPU this much slower or faster around the windows gets a note
 
 
 @dataclass(frozen=True)
@@ -192,8 +195,35 @@ def _scenario_rows(
         return [_row(name, b, n, metric=STATUS_METRIC, verdict=verdict, note=note, **counts)]
     ok_base, ok_new = base[base["status"] == "ok"], new[new["status"] == "ok"]
     judged = [_judge_metric(m, ok_base, ok_new, thresholds) for m in DIRECTIONS]
+    cpu = _cpu_note(ok_base, ok_new)
+    for values in judged:
+        if cpu and values and values["metric"] in SPEED_METRICS and values.get("verdict", "unchanged") != "unchanged":
+            values["note"] = "; ".join(filter(None, [values.get("note", ""), cpu]))
     judged.append(_judge_loss(ok_base, ok_new))
     return [_row(name, b, n, **values) for values in judged if values]
+
+
+def _cpu_loop_ms(frame: pd.DataFrame) -> float:
+    """The median over repeats of the CPU probe around each window (mean of its two ends); nan if none."""
+    if not all(c in frame for c in CPU_LOOP_COLUMNS):
+        return math.nan
+    per_row = frame[list(CPU_LOOP_COLUMNS)].apply(pd.to_numeric, errors="coerce").mean(axis=1, skipna=False)
+    return _median([float(v) for v in per_row if not math.isnan(v)])
+
+
+def _cpu_note(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> str | None:
+    """A note when the CPU ran at another speed around the new run's windows: a launch-bound
+    scenario's speed follows it. Never a verdict: the GPU stack may have changed too."""
+    base, new = _cpu_loop_ms(ok_base), _cpu_loop_ms(ok_new)
+    if math.isnan(base) or math.isnan(new) or base <= 0:
+        return None
+    change = percent_change(base, new)
+    if abs(change) < CPU_SHIFT_PCT:
+        return None
+    return (
+        f"the CPU ran {'slower' if change > 0 else 'faster'} around the new run's windows "
+        f"(a fixed Python loop: {new:.1f} vs {base:.1f} ms, {change:+.0f}%); a launch-bound step follows it"
+    )
 
 
 def _row(scenario: str, base_status: str, new_status: str, **values: Any) -> dict[str, Any]:

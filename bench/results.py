@@ -34,6 +34,8 @@ SPEED_COLUMNS = [
     "first_step_s",  # first optimizer step (kernel selection, compilation)
     "warmup_s",  # training start to window start
     "train_loop_s",  # training start to last step end
+    "cpu_loop_start_ms",  # a fixed Python loop on the training thread just before the window
+    "cpu_loop_end_ms",  # ... and just after it (bench/measure/cpuspeed.py)
     "fp32_matmul_precision",  # CUDA fp32 matmuls after training: ieee (plain fp32) or tf32
     "trainer_runtime_s",  # the Trainer's own train_runtime (whole epoch, warm-up included)
     "trainer_samples_per_s",  # the Trainer's own train_samples_per_second

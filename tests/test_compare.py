@@ -309,6 +309,39 @@ def test_an_unsteady_cpu_is_noted_never_failing(tmp_path: Path) -> None:
     )
 
 
+def with_cpu_loop(rows: list[dict[str, Any]], start_ms: float, end_ms: float) -> list[dict[str, Any]]:
+    return [{**r, "cpu_loop_start_ms": start_ms, "cpu_loop_end_ms": end_ms} for r in rows]
+
+
+@pytest.mark.parametrize(
+    ("new_loop", "note"),
+    [
+        ((16.0, 17.0), "the CPU ran slower around the new run's windows (a fixed Python loop: 16.5 vs 12.0 ms, +38%)"),
+        ((13.0, 13.4), None),  # +10%: below CPU_SHIFT_PCT
+        ((None, None), None),  # an old run without the probe
+    ],
+)
+def test_a_speed_change_that_comes_with_a_slower_cpu_is_noted_and_still_judged(
+    tmp_path: Path, new_loop: tuple[float | None, float | None], note: str | None
+) -> None:
+    base = with_cpu_loop(reps("baseline", TIGHT), 11.5, 12.5)
+    new = with_cpu_loop(reps("baseline", SLOW_TIGHT), *new_loop)  # type: ignore[arg-type]
+    result = run_compare(tmp_path, base, new)
+    assert result.exit_code == 1  # still a regression: the note explains, it does not excuse
+    for metric in ("samples_per_s", "step_time_median_ms"):
+        judged = row(result, "baseline", metric)
+        assert judged["verdict"] == "regression"
+        assert (note in judged["note"]) if note else ("CPU" not in str(judged["note"]))
+    assert "CPU" not in str(row(result, "baseline", "peak_mem_mb")["note"])
+
+
+def test_a_slower_cpu_alone_adds_no_note_to_an_unchanged_speed(tmp_path: Path) -> None:
+    base = with_cpu_loop(reps("baseline", TIGHT), 12.0, 12.0)
+    result = run_compare(tmp_path, base, with_cpu_loop(reps("baseline", TIGHT), 20.0, 20.0))
+    assert result.exit_code == 0
+    assert not any("CPU" in str(n) for n in result.rows["note"])
+
+
 def test_missing_env_json_is_noted_not_fatal(tmp_path: Path) -> None:
     rows = reps("baseline", TIGHT)
     write_run(tmp_path / "base", rows, None)

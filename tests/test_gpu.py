@@ -76,6 +76,7 @@ def test_every_quick_scenario_runs_on_the_gpu(quick_run: Path) -> None:
     assert (frame["step_time_median_ms"] <= frame["step_time_p90_ms"]).all()
     mean_step_ms = frame["window_s"] * 1000 / frame["window_steps"]
     assert (mean_step_ms >= 0.98 * frame["step_time_p10_ms"]).all(), frame.to_string()
+    assert (frame["cpu_loop_start_ms"] > 0).all() and (frame["cpu_loop_end_ms"] > 0).all()
 
 
 def test_memory_comes_from_nvml_per_process_and_torch(quick_run: Path) -> None:

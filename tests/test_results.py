@@ -54,6 +54,8 @@ EXPECTED_COLUMNS = [
     "first_step_s",
     "warmup_s",
     "train_loop_s",
+    "cpu_loop_start_ms",
+    "cpu_loop_end_ms",
     "fp32_matmul_precision",
     "trainer_runtime_s",
     "trainer_samples_per_s",

@@ -54,6 +54,8 @@ def test_quick_run_rows_and_statuses(quick: tuple[subprocess.CompletedProcess[st
     assert (ok["samples_per_s"] > 0).all() and (ok["tokens_per_s"] == ok["samples_per_s"] * 32).all()
     # 16 samples = 4 optimizer steps of 4 samples (batch 4, or batch 1 x accumulation 4); 1 is warm-up
     assert (ok["window_steps"] == 3).all() and (ok["window_samples"] == 12).all()
+    assert (ok["cpu_loop_start_ms"] > 0).all() and (ok["cpu_loop_end_ms"] > 0).all()  # the CPU probe ran
+    assert (ok["step_time_p10_ms"] <= ok["step_time_p90_ms"]).all()
     assert (ok["model_resolved"] == "tiny").all() and (frame["device"] == "cpu").all()
     assert (ok["samples"] == 16).all() and (ok["seq_len"] == 32).all()
     assert (ok["peak_mem_source"] == "rss").all() and (ok["peak_mem_mb"] > 0).all()

@@ -5,7 +5,10 @@ follows the CPU's speed. On a shared virtual machine a vCPU can run at very diff
 one moment to the next (on an H200 KVM guest the loop below took 0.11-0.22 s per CPU, with no
 steal time reported: results/README.md). The probe runs before any worker, takes about a second,
 and lands in env.json as `cpu_speed`; the report warns when the slow tenth of the passes took
-much longer than the fast tenth.
+much longer than the fast tenth. Each worker also times the loop on its own training thread just
+before and just after its window (`cpu_loop_start_ms`, `cpu_loop_end_ms`), so a row shows how fast
+the CPU was around its own measurement; `gpubench compare` notes a speed change that comes with a
+CPU that ran at another speed.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ def loop_seconds(n: int = LOOP) -> float:
     for i in range(n):
         total += i * i
     return time.perf_counter() - t
+
+
+def window_probe_ms(passes: int = 3) -> float:
+    """The loop's median time (ms) on the calling thread, right now: a worker takes it just before
+    its timed window and just after, outside the window (bench/worker/clock.py)."""
+    return statistics.median(loop_seconds() for _ in range(passes)) * 1000
 
 
 def probe(only: tuple[int, ...] | None = None, rounds: int = 2) -> dict[str, Any]:

@@ -3,8 +3,12 @@
 Optimizer steps 1..warmup are warm-up (kernel selection, allocator growth, compilation); the
 window runs from the end of step `warmup` to the end of the last step. The device is synchronised
 three times in a run (end of step 1, window start, window end), never inside the window.
+
 `samples_per_s` is the window's samples over its wall time: what training gets. The step-time
-quantiles (p10, median, p90) show how the steps spread inside the window.
+quantiles (p10, median, p90) show how the steps spread inside the window. Just before the window
+opens and just after it closes, with the device drained, the training thread times a fixed Python
+loop (`cpu_probe`, bench/measure/cpuspeed.py): how fast the CPU that launches the kernels was
+around this window, which a launch-bound step follows.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class StepClock:
         samples_per_step: int,
         tokens_per_sample: int,
         on_first_step: Callable[[], None] | None = None,
+        cpu_probe: Callable[[], float] | None = None,
     ) -> None:
         self.cuda = device.type == "cuda"
         self.warmup_steps = warmup_steps
@@ -45,6 +50,8 @@ class StepClock:
         self.samples_per_step = samples_per_step
         self.tokens_per_sample = tokens_per_sample
         self.on_first_step = on_first_step
+        self.cpu_probe = cpu_probe  # ms of a fixed CPU loop, taken at both ends, outside the window
+        self.cpu_loop_ms: dict[str, float] = {}
         self.steps_seen = 0
         self.t_begin: float | None = None
         self.t_first: float | None = None
@@ -66,12 +73,21 @@ class StepClock:
         else:
             self.marks.append(time.perf_counter())
 
+    def _probe(self, end: str) -> None:
+        if self.cpu_probe is not None:
+            self.cpu_loop_ms[end] = self.cpu_probe()
+
+    def _start_window(self) -> float:
+        """Drain the device, probe the CPU, then open the window: its start time."""
+        self._sync()
+        self._probe("start")
+        self.t_window_start = time.perf_counter()
+        self._mark()
+        return self.t_window_start
+
     def train_begin(self) -> None:
-        self.t_begin = self._sync()
+        self.t_begin = self._start_window() if self.warmup_steps == 0 else self._sync()
         self.wall_begin = time.time()
-        if self.warmup_steps == 0:
-            self.t_window_start = self.t_begin
-            self._mark()
 
     def step_end(self) -> None:
         """Call once per optimizer step, after the step."""
@@ -84,10 +100,10 @@ class StepClock:
             if self.on_first_step is not None:
                 self.on_first_step()
         if step == self.warmup_steps:
-            self.t_window_start = self._sync()
-            self._mark()
+            self._start_window()
         if step == self.total_steps:
             self.t_window_end = self._sync()
+            self._probe("end")
 
     def step_times_s(self) -> list[float]:
         if self.cuda:
@@ -114,4 +130,6 @@ class StepClock:
             "first_step_s": (self.t_first - self.t_begin) if self.t_first else None,
             "warmup_s": self.t_window_start - self.t_begin,
             "train_loop_s": self.t_window_end - self.t_begin,
+            "cpu_loop_start_ms": self.cpu_loop_ms.get("start"),
+            "cpu_loop_end_ms": self.cpu_loop_ms.get("end"),
         }

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..measure.cpuspeed import window_probe_ms
 from ..scenario import Scenario
 from . import accelerate_engine, trainer_engine
 from .clock import StepClock
@@ -108,6 +109,7 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         samples_per_step=sc.samples_per_step,
         tokens_per_sample=sc.seq_len,
         on_first_step=lambda: inject(sc.inject_fault),
+        cpu_probe=window_probe_ms,
     )
     losses = LossTracker()
     inputs = EngineInputs(sc, model, dataset, device, clock, losses, phases, scratch)
