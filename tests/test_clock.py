@@ -1,12 +1,37 @@
-"""The worker's StepClock on the CPU, with the host clock replaced: window figures and step quantiles."""
+"""The worker's StepClock on the CPU, with the host clock replaced: window figures, step quantiles
+and the CPU probe around the window."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
 
 from bench.worker import clock as clock_module
 from bench.worker.clock import StepClock, quantiles
+
+
+def run_clock(
+    monkeypatch: pytest.MonkeyPatch,
+    durations: list[float],
+    warmup_steps: int,
+    samples_per_step: int = 4,
+    cpu_probe: Callable[[list[float]], float] | None = None,
+) -> dict[str, Any]:
+    """A clock over fake time: one optimizer step per duration (s). cpu_probe gets the fake clock."""
+    now = [0.0]
+    monkeypatch.setattr(clock_module.time, "perf_counter", lambda: now[0])
+    probe = None if cpu_probe is None else lambda: cpu_probe(now)
+    clock = StepClock(
+        torch.device("cpu"), warmup_steps, len(durations), samples_per_step, tokens_per_sample=8, cpu_probe=probe
+    )
+    clock.train_begin()
+    for d in durations:
+        now[0] += d
+        clock.step_end()
+    return clock.summary()
 
 
 def test_quantiles_of_sorted_step_times() -> None:
@@ -17,41 +42,26 @@ def test_quantiles_of_sorted_step_times() -> None:
 
 
 def test_a_window_with_slow_steps_counts_them_and_shows_the_spread(monkeypatch: pytest.MonkeyPatch) -> None:
-    """2 warm-up steps, then 10 timed steps: eight of 0.1 s and two of 0.5 s (the host slowed).
-    samples_per_s counts the slow steps; the quantiles show the spread."""
-    now = [100.0]
-    monkeypatch.setattr(clock_module.time, "perf_counter", lambda: now[0])
-    clock = StepClock(torch.device("cpu"), warmup_steps=2, total_steps=12, samples_per_step=4, tokens_per_sample=8)
-    clock.train_begin()
-    durations = [1.0, 0.2] + [0.1] * 4 + [0.5, 0.5] + [0.1] * 4
-    for d in durations:
-        now[0] += d
-        clock.step_end()
-    s = clock.summary()
+    """2 warm-up steps, then 10 timed steps: eight of 0.1 s and two of 0.5 s (the host slowed)."""
+    s = run_clock(monkeypatch, [1.0, 0.2] + [0.1] * 4 + [0.5, 0.5] + [0.1] * 4, warmup_steps=2)
     assert s["window_s"] == pytest.approx(1.8) and s["window_samples"] == 40
     assert s["samples_per_s"] == pytest.approx(40 / 1.8)
     assert s["step_time_p10_ms"] == pytest.approx(100) and s["step_time_median_ms"] == pytest.approx(100)
     assert s["step_time_p90_ms"] == pytest.approx(500)
     assert s["first_step_s"] == pytest.approx(1.0) and s["warmup_s"] == pytest.approx(1.2)
+    assert s["cpu_loop_start_ms"] is None and s["cpu_loop_end_ms"] is None  # no probe given
 
 
 def test_the_cpu_is_probed_at_both_ends_of_the_window_and_outside_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The probe's own time (0.05 s here) must not count in the window, the warm-up or the steps."""
-    now = [0.0]
-    monkeypatch.setattr(clock_module.time, "perf_counter", lambda: now[0])
+    """The probe's own time (0.05 s here) must not count in the window or the steps."""
     calls: list[float] = []
 
-    def probe() -> float:
+    def probe(now: list[float]) -> float:
         calls.append(now[0])
         now[0] += 0.05
         return 12.5 + len(calls)
 
-    clock = StepClock(torch.device("cpu"), 1, 3, samples_per_step=2, tokens_per_sample=4, cpu_probe=probe)
-    clock.train_begin()
-    for _ in range(3):
-        now[0] += 0.1
-        clock.step_end()
-    s = clock.summary()
+    s = run_clock(monkeypatch, [0.1] * 3, warmup_steps=1, samples_per_step=2, cpu_probe=probe)
     assert calls == pytest.approx([0.1, 0.35])  # after step 1 (the warm-up), after step 3
     assert s["cpu_loop_start_ms"] == 13.5 and s["cpu_loop_end_ms"] == 14.5
     assert s["window_s"] == pytest.approx(0.2) and s["warmup_s"] == pytest.approx(0.15)
@@ -59,25 +69,9 @@ def test_the_cpu_is_probed_at_both_ends_of_the_window_and_outside_it(monkeypatch
 
 
 def test_with_no_warmup_the_window_opens_after_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    now = [0.0]
-    monkeypatch.setattr(clock_module.time, "perf_counter", lambda: now[0])
-
-    def probe() -> float:
+    def probe(now: list[float]) -> float:
         now[0] += 0.05
         return 10.0
 
-    clock = StepClock(torch.device("cpu"), 0, 2, samples_per_step=1, tokens_per_sample=1, cpu_probe=probe)
-    clock.train_begin()
-    for _ in range(2):
-        now[0] += 0.1
-        clock.step_end()
-    s = clock.summary()
+    s = run_clock(monkeypatch, [0.1] * 2, warmup_steps=0, cpu_probe=probe)
     assert s["warmup_s"] == 0 and s["window_s"] == pytest.approx(0.2) and s["cpu_loop_start_ms"] == 10.0
-
-
-def test_without_a_probe_the_columns_are_empty() -> None:
-    clock = StepClock(torch.device("cpu"), 0, 1, samples_per_step=1, tokens_per_sample=1)
-    clock.train_begin()
-    clock.step_end()
-    s = clock.summary()
-    assert s["cpu_loop_start_ms"] is None and s["cpu_loop_end_ms"] is None
