@@ -21,8 +21,10 @@ and exits 4 (run it again to go on).
 
 Writes OUT/fidelity.csv (per scenario: the median samples/s of each side over the repeats, their
 ratios, the range of the per-repeat ratios, each side's coefficient of variation, and the
-sampler's cost) once every repeat is done, and prints it. `within_3pct` judges the engine against
-the blocking loop where it ran, else against the non-blocking one. Arguments after `--` go to each
+sampler's cost, and the median CPU probe around the engine's and the blocking loop's windows:
+`engine_cpu_loop_ms`, `blocking_cpu_loop_ms`) once every repeat is done, and prints it.
+`within_3pct` judges the engine against the blocking loop where it ran, else against the
+non-blocking one. Arguments after `--` go to each
 `gpubench run` (e.g. `-- --model bert-base`). `--device cpu` runs the whole thing on the CPU with
 the tiny model, to test the script; its figures mean nothing.
 """
@@ -66,6 +68,13 @@ def cv_pct(values: pd.Series) -> float:
     return float(values.std() / values.mean() * 100) if len(values) > 1 else float("nan")
 
 
+def cpu_loop_ms(figures: dict) -> float | None:
+    """The CPU probe around one window (mean of its two ends), or None where it was not taken."""
+    ends = [figures.get("cpu_loop_start_ms"), figures.get("cpu_loop_end_ms")]
+    values = [float(v) for v in ends if v is not None and v == v]  # v == v: not NaN
+    return sum(values) / 2 if len(values) == 2 else None
+
+
 def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
     pairs = []
     for r in range(repeats):
@@ -82,6 +91,8 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
                     "reference": ref["samples_per_s"],
                     "no_sampler": off["samples_per_s"].get(row["scenario"]) if off is not None else None,
                     "blocking": blocking.get("samples_per_s"),
+                    "engine_cpu_ms": cpu_loop_ms(row),
+                    "blocking_cpu_ms": cpu_loop_ms(blocking),
                     "engine_mb": row["torch_max_allocated_mb"],
                     "reference_mb": ref["torch_max_allocated_mb"],
                 }
@@ -113,6 +124,9 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
             row["blocking_ratio_min"], row["blocking_ratio_max"] = ratios.min(), ratios.max()
             row["blocking_cv_pct"] = cv_pct(blocking)
             row["within_3pct"] = abs(engine / blocking.median() - 1) <= 0.03
+            # How fast the CPU was around each side's windows: where the two differ, so may the speeds
+            for side in ("engine", "blocking"):
+                row[f"{side}_cpu_loop_ms"] = pd.to_numeric(g[f"{side}_cpu_ms"], errors="coerce").median()
         no_sampler = pd.to_numeric(g["no_sampler"], errors="coerce").dropna()
         if len(no_sampler):
             row["no_sampler_samples_per_s"] = no_sampler.median()

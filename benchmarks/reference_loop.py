@@ -3,7 +3,9 @@
 Same model (a BERT preset, random weights, built on the device), same random data, same optimizer
 and precision; no Accelerate, no Trainer, no hooks. Timed with a device synchronisation at the
 window's two ends only; each step's end is marked with a CUDA event, as the engine's clock does,
-for the step-time quantiles (p10, median, p90). Writes one JSON object to --out.
+for the step-time quantiles (p10, median, p90), and a fixed Python loop is timed just before and
+just after the window (`cpu_loop_start_ms`, `cpu_loop_end_ms`), as the engine's clock does. Writes
+one JSON object to --out.
 
 Each batch goes to the GPU with `non_blocking=True`, so the CPU may run ahead of the GPU.
 `--blocking-copy` copies as accelerate's DataLoader and the Trainer do by default: a blocking copy,
@@ -22,6 +24,7 @@ import time
 import torch
 from transformers import AutoModelForSequenceClassification, BertConfig
 
+from bench.measure.cpuspeed import window_probe_ms
 from bench.models import PRESETS
 from bench.worker.clock import quantiles
 
@@ -76,6 +79,7 @@ def main() -> None:
         if step == a.warmup_steps:
             if cuda:
                 torch.cuda.synchronize()
+            cpu_loop_start_ms = window_probe_ms()  # the CPU's speed, as the engine's clock takes it
             t_start = time.perf_counter()
             mark()
         rows = slice(step * a.batch_size, (step + 1) * a.batch_size)
@@ -97,6 +101,7 @@ def main() -> None:
         torch.cuda.synchronize()
     assert t_start is not None, "--warmup-steps leaves no timed steps"
     window_s = time.perf_counter() - t_start
+    cpu_loop_end_ms = window_probe_ms()
     window_samples = (steps - a.warmup_steps) * a.batch_size
     pairs = zip(marks, marks[1:], strict=False)
     step_s = sorted(x.elapsed_time(y) / 1000 if cuda else y - x for x, y in pairs)
@@ -106,6 +111,8 @@ def main() -> None:
         "step_time_p10_ms": p10 * 1000 if p10 else None,
         "step_time_median_ms": median * 1000 if median else None,
         "step_time_p90_ms": p90 * 1000 if p90 else None,
+        "cpu_loop_start_ms": cpu_loop_start_ms,
+        "cpu_loop_end_ms": cpu_loop_end_ms,
         "window_s": window_s,
         "window_samples": window_samples,
         "final_loss": float(loss.detach()),

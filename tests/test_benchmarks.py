@@ -5,6 +5,7 @@ bookkeeping is what is tested (the GPU figures are in results/h200-bert-large/fi
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -52,6 +53,8 @@ def test_fidelity_repeats_resumes_and_stops_at_its_time_limit(tmp_path: Path) ->
     )
     ref = json.loads((out / "reference-blocking-fp32-b4-r0.json").read_text())
     assert 0 < ref["step_time_p10_ms"] <= ref["step_time_median_ms"] <= ref["step_time_p90_ms"]  # steps timed
+    assert ref["cpu_loop_start_ms"] > 0 and ref["cpu_loop_end_ms"] > 0
+    assert row["engine_cpu_loop_ms"] > 0 and row["blocking_cpu_loop_ms"] > 0  # both sides probed their CPU
 
     # a lost reference result and table: only that reference runs again, the engine runs are kept
     before = mtimes(out)
@@ -105,11 +108,12 @@ def test_fidelity_judges_the_engine_against_the_loop_with_its_own_data_path(
         run.mkdir()
         row = {"scenario": "tf32-b4", "repeat": 0, "status": "ok", "samples_per_s": 97 * scale}
         row |= {"torch_max_allocated_mb": 100.0, "peak_mem_mb": 100.0}
+        row |= {"cpu_loop_start_ms": 10.0 * scale, "cpu_loop_end_ms": 12.0 * scale}
         pd.DataFrame([row]).to_csv(run / "results.csv", index=False)
         ref = {"samples_per_s": 110 * scale, "torch_max_allocated_mb": 100.0}
         (tmp_path / f"reference-tf32-b4-r{r}.json").write_text(json.dumps(ref))
         if with_blocking:
-            ref = {"samples_per_s": 98 * scale, "torch_max_allocated_mb": 100.0}
+            ref = {"samples_per_s": 98 * scale, "torch_max_allocated_mb": 100.0, "cpu_loop_start_ms": 20.0}
             (tmp_path / f"reference-blocking-tf32-b4-r{r}.json").write_text(json.dumps(ref))
     table = load_fidelity_module().table(tmp_path, repeats=2, sampler_off=False)
     row = table.iloc[0]
@@ -119,5 +123,7 @@ def test_fidelity_judges_the_engine_against_the_loop_with_its_own_data_path(
         assert row["engine_over_blocking"] == pytest.approx(97 / 98)
         assert row["blocking_ratio_min"] == pytest.approx(97 / 98) == row["blocking_ratio_max"]
         assert row["blocking_cv_pct"] > 1  # 98 and 99.96
+        assert row["engine_cpu_loop_ms"] == pytest.approx(11.11)  # median of 11 and 11.22
+        assert math.isnan(row["blocking_cpu_loop_ms"])  # one end missing: no figure, not half of one
     else:
         assert "engine_over_blocking" not in table.columns
