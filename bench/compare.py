@@ -18,7 +18,7 @@ import pandas as pd
 
 from .compare_env import EnvDifference, check_envs
 from .errors import BadInput, ExitCode
-from .results import ENV_JSON, FAILED_STATUSES, RESULTS_CSV, read_results, worst_failure
+from .results import ENV_JSON, FAILED_STATUSES, RESULTS_CSV, read_results, window_cpu_loop_ms, worst_failure
 from .stats import mann_whitney_p
 
 MIN_REPEATS = 3  # ok repeats on each side before a change must also be significant
@@ -45,7 +45,6 @@ _ROW_DEFAULTS = {
 }
 STATUS_METRIC = "status"  # the metric of a row that judges the whole scenario
 SPEED_METRICS = ("samples_per_s", "step_time_median_ms")
-CPU_LOOP_COLUMNS = ("cpu_loop_start_ms", "cpu_loop_end_ms")  # the worker's CPU probe around its window
 CPU_SHIFT_PCT = 15.0  # a CPU this much slower or faster around the windows gets a note
 
 
@@ -205,10 +204,7 @@ def _scenario_rows(
 
 def _cpu_loop_ms(frame: pd.DataFrame) -> float:
     """The median over repeats of the CPU probe around each window (mean of its two ends); nan if none."""
-    if not all(c in frame for c in CPU_LOOP_COLUMNS):
-        return math.nan
-    per_row = frame[list(CPU_LOOP_COLUMNS)].apply(pd.to_numeric, errors="coerce").mean(axis=1, skipna=False)
-    return _median([float(v) for v in per_row if not math.isnan(v)])
+    return _median([float(v) for v in window_cpu_loop_ms(frame) if not math.isnan(v)])
 
 
 def _cpu_note(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> str | None:

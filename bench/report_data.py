@@ -17,10 +17,11 @@ import pandas as pd
 from .compare import load_run
 from .errors import BadInput, did_you_mean
 from .measure import cpuspeed
-from .results import summarize
+from .results import summarize, window_cpu_loop_ms
 
 DEFAULT_BASELINE = "baseline"
 NOISE_PCT = 2.0  # changes vs baseline smaller than this are "about the same" in the findings
+CPU_SPREAD = 1.15  # a noisy scenario whose windows met CPUs this much apart (slowest / fastest probe): noted
 # Peak memory per API, in the order the memory chart shows them: (column, label).
 MEMORY_SERIES = (
     ("peak_mem_mb", "peak"),  # labelled with its source (nvml-process, nvml-device, rss)
@@ -148,12 +149,38 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
     unsteady = cpuspeed.warning(env.get("cpu_speed") if env else None)
     if unsteady:
         notes.append(unsteady)
+    windows = _cpu_window_note(frame)
+    if windows:
+        notes.append(windows)
     if env and env.get("gpu_processes_at_start"):
         notes.append(
             "other processes were on the GPU when the run started: figures may be "
             "disturbed (see env.json, gpu_processes_at_start)"
         )
     return Report(summary, env, Path(source), baseline, _problems(frame, summary), tuple(notes))
+
+
+def _cpu_window_note(frame: pd.DataFrame) -> str | None:
+    """Names each scenario whose samples/s varied by more than NOISE_PCT (CV over its ok repeats)
+    while the CPU probe around its windows varied by CPU_SPREAD or more."""
+    ok = frame[frame["status"] == "ok"]
+    loops = window_cpu_loop_ms(ok)
+    parts = []
+    for name, group in ok.groupby("scenario", sort=False):
+        loop, speed = loops[group.index].dropna(), group["samples_per_s"].astype(float)
+        if len(loop) < 2 or len(speed) < 2 or not speed.mean():
+            continue
+        cv = float(speed.std(ddof=1) / speed.mean() * 100)
+        if cv > NOISE_PCT and loop.max() >= CPU_SPREAD * loop.min():
+            parts.append(f"{name} (CV {cv:.1f}%, loop {loop.min():.1f}-{loop.max():.1f} ms)")
+    if not parts:
+        return None
+    return (
+        "the CPU ran at different speeds around the windows of these noisy scenarios: "
+        + "; ".join(parts)
+        + " (a fixed Python loop timed on the worker's thread before and after each window: "
+        "cpu_loop_start_ms, cpu_loop_end_ms); a launch-bound step follows the CPU's speed"
+    )
 
 
 def _extend(summary: pd.DataFrame, frame: pd.DataFrame, baseline: str | None) -> pd.DataFrame:

@@ -188,6 +188,14 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
     return summary
 
 
+def window_cpu_loop_ms(frame: pd.DataFrame) -> pd.Series:
+    """Per row: the worker's CPU probe around its window (mean of its two ends); NaN where absent."""
+    columns = ["cpu_loop_start_ms", "cpu_loop_end_ms"]
+    if not all(c in frame for c in columns):
+        return pd.Series(math.nan, index=frame.index, dtype=float)
+    return frame[columns].apply(pd.to_numeric, errors="coerce").mean(axis=1, skipna=False)
+
+
 def _median(frame: pd.DataFrame, column: str) -> float:
     if column not in frame or frame[column].isna().all():
         return math.nan

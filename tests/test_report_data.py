@@ -108,6 +108,24 @@ def test_note_for_a_machine_whose_cpu_speed_swings(tmp_path: Path) -> None:
     assert not any("CPU speed" in n for n in calm.notes)
 
 
+def test_note_names_the_noisy_scenarios_whose_windows_met_a_cpu_of_another_speed(tmp_path: Path) -> None:
+    def row(name: str, repeat: int, speed: float, start: float, end: float) -> dict:
+        ids = {"scenario": name, "repeat": repeat, "status": "ok", "samples_per_s": speed, "peak_mem_mb": 1.0}
+        return {**ids, "cpu_loop_start_ms": start, "cpu_loop_end_ms": end}
+
+    rows = [
+        *[row("fp16", r, speed, *loop) for r, (speed, loop) in enumerate([(58.6, (13.7, 12.3)), (48.4, (11.3, 20.0))])],
+        *[row("steady", r, 40.0 + r * 0.1, 10.0, 10.0 + 5 * r) for r in range(2)],  # CV 0.2%: not noisy
+        *[row("same-cpu", r, 30.0 + 5 * r, 10.0, 10.2) for r in range(2)],  # noisy, but one CPU speed
+    ]
+    report = report_data.load(write_set(tmp_path / "a", rows, H200_ENV))
+    notes = [n for n in report.notes if "around the windows" in n]
+    assert len(notes) == 1 and "fp16 (CV 13.5%, loop 13.0-15.7 ms)" in notes[0], report.notes
+    assert "steady" not in notes[0] and "same-cpu" not in notes[0]
+    old = [{k: v for k, v in r.items() if not k.startswith("cpu_loop")} for r in rows]  # before the probe
+    assert not any("around the windows" in n for n in report_data.load(write_set(tmp_path / "b", old, H200_ENV)).notes)
+
+
 def test_baseline_choice(tmp_path: Path) -> None:
     rows = [
         {"scenario": name, "repeat": 0, "status": "ok", "samples_per_s": sps, "peak_mem_mb": 100.0}
