@@ -208,17 +208,21 @@ def _cpu_loop_ms(frame: pd.DataFrame) -> float:
 
 
 def _cpu_note(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> str | None:
-    """A note when the CPU ran at another speed around the new run's windows: a launch-bound
-    scenario's speed follows it. Never a verdict: the GPU stack may have changed too."""
-    base, new = _cpu_loop_ms(ok_base), _cpu_loop_ms(ok_new)
-    if math.isnan(base) or math.isnan(new) or base <= 0:
+    return cpu_shift_note(_cpu_loop_ms(ok_base), _cpu_loop_ms(ok_new), "the new run's windows")
+
+
+def cpu_shift_note(base_ms: float | None, new_ms: float | None, where: str) -> str | None:
+    """A note when the CPU ran CPU_SHIFT_PCT or more slower or faster around `where` than around the
+    baseline's windows (a fixed Python loop, bench/worker/clock.py): a launch-bound scenario's speed
+    follows it. Never a verdict: the GPU stack may have changed too."""
+    if base_ms is None or new_ms is None or math.isnan(base_ms) or math.isnan(new_ms) or base_ms <= 0:
         return None
-    change = percent_change(base, new)
+    change = percent_change(base_ms, new_ms)
     if abs(change) < CPU_SHIFT_PCT:
         return None
     return (
-        f"the CPU ran {'slower' if change > 0 else 'faster'} around the new run's windows "
-        f"(a fixed Python loop: {new:.1f} vs {base:.1f} ms, {change:+.0f}%); a launch-bound step follows it"
+        f"the CPU ran {'slower' if change > 0 else 'faster'} around {where} "
+        f"(a fixed Python loop: {new_ms:.1f} vs {base_ms:.1f} ms, {change:+.0f}%); a launch-bound step follows it"
     )
 
 

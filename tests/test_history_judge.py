@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -210,6 +211,26 @@ def test_an_older_run_can_be_judged_against_what_came_before_it() -> None:
 def test_noisy_and_beyond_flags_per_point() -> None:
     s = series([*STEADY, [90.0, 89.0, 101.0], [90.0, 90.3, 89.8]])
     assert [m.flag for m in marks(s, "samples_per_s", Params())][-2:] == [NOISY, BEYOND]
+
+
+def test_a_slow_night_with_a_slower_cpu_says_so_and_is_still_judged() -> None:
+    """Seven steady nights with the CPU probe near 12 ms, then two 20% slower nights whose windows
+    met a CPU taking 16.5 ms: a regression, whose note names the CPU; the memory row has no such note."""
+    base = series([[100.0, 100.5, 99.5]] * 7 + [[80.0, 80.5, 79.5]] * 2)
+    points = tuple(replace(p, cpu_loop_ms=12.0 if i < 7 else 16.5) for i, p in enumerate(base.points))
+    slow_cpu = replace(base, points=points)
+    for metric in ("samples_per_s", "step_time_median_ms"):
+        row = judge_run({"id": 9}, [slow_cpu], Params(), metrics=[metric]).rows.iloc[0]
+        assert row["verdict"] == "regression"
+        assert "the CPU ran slower around this run's windows than around its baseline's" in row["note"]
+        assert (
+            "(a fixed Python loop: 16.5 vs 12.0 ms, +38%)" in row["note"] and "flagged in the newest 2" in row["note"]
+        )
+    same_cpu = replace(base, points=tuple(replace(p, cpu_loop_ms=12.0) for p in base.points))
+    row = judge_run({"id": 9}, [same_cpu], Params(), metrics=["samples_per_s"]).rows.iloc[0]
+    assert row["verdict"] == "regression" and "CPU" not in row["note"]
+    row = judge_run({"id": 9}, [slow_cpu], Params(), metrics=["peak_mem_mb"]).rows.iloc[0]
+    assert "CPU" not in row["note"]
 
 
 @pytest.mark.parametrize("key, value", [("window", 0), ("consecutive", 0), ("window", 1.5)])

@@ -169,6 +169,23 @@ def test_check_and_accept_through_the_store(db: str, tmp_path: Path) -> None:
     )
 
 
+def test_check_reads_the_cpu_probe_of_each_stored_repeat(db: str, tmp_path: Path) -> None:
+    """The CPU probe comes back from the stored rows: the slow nights' CPU (16 and 17 ms) against
+    the steady nights' (12 ms) is in the regression's note; rows without the probe give none."""
+    dirs = []
+    for night in range(1, 7):
+        speeds, loop = ([100.0, 100.5, 99.5], (12.0, 12.0)) if night <= 4 else ([80.0, 80.5, 79.5], (16.0, 17.0))
+        rows = [{**r, "cpu_loop_start_ms": loop[0], "cpu_loop_end_ms": loop[1]} for r in reps("bf16", speeds)]
+        rows += reps("fp16", speeds)  # made before the probe existed
+        dirs.append(write_run(tmp_path / f"night{night}", rows, env(night)))
+    api.import_dirs(db, dirs)
+    rows = api.check(db, Params()).rows.set_index(["scenario", "metric"])
+    assert rows.loc[("bf16", "samples_per_s"), "verdict"] == "regression"
+    assert "(a fixed Python loop: 16.5 vs 12.0 ms, +38%)" in rows.loc[("bf16", "samples_per_s"), "note"]
+    assert rows.loc[("fp16", "samples_per_s"), "verdict"] == "regression"
+    assert "CPU" not in rows.loc[("fp16", "samples_per_s"), "note"]
+
+
 def test_check_picks_a_run_by_its_result_directory(db: str, tmp_path: Path) -> None:
     dirs = nights(tmp_path, [{"bf16": [100.0, 100.0, 100.0]}] * 3)
     api.import_dirs(db, dirs)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..compare import DIRECTIONS, MIN_REPEATS, Thresholds, percent_change
+from ..compare import DIRECTIONS, MIN_REPEATS, SPEED_METRICS, Thresholds, cpu_shift_note, percent_change
 from ..errors import BadInput, ExitCode, IncomparableRuns
 from ..results import FAILED_STATUSES
 from ..stats import mann_whitney_p
@@ -100,6 +100,7 @@ class Point:
     values: Mapping[str, float | None]  # metric -> median over ok repeats
     repeats: Mapping[str, tuple[float, ...]]  # metric -> the ok repeats' values
     info: Mapping[str, Any] = field(default_factory=dict)  # for display: git commit, torch, ...
+    cpu_loop_ms: float | None = None  # the CPU probe around its windows (median over ok repeats)
 
 
 @dataclass(frozen=True)
@@ -285,19 +286,31 @@ def _metric_mark(series: Series, i: int, metric: str, params: Params) -> Mark:
         return Mark(point.run_id, metric, WITHIN, **found)
     if abs(change) <= params.thresholds.for_metric(metric):
         return Mark(point.run_id, metric, WITHIN, **found)
+    cpu = _cpu_note(point, earlier) if metric in SPEED_METRICS else None
     if change * DIRECTIONS[metric] > 0:
-        return Mark(point.run_id, metric, IMPROVED, **found)
+        return Mark(point.run_id, metric, IMPROVED, note=_join(cpu), **found)
     own = point.repeats.get(metric, ())
     pool = [v for p in earlier for v in p.repeats.get(metric, ())]
     if len(own) < MIN_REPEATS or len(pool) < MIN_REPEATS:
         note = f"threshold only: fewer than {MIN_REPEATS} ok repeats to test"
-        return Mark(point.run_id, metric, BEYOND, note=note, **found)
+        return Mark(point.run_id, metric, BEYOND, note=_join(note, cpu), **found)
     alpha = params.thresholds.alpha
     p_value = mann_whitney_p(own, pool, "greater" if change > 0 else "less")
     if p_value <= alpha + 1e-12:  # 1/20 at 3 vs 3 must pass, as in compare
-        return Mark(point.run_id, metric, BEYOND, p_value=p_value, **found)
+        return Mark(point.run_id, metric, BEYOND, p_value=p_value, note=_join(cpu), **found)
     note = f"beyond the threshold, but its repeats do not confirm it (p > {alpha:g})"
-    return Mark(point.run_id, metric, NOISY, p_value=p_value, note=note, **found)
+    return Mark(point.run_id, metric, NOISY, p_value=p_value, note=_join(note, cpu), **found)
+
+
+def _cpu_note(point: Point, earlier: list[Point]) -> str | None:
+    """compare's CPU note: this run's CPU probe against the median of its baseline runs'."""
+    loops = [p.cpu_loop_ms for p in earlier if p.cpu_loop_ms is not None]
+    base = float(statistics.median(loops)) if loops else None
+    return cpu_shift_note(base, point.cpu_loop_ms, "this run's windows than around its baseline's")
+
+
+def _join(*notes: str | None) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def _status_mark(series: Series, i: int, metric: str, params: Params) -> Mark:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -13,6 +15,7 @@ from ..results import FAILED_STATUSES
 from . import schema
 from .judge import Point, Series, Step
 
+CPU_LOOP = "cpu_loop_ms"  # per ok repeat: the CPU probe around its window, read from the stored row
 RUN_INFO = ("git_commit", "git_branch", "host", "driver", "cuda", "torch", "transformers", "accelerate", "bitsandbytes")
 
 
@@ -104,7 +107,7 @@ def load_series(
     query = _filtered(query.join(runs, runs.c.id == results.c.run_id), keys, scenario, gpu)
     rows = list(conn.execute(query.order_by(runs.c.created_at, runs.c.id)).mappings())
     ok_values = (
-        select(repeats.c.result_id, *[repeats.c[f] for f in schema.FIGURES])
+        select(repeats.c.result_id, repeats.c.row_json, *[repeats.c[f] for f in schema.FIGURES])
         .join(results, results.c.id == repeats.c.result_id)
         .join(runs, runs.c.id == results.c.run_id)
     )
@@ -114,6 +117,9 @@ def load_series(
         for figure in schema.FIGURES:
             if rep[figure] is not None:
                 values[rep["result_id"]][figure].append(float(rep[figure]))
+        cpu = _cpu_loop_ms(rep["row_json"])
+        if cpu is not None:
+            values[rep["result_id"]][CPU_LOOP].append(cpu)
     grouped: dict[str, list[Any]] = defaultdict(list)
     for row in rows:
         grouped[row["series_key"]].append(row)
@@ -150,8 +156,9 @@ def _series(key: str, rows: list[Any], values: dict[int, dict[str, list[float]]]
             created_at=row["created_at"],
             status=str(row["status"]),
             values={f: None if row[f] is None else float(row[f]) for f in schema.FIGURES},
-            repeats={f: tuple(v) for f, v in values.get(row["id"], {}).items()},
+            repeats={f: tuple(v) for f, v in values.get(row["id"], {}).items() if f != CPU_LOOP},
             info={c: row[c] for c in RUN_INFO},
+            cpu_loop_ms=_median(values.get(row["id"], {}).get(CPU_LOOP, [])),
         )
         for row in rows
     )
@@ -164,6 +171,20 @@ def _series(key: str, rows: list[Any], values: dict[int, dict[str, list[float]]]
         points=points,
         steps=steps,
     )
+
+
+def _cpu_loop_ms(row_json: str) -> float | None:
+    """The mean of a stored row's cpu_loop_start_ms and cpu_loop_end_ms; None for rows without them."""
+    try:
+        row = json.loads(row_json)
+        ends = [float(row["cpu_loop_start_ms"]), float(row["cpu_loop_end_ms"])]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return sum(ends) / 2 if all(math.isfinite(e) for e in ends) else None
+
+
+def _median(values: list[float]) -> float | None:
+    return float(statistics.median(values)) if values else None
 
 
 def _case_failed(status: Any) -> Any:
