@@ -10,6 +10,9 @@ Parts (each a result directory under --out):
               (bert-base, each technique added to the previous ones)
   cv-long     gpubench run --matrix full --only fp16,bf16,tf32 --repeats 3 --samples 2048: the
               launch-bound rows with windows 4x as long, to see whether their CV falls with length
+  cpu-loop    gpubench run --matrix full --only tf32,fp16 --repeats 4: launch-bound rows, each with
+              the CPU probe around its window (cpu_loop_start_ms, cpu_loop_end_ms), to set beside
+              its samples/s
   aa          two identical runs of full --only baseline,fp16,bf16,tf32 --repeats 3 (aa/a, aa/b),
               then `gpubench compare aa/a aa/b` into aa/compare.md: the A/A test, the noise floor
 
@@ -42,6 +45,7 @@ PARTS = {
     "cumulative-bert-base": ["--matrix", "cumulative-bert-base", "--repeats", "3"],
     "cv-long": ["--matrix", "full", "--only", "fp16,bf16,tf32", "--repeats", "3", "--samples", "2048"],
     "aa": ["--matrix", "full", "--only", "baseline,fp16,bf16,tf32", "--repeats", "3"],
+    "cpu-loop": ["--matrix", "full", "--only", "tf32,fp16", "--repeats", "4"],
 }
 COMPARE_TIMEOUT_S = 300
 
@@ -75,7 +79,7 @@ def run_part(name: str, out: Path, extra: list[str], deadline: float | None, arg
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--parts", default="full,throughput,faults,fidelity,aa,cumulative-bert-base,cv-long")
+    p.add_argument("--parts", default="full,throughput,faults,fidelity,aa,cumulative-bert-base,cv-long,cpu-loop")
     p.add_argument("--time-limit", type=float, default=None, help="seconds for all parts (see above)")
     p.add_argument("extra", nargs="*", help="passed to gpubench run (e.g. -- --model bert-base)")
     a = p.parse_args()

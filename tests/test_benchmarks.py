@@ -127,3 +127,23 @@ def test_fidelity_judges_the_engine_against_the_loop_with_its_own_data_path(
         assert math.isnan(row["blocking_cpu_loop_ms"])  # one end missing: no figure, not half of one
     else:
         assert "engine_over_blocking" not in table.columns
+
+
+RUN_ALL = [sys.executable, str(REPO / "benchmarks" / "run_all.py")]
+
+
+def test_make_bench_runs_a_part_skips_it_when_finished_and_refuses_an_unknown_one(tmp_path: Path) -> None:
+    """benchmarks/run_all.py (make bench) on the CPU with the tiny model: the cpu-loop part gives 4
+    repeats of tf32 and fp16 (tf32 skipped on the CPU, with its reason); a second call skips it."""
+    cmd = [*RUN_ALL, "--out", str(tmp_path), "--parts", "cpu-loop", "--", "--device", "cpu", *SMALL[1:]]
+    first = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert first.returncode == 0, first.stderr[-3000:]
+    frame = pd.read_csv(tmp_path / "cpu-loop" / "results.csv")
+    assert sorted(frame["scenario"].unique()) == ["fp16", "tf32"] and len(frame) == 8
+    ok = frame[frame["status"] == "ok"]
+    assert len(ok) and (ok["cpu_loop_start_ms"] > 0).all() and (ok["cpu_loop_end_ms"] > 0).all()
+    again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert again.returncode == 0 and "cpu-loop: finished, skipped" in again.stderr, again.stderr[-3000:]
+    bad = [*RUN_ALL, "--out", str(tmp_path), "--parts", "cpu-loops"]
+    refused = subprocess.run(bad, cwd=REPO, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 2 and "unknown part 'cpu-loops'" in refused.stderr
