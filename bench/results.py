@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -188,12 +189,24 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
     return summary
 
 
+CPU_LOOP_COLUMNS = ["cpu_loop_start_ms", "cpu_loop_end_ms"]  # the worker's CPU probe around its window
+
+
 def window_cpu_loop_ms(frame: pd.DataFrame) -> pd.Series:
     """Per row: the worker's CPU probe around its window (mean of its two ends); NaN where absent."""
-    columns = ["cpu_loop_start_ms", "cpu_loop_end_ms"]
-    if not all(c in frame for c in columns):
+    if not all(c in frame for c in CPU_LOOP_COLUMNS):
         return pd.Series(math.nan, index=frame.index, dtype=float)
-    return frame[columns].apply(pd.to_numeric, errors="coerce").mean(axis=1, skipna=False)
+    return frame[CPU_LOOP_COLUMNS].apply(pd.to_numeric, errors="coerce").mean(axis=1, skipna=False)
+
+
+def row_cpu_loop_ms(row: Mapping[str, Any]) -> float | None:
+    """window_cpu_loop_ms for one row as a mapping (a results row, a reference loop's JSON);
+    None where either end is missing or not a finite number."""
+    try:
+        ends = [float(row[c]) for c in CPU_LOOP_COLUMNS]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return sum(ends) / 2 if all(math.isfinite(e) for e in ends) else None
 
 
 def _median(frame: pd.DataFrame, column: str) -> float:

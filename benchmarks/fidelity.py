@@ -42,7 +42,7 @@ import pandas as pd
 from parts import TIME_LIMIT, expired, gpubench_run
 
 from bench.fsio import atomic_write_text
-from bench.results import read_results
+from bench.results import read_results, row_cpu_loop_ms
 
 HERE = Path(__file__).resolve().parent
 TIMEOUT_S = 900
@@ -68,13 +68,6 @@ def cv_pct(values: pd.Series) -> float:
     return float(values.std() / values.mean() * 100) if len(values) > 1 else float("nan")
 
 
-def cpu_loop_ms(figures: dict) -> float | None:
-    """The CPU probe around one window (mean of its two ends), or None where it was not taken."""
-    ends = [figures.get("cpu_loop_start_ms"), figures.get("cpu_loop_end_ms")]
-    values = [float(v) for v in ends if v is not None and v == v]  # v == v: not NaN
-    return sum(values) / 2 if len(values) == 2 else None
-
-
 def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
     pairs = []
     for r in range(repeats):
@@ -91,8 +84,8 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
                     "reference": ref["samples_per_s"],
                     "no_sampler": off["samples_per_s"].get(row["scenario"]) if off is not None else None,
                     "blocking": blocking.get("samples_per_s"),
-                    "engine_cpu_ms": cpu_loop_ms(row),
-                    "blocking_cpu_ms": cpu_loop_ms(blocking),
+                    "engine_cpu_ms": row_cpu_loop_ms(row),
+                    "blocking_cpu_ms": row_cpu_loop_ms(blocking),
                     "engine_mb": row["torch_max_allocated_mb"],
                     "reference_mb": ref["torch_max_allocated_mb"],
                 }

@@ -26,7 +26,7 @@ from transformers import AutoModelForSequenceClassification, BertConfig
 
 from bench.measure.cpuspeed import window_probe_ms
 from bench.models import PRESETS
-from bench.worker.clock import quantiles
+from bench.worker.clock import step_time_ms
 
 
 def main() -> None:
@@ -104,13 +104,10 @@ def main() -> None:
     cpu_loop_end_ms = window_probe_ms()
     window_samples = (steps - a.warmup_steps) * a.batch_size
     pairs = zip(marks, marks[1:], strict=False)
-    step_s = sorted(x.elapsed_time(y) / 1000 if cuda else y - x for x, y in pairs)
-    p10, median, p90 = quantiles(step_s)
+    step_s = [x.elapsed_time(y) / 1000 if cuda else y - x for x, y in pairs]
     result = {
         "samples_per_s": window_samples / window_s,
-        "step_time_p10_ms": p10 * 1000 if p10 else None,
-        "step_time_median_ms": median * 1000 if median else None,
-        "step_time_p90_ms": p90 * 1000 if p90 else None,
+        **step_time_ms(step_s),
         "cpu_loop_start_ms": cpu_loop_start_ms,
         "cpu_loop_end_ms": cpu_loop_end_ms,
         "window_s": window_s,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -11,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, and_, case, func, or_, select
 
-from ..results import FAILED_STATUSES
+from ..results import FAILED_STATUSES, row_cpu_loop_ms
 from . import schema
 from .judge import Point, Series, Step
 
@@ -117,7 +116,7 @@ def load_series(
         for figure in schema.FIGURES:
             if rep[figure] is not None:
                 values[rep["result_id"]][figure].append(float(rep[figure]))
-        cpu = _cpu_loop_ms(rep["row_json"])
+        cpu = row_cpu_loop_ms(json.loads(rep["row_json"]))
         if cpu is not None:
             values[rep["result_id"]][CPU_LOOP].append(cpu)
     grouped: dict[str, list[Any]] = defaultdict(list)
@@ -171,16 +170,6 @@ def _series(key: str, rows: list[Any], values: dict[int, dict[str, list[float]]]
         points=points,
         steps=steps,
     )
-
-
-def _cpu_loop_ms(row_json: str) -> float | None:
-    """The mean of a stored row's cpu_loop_start_ms and cpu_loop_end_ms; None for rows without them."""
-    try:
-        row = json.loads(row_json)
-        ends = [float(row["cpu_loop_start_ms"]), float(row["cpu_loop_end_ms"])]
-    except (KeyError, TypeError, ValueError):
-        return None
-    return sum(ends) / 2 if all(math.isfinite(e) for e in ends) else None
 
 
 def _median(values: list[float]) -> float | None:

@@ -33,6 +33,12 @@ def quantiles(sorted_times: list[float]) -> tuple[float | None, float | None, fl
     )
 
 
+def step_time_ms(step_s: list[float]) -> dict[str, float | None]:
+    """The step-time columns (p10, median, p90, in ms) of a list of step times in seconds."""
+    named = zip(("p10", "median", "p90"), quantiles(sorted(step_s)), strict=True)
+    return {f"step_time_{name}_ms": None if q is None else q * 1000 for name, q in named}
+
+
 class StepClock:
     def __init__(
         self,
@@ -116,17 +122,13 @@ class StepClock:
         window_steps = self.total_steps - self.warmup_steps
         window_s = self.t_window_end - self.t_window_start
         window_samples = window_steps * self.samples_per_step
-        steps = sorted(self.step_times_s())
-        p10, median, p90 = quantiles(steps)
         return {
             "samples_per_s": window_samples / window_s,
             "tokens_per_s": window_samples * self.tokens_per_sample / window_s,
             "window_s": window_s,
             "window_steps": window_steps,
             "window_samples": window_samples,
-            "step_time_p10_ms": p10 * 1000 if p10 else None,
-            "step_time_median_ms": median * 1000 if median else None,
-            "step_time_p90_ms": p90 * 1000 if p90 else None,
+            **step_time_ms(self.step_times_s()),
             "first_step_s": (self.t_first - self.t_begin) if self.t_first else None,
             "warmup_s": self.t_window_start - self.t_begin,
             "train_loop_s": self.t_window_end - self.t_begin,
