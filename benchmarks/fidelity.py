@@ -24,7 +24,12 @@ ratios, the range of the per-repeat ratios, each side's coefficient of variation
 sampler's cost, and the median CPU probe around the engine's and the blocking loop's windows:
 `engine_cpu_loop_ms`, `blocking_cpu_loop_ms`) once every repeat is done, and prints it.
 `within_3pct` judges the engine against the blocking loop where it ran, else against the
-non-blocking one. Arguments after `--` go to each
+non-blocking one. On a host whose CPU speed drifts (a launch-bound step follows it), the table also
+gives `cpu_adjusted_ratio`: engine / blocking loop at equal CPU speed, fitted over the repeats'
+pairs with each side's CPU probe (benchmarks/cpu_adjust.py), its 95% interval
+(`cpu_adjusted_ci_low`, `cpu_adjusted_ci_high`), `cpu_slope`, and `within_3pct_at_matched_cpu`:
+the whole interval within 3%. `--no-non-blocking-loop` runs the yardstick only, for more pairs in
+the same time. Arguments after `--` go to each
 `gpubench run` (e.g. `-- --model bert-base`). `--device cpu` runs the whole thing on the CPU with
 the tiny model, to test the script; its figures mean nothing.
 """
@@ -33,12 +38,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
+from cpu_adjust import cpu_adjusted_ratio
 from parts import TIME_LIMIT, expired, gpubench_run
 
 from bench.fsio import atomic_write_text
@@ -74,20 +81,21 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
         engine = read_results(out / f"engine-r{r}")
         off = read_results(out / f"engine-no-sampler-r{r}").set_index("scenario") if sampler_off else None
         for row in engine[engine["status"] == "ok"].to_dict("records"):
-            ref = json.loads((out / f"reference-{row['scenario']}-r{r}.json").read_text())
+            ref_json = out / f"reference-{row['scenario']}-r{r}.json"  # absent with --no-non-blocking-loop
+            ref = json.loads(ref_json.read_text()) if ref_json.is_file() else {}
             blocking_json = out / f"reference-blocking-{row['scenario']}-r{r}.json"
             blocking = json.loads(blocking_json.read_text()) if blocking_json.is_file() else {}
             pairs.append(
                 {
                     "scenario": row["scenario"],
                     "engine": row["samples_per_s"],
-                    "reference": ref["samples_per_s"],
+                    "reference": ref.get("samples_per_s", math.nan),
                     "no_sampler": off["samples_per_s"].get(row["scenario"]) if off is not None else None,
                     "blocking": blocking.get("samples_per_s"),
                     "engine_cpu_ms": row_cpu_loop_ms(row),
                     "blocking_cpu_ms": row_cpu_loop_ms(blocking),
                     "engine_mb": row["torch_max_allocated_mb"],
-                    "reference_mb": ref["torch_max_allocated_mb"],
+                    "reference_mb": ref.get("torch_max_allocated_mb", math.nan),
                 }
             )
     frame = pd.DataFrame(pairs)
@@ -120,6 +128,13 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
             # How fast the CPU was around each side's windows: where the two differ, so may the speeds
             for side in ("engine", "blocking"):
                 row[f"{side}_cpu_loop_ms"] = pd.to_numeric(g[f"{side}_cpu_ms"], errors="coerce").median()
+            names = ("engine", "blocking", "engine_cpu_ms", "blocking_cpu_ms")
+            cols = [pd.to_numeric(g[c], errors="coerce") for c in names]
+            adjusted = cpu_adjusted_ratio(*cols)  # engine / blocking loop at the same CPU speed (cpu_adjust.py)
+            row["cpu_adjusted_ratio"] = adjusted["ratio"]
+            row["cpu_adjusted_ci_low"], row["cpu_adjusted_ci_high"] = adjusted["ci_low"], adjusted["ci_high"]
+            row["cpu_slope"] = adjusted["cpu_slope"]
+            row["within_3pct_at_matched_cpu"] = adjusted["ci_low"] >= 0.97 and adjusted["ci_high"] <= 1.03
         no_sampler = pd.to_numeric(g["no_sampler"], errors="coerce").dropna()
         if len(no_sampler):
             row["no_sampler_samples_per_s"] = no_sampler.median()
@@ -143,6 +158,13 @@ def main() -> int:
         help="scenarios whose reference loop also runs with accelerate's blocking batch copy, the yardstick "
         "('all', the default, or a comma-separated list; '' for none)",
     )
+    p.add_argument(
+        "--non-blocking-loop",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the loop with non_blocking=True, the cost of the blocking copy (--no-non-blocking-loop: "
+        "the yardstick only, more pairs in the same time)",
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--time-limit", type=float, default=None, help="seconds; then exit 4, run again to go on")
@@ -165,7 +187,7 @@ def main() -> int:
         for row in engine[engine["status"] == "ok"].to_dict("records"):
             blocking = a.blocking_copy == "all" or row["scenario"] in a.blocking_copy.split(",")
             loops = [("reference-blocking", True)] if blocking else []
-            loops += [("reference", False)]
+            loops += [("reference", False)] if a.non_blocking_loop or not blocking else []
             for prefix, blocking in loops:
                 ref_out = a.out / f"{prefix}-{row['scenario']}-r{r}.json"
                 if not ref_out.is_file() and expired(deadline):
