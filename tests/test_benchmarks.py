@@ -68,6 +68,16 @@ def test_fidelity_repeats_resumes_and_stops_at_its_time_limit(tmp_path: Path) ->
     assert "bench run" not in again.stderr  # every engine run was finished: skipped
 
 
+def test_fidelity_without_the_non_blocking_loop_runs_the_yardstick_only(tmp_path: Path) -> None:
+    out = tmp_path / "fid"
+    done = fidelity(out, "--repeats", "1", "--sampler-off", "", "--no-non-blocking-loop")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in out.glob("reference-*")) == ["reference-blocking-fp32-b4-r0.json"]
+    table = pd.read_csv(out / "fidelity.csv")
+    assert "engine_over_reference" not in table.columns and table["engine_over_blocking"][0] > 0
+    assert math.isnan(table["cpu_adjusted_ratio"][0])  # one pair: too few for a fit, and it says so
+
+
 def test_cpu_noise_times_windows_per_placement_on_the_cpu(tmp_path: Path) -> None:
     out = tmp_path / "noise"
     cmd = [sys.executable, str(REPO / "benchmarks" / "cpu_noise.py"), "--out", str(out), "--device", "cpu"]
@@ -147,3 +157,48 @@ def test_make_bench_runs_a_part_skips_it_when_finished_and_refuses_an_unknown_on
     bad = [*RUN_ALL, "--out", str(tmp_path), "--parts", "cpu-loops"]
     refused = subprocess.run(bad, cwd=REPO, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert refused.returncode == 2 and "unknown part 'cpu-loops'" in refused.stderr
+
+
+def test_fidelity_table_fits_the_engine_against_the_loop_at_equal_cpu_speed(tmp_path: Path) -> None:
+    """Six repeats in which the engine twice met a CPU 1.5x slower than its loop did: its ratio of
+    medians says 0.95, while at equal CPU speed (the fit on each side's CPU probe) it is 1.0."""
+    cpu = [(10.0, 10.0), (15.0, 10.0), (10.0, 12.0), (15.0, 10.0), (12.0, 12.0), (11.0, 14.0)]
+    for r, (engine_cpu, loop_cpu) in enumerate(cpu):
+        run = tmp_path / f"engine-r{r}"
+        run.mkdir()
+        row = {"scenario": "fp16-b4", "repeat": 0, "status": "ok", "samples_per_s": 600 / engine_cpu}
+        row |= {"torch_max_allocated_mb": 100.0, "peak_mem_mb": 100.0}
+        row |= {"cpu_loop_start_ms": engine_cpu, "cpu_loop_end_ms": engine_cpu}
+        pd.DataFrame([row]).to_csv(run / "results.csv", index=False)
+        ref = {"samples_per_s": 600 / loop_cpu, "torch_max_allocated_mb": 100.0}
+        ref |= {"cpu_loop_start_ms": loop_cpu, "cpu_loop_end_ms": loop_cpu}
+        (tmp_path / f"reference-blocking-fp16-b4-r{r}.json").write_text(json.dumps(ref))
+    table = load_fidelity_module().table(tmp_path, repeats=6, sampler_off=False)
+    row = table.iloc[0]
+    assert "engine_over_reference" not in table.columns  # no non-blocking loop ran: no columns for it
+    assert row["engine_over_blocking"] == pytest.approx(((600 / 12 + 600 / 11) / 2) / 55)  # medians: 52.3, 55
+    assert row["cpu_adjusted_ratio"] == pytest.approx(1.0)
+    assert row["cpu_slope"] == pytest.approx(-1.0)  # all CPU: the speed is the CPU's
+    assert row["cpu_adjusted_ci_low"] <= 1.0 <= row["cpu_adjusted_ci_high"]
+    assert bool(row["within_3pct_at_matched_cpu"]) is True
+    assert row["pair_geomean_ratio"] < 0.97  # the pairs alone blame the engine for the slower CPU
+
+
+def test_cpu_adjusted_ratio_recovers_a_real_gap_and_refuses_what_it_cannot_separate() -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from cpu_adjust import cpu_adjusted_ratio, paired_ratio
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    engine_cpu, loop_cpu = [10.0, 14.0, 11.0, 19.0, 12.0], [12.0, 10.0, 18.0, 11.0, 15.0]
+    noise = [1.01, 0.99, 1.0, 1.02, 0.98]
+    engine = [0.9 * 1000 / c**0.5 * n for c, n in zip(engine_cpu, noise, strict=True)]
+    loop = [1000 / c**0.5 for c in loop_cpu]
+    fit = cpu_adjusted_ratio(engine, loop, engine_cpu, loop_cpu)
+    assert fit["ratio"] == pytest.approx(0.9, abs=0.01) and fit["cpu_slope"] == pytest.approx(-0.5, abs=0.05)
+    assert fit["ci_low"] < 0.9 < fit["ci_high"] < 0.97
+    # the engine always on one CPU speed, the loop on another: side and CPU cannot be told apart
+    assert math.isnan(cpu_adjusted_ratio(engine, loop, [10.0] * 5, [12.0] * 5)["ratio"])
+    assert math.isnan(cpu_adjusted_ratio(engine[:3], loop[:3], engine_cpu[:3], loop_cpu[:3])["ratio"])  # < 4 pairs
+    pairs = paired_ratio([2.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 2.0])
+    assert pairs["ratio"] == pytest.approx(1.0) and pairs["ci_low"] < 1.0 < pairs["ci_high"]
