@@ -5,6 +5,10 @@ Parts (each a result directory under --out):
   throughput  gpubench run --matrix throughput --repeats 3  how far batch 4 is from the chip's best
   faults      gpubench run --matrix faults                  a real OOM and a real timeout mid-run
   fidelity    benchmarks/fidelity.py                        engine vs hand-written loop; sampler cost
+  fidelity-matched-cpu
+              benchmarks/fidelity.py --only tf32-b4,fp16-b4 --repeats 13 --sampler-off ''
+              --no-non-blocking-loop: the launch-bound rows over many alternating pairs, with the
+              ratio at equal CPU speed and the pairs' geometric mean, each with a 95% interval
   cumulative-bert-base
               gpubench run --matrix cumulative-bert-base --repeats 3: the RTX 3080 re-run's table
               (bert-base, each technique added to the previous ones)
@@ -47,6 +51,12 @@ PARTS = {
     "aa": ["--matrix", "full", "--only", "baseline,fp16,bf16,tf32", "--repeats", "3"],
     "cpu-loop": ["--matrix", "full", "--only", "tf32,fp16", "--repeats", "4"],
 }
+FIDELITY_PARTS = {  # benchmarks/fidelity.py's arguments
+    "fidelity": [],
+    "fidelity-matched-cpu": [
+        "--only", "tf32-b4,fp16-b4", "--repeats", "13", "--sampler-off", "", "--no-non-blocking-loop",
+    ],
+}  # fmt: skip
 COMPARE_TIMEOUT_S = 300
 
 
@@ -66,10 +76,11 @@ def run_aa(out: Path, extra: list[str], deadline: float | None) -> int:
 def run_part(name: str, out: Path, extra: list[str], deadline: float | None, args: list[str] | None = None) -> int:
     if name == "aa" and args is None:
         return run_aa(out, extra, deadline)
-    if name == "fidelity":
+    if name in FIDELITY_PARTS:
         if (out / "fidelity.csv").is_file():
             return 0
-        cmd = [sys.executable, str(HERE / "fidelity.py"), "--out", str(out), *limit_args(deadline)]
+        cmd = [sys.executable, str(HERE / "fidelity.py"), "--out", str(out), *FIDELITY_PARTS[name]]
+        cmd += limit_args(deadline)
         cmd += ["--", *extra] if extra else []
         print("+ " + " ".join(cmd), file=sys.stderr)
         return subprocess.run(cmd, check=False).returncode
@@ -79,15 +90,18 @@ def run_part(name: str, out: Path, extra: list[str], deadline: float | None, arg
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--parts", default="full,throughput,faults,fidelity,aa,cumulative-bert-base,cv-long,cpu-loop")
+    p.add_argument(
+        "--parts",
+        default="full,throughput,faults,fidelity,aa,cumulative-bert-base,cv-long,cpu-loop,fidelity-matched-cpu",
+    )
     p.add_argument("--time-limit", type=float, default=None, help="seconds for all parts (see above)")
     p.add_argument("extra", nargs="*", help="passed to gpubench run (e.g. -- --model bert-base)")
     a = p.parse_args()
     deadline = None if a.time_limit is None else time.monotonic() + a.time_limit
     codes = {}
     for name in [x for x in a.parts.split(",") if x]:
-        if name not in (*PARTS, "fidelity"):
-            print(f"unknown part {name!r}; parts: {', '.join([*PARTS, 'fidelity'])}", file=sys.stderr)
+        if name not in (*PARTS, *FIDELITY_PARTS):
+            print(f"unknown part {name!r}; parts: {', '.join([*PARTS, *FIDELITY_PARTS])}", file=sys.stderr)
             return 2
         if expired(deadline):
             codes[name] = TIME_LIMIT

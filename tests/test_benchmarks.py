@@ -159,6 +159,29 @@ def test_make_bench_runs_a_part_skips_it_when_finished_and_refuses_an_unknown_on
     assert refused.returncode == 2 and "unknown part 'cpu-loops'" in refused.stderr
 
 
+def test_make_bench_fidelity_matched_cpu_part_hands_fidelity_py_arguments_it_accepts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    calls: list[list[str]] = []
+    monkeypatch.setattr(
+        run_all.subprocess, "run", lambda cmd, **_: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0)
+    )
+    assert run_all.run_part("fidelity-matched-cpu", tmp_path / "m", [], None) == 0
+    (cmd,) = calls
+    assert cmd[cmd.index("--only") + 1] == "tf32-b4,fp16-b4" and cmd[cmd.index("--repeats") + 1] == "13"
+    assert "--no-non-blocking-loop" in cmd and cmd[cmd.index("--sampler-off") + 1] == ""
+    monkeypatch.undo()
+    # fidelity.py takes those arguments: a spent time limit stops it after parsing them, before any run
+    spent = subprocess.run([*cmd, "--time-limit", "0"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert spent.returncode == 4, spent.stderr[-2000:]
+    assert not (tmp_path / "m").exists() or not list((tmp_path / "m").rglob("results.csv"))
+
+
 def test_fidelity_table_fits_the_engine_against_the_loop_at_equal_cpu_speed(tmp_path: Path) -> None:
     """Six repeats in which the engine twice met a CPU 1.5x slower than its loop did: its ratio of
     medians says 0.95, while at equal CPU speed (the fit on each side's CPU probe) it is 1.0."""
