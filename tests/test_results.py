@@ -204,6 +204,34 @@ def test_a_write_that_fails_keeps_the_old_file_and_no_temp(tmp_path: Path, monke
     assert leftover_temp_files(tmp_path) == []
 
 
+def test_a_ctrl_c_while_the_temp_file_is_created_leaves_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second Ctrl-C of a run can land just after the temporary file was created and before
+    its name was known to the writer (inside tempfile.mkstemp, as it once was): it must go too."""
+    path = tmp_path / "results.csv"
+    real_open = os.open
+
+    def open_then_interrupted(file: Any, flags: int, mode: int = 0o777, **kw: Any) -> int:
+        os.close(real_open(file, flags, mode, **kw))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "open", open_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_results(path, [row("a")])
+    monkeypatch.undo()
+    assert leftover_temp_files(tmp_path) == [] and not path.exists()
+
+
+def test_written_results_are_readable_by_everyone_the_umask_allows(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        write_results(tmp_path / "results.csv", [row("a")])
+    finally:
+        os.umask(old)
+    assert (tmp_path / "results.csv").stat().st_mode & 0o777 == 0o644
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
