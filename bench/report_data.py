@@ -149,7 +149,7 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
     unsteady = cpuspeed.warning(env.get("cpu_speed") if env else None)
     if unsteady:
         notes.append(unsteady)
-    windows = _cpu_window_note(frame)
+    windows = _cpu_window_note(frame, summary)
     if windows:
         notes.append(windows)
     if env and env.get("gpu_processes_at_start"):
@@ -160,18 +160,16 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
     return Report(summary, env, Path(source), baseline, _problems(frame, summary), tuple(notes))
 
 
-def _cpu_window_note(frame: pd.DataFrame) -> str | None:
-    """Names each scenario whose samples/s varied by more than NOISE_PCT (CV over its ok repeats)
-    while the CPU probe around its windows varied by CPU_SPREAD or more."""
+def _cpu_window_note(frame: pd.DataFrame, summary: pd.DataFrame) -> str | None:
+    """Names each scenario whose samples/s varied by more than NOISE_PCT (summarize()'s CV over its
+    ok repeats) while the CPU probe around its windows varied by CPU_SPREAD or more."""
     ok = frame[frame["status"] == "ok"]
     loops = window_cpu_loop_ms(ok)
+    cvs = summary.set_index("scenario")["samples_per_s_cv_pct"]
     parts = []
     for name, group in ok.groupby("scenario", sort=False):
-        loop, speed = loops[group.index].dropna(), group["samples_per_s"].astype(float)
-        if len(loop) < 2 or len(speed) < 2 or not speed.mean():
-            continue
-        cv = float(speed.std(ddof=1) / speed.mean() * 100)
-        if cv > NOISE_PCT and loop.max() >= CPU_SPREAD * loop.min():
+        loop, cv = loops[group.index].dropna(), float(cvs[name])
+        if len(loop) >= 2 and cv > NOISE_PCT and loop.max() >= CPU_SPREAD * loop.min():
             parts.append(f"{name} (CV {cv:.1f}%, loop {loop.min():.1f}-{loop.max():.1f} ms)")
     if not parts:
         return None

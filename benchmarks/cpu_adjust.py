@@ -24,6 +24,12 @@ MIN_PAIRS = 4
 RESAMPLES = 2000
 
 
+def _complete(*columns: Sequence[float]) -> np.ndarray:
+    """The pairs (rows) whose figures are all finite and positive, as one array of columns."""
+    data = np.array(columns, dtype=float).T
+    return data[np.isfinite(data).all(axis=1) & (data > 0).all(axis=1)]
+
+
 def _fit(engine: np.ndarray, loop: np.ndarray, engine_cpu: np.ndarray, loop_cpu: np.ndarray) -> np.ndarray | None:
     """(a, c, b) of the model above, by least squares over both sides of the pairs; None where the
     data cannot tell the side from the CPU (the CPU constant, or different on the two sides only)."""
@@ -41,8 +47,7 @@ def cpu_adjusted_ratio(
 ) -> dict[str, float]:
     """`ratio` (engine/loop at equal CPU speed), `ci_low`/`ci_high` (95%, resampled pairs),
     `cpu_slope` (b above) and `pairs` used; NaN figures where the data cannot give them."""
-    data = np.array([engine, loop, engine_cpu_ms, loop_cpu_ms], dtype=float).T
-    data = data[np.isfinite(data).all(axis=1) & (data > 0).all(axis=1)]
+    data = _complete(engine, loop, engine_cpu_ms, loop_cpu_ms)
     coef = _fit(*data.T) if len(data) >= MIN_PAIRS else None
     if coef is None:
         nan = {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "cpu_slope": math.nan}
@@ -64,8 +69,7 @@ def cpu_adjusted_ratio(
 def paired_ratio(engine: Sequence[float], loop: Sequence[float]) -> dict[str, float]:
     """The model-free reading beside the fit: the geometric mean of the per-pair ratios engine/loop
     (each pair ran side by side in time) and its 95% interval from resampled pairs."""
-    data = np.array([engine, loop], dtype=float).T
-    data = data[np.isfinite(data).all(axis=1) & (data > 0).all(axis=1)]
+    data = _complete(engine, loop)
     if len(data) < MIN_PAIRS:
         return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan}
     logs = np.log(data[:, 0] / data[:, 1])

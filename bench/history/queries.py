@@ -14,7 +14,6 @@ from ..results import FAILED_STATUSES, row_cpu_loop_ms
 from . import schema
 from .judge import Point, Series, Step
 
-CPU_LOOP = "cpu_loop_ms"  # per ok repeat: the CPU probe around its window, read from the stored row
 RUN_INFO = ("git_commit", "git_branch", "host", "driver", "cuda", "torch", "transformers", "accelerate", "bitsandbytes")
 
 
@@ -112,18 +111,19 @@ def load_series(
     )
     ok_values = _filtered(ok_values.where(repeats.c.status == "ok"), keys, scenario, gpu)
     values: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    cpu_loops: dict[int, list[float]] = defaultdict(list)  # per ok repeat: the CPU probe around its window
     for rep in conn.execute(ok_values.order_by(repeats.c.result_id, repeats.c.repeat)).mappings():
         for figure in schema.FIGURES:
             if rep[figure] is not None:
                 values[rep["result_id"]][figure].append(float(rep[figure]))
         cpu = row_cpu_loop_ms(json.loads(rep["row_json"]))
         if cpu is not None:
-            values[rep["result_id"]][CPU_LOOP].append(cpu)
+            cpu_loops[rep["result_id"]].append(cpu)
     grouped: dict[str, list[Any]] = defaultdict(list)
     for row in rows:
         grouped[row["series_key"]].append(row)
     steps = _steps(conn, list(grouped))
-    return [_series(key, members, values, steps.get(key, ())) for key, members in grouped.items()]
+    return [_series(key, members, values, cpu_loops, steps.get(key, ())) for key, members in grouped.items()]
 
 
 def _filtered(query: Select[Any], keys: Sequence[str] | None, scenario: str | None, gpu: str | None) -> Select[Any]:
@@ -147,7 +147,13 @@ def _steps(conn: Connection, keys: list[str]) -> dict[str, tuple[Step, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _series(key: str, rows: list[Any], values: dict[int, dict[str, list[float]]], steps: tuple[Step, ...]) -> Series:
+def _series(
+    key: str,
+    rows: list[Any],
+    values: dict[int, dict[str, list[float]]],
+    cpu_loops: dict[int, list[float]],
+    steps: tuple[Step, ...],
+) -> Series:
     first = rows[0]
     points = tuple(
         Point(
@@ -155,9 +161,9 @@ def _series(key: str, rows: list[Any], values: dict[int, dict[str, list[float]]]
             created_at=row["created_at"],
             status=str(row["status"]),
             values={f: None if row[f] is None else float(row[f]) for f in schema.FIGURES},
-            repeats={f: tuple(v) for f, v in values.get(row["id"], {}).items() if f != CPU_LOOP},
+            repeats={f: tuple(v) for f, v in values.get(row["id"], {}).items()},
             info={c: row[c] for c in RUN_INFO},
-            cpu_loop_ms=_median(values.get(row["id"], {}).get(CPU_LOOP, [])),
+            cpu_loop_ms=_median(cpu_loops.get(row["id"], [])),
         )
         for row in rows
     )
