@@ -29,7 +29,7 @@ from bench.models import PRESETS
 from bench.worker.clock import step_time_ms
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="bert-large", choices=sorted(PRESETS))
     p.add_argument("--batch-size", type=int, default=4)
@@ -44,27 +44,55 @@ def main() -> None:
     p.add_argument("--blocking-copy", action="store_true", help="copy each batch as accelerate and the Trainer do")
     p.add_argument("--device", default="cuda", help="cuda (the yardstick) or cpu (to test the script)")
     p.add_argument("--out", required=True)
-    a = p.parse_args()
+    return p
 
-    device = torch.device(a.device)
+
+class ReferenceLoop:
+    """The model, data and optimizer of the loop; `step(i)` trains on the i-th batch (wrapping)."""
+
+    def __init__(self, a: argparse.Namespace) -> None:
+        self.a = a
+        self.device = device = torch.device(a.device)
+        torch.backends.cuda.matmul.fp32_precision = "tf32" if a.tf32 else "ieee"
+        torch.manual_seed(a.seed)
+        extra = {} if a.attn_implementation == "default" else {"attn_implementation": a.attn_implementation}
+        with device:
+            model = AutoModelForSequenceClassification.from_config(BertConfig(**PRESETS[a.model]), **extra)
+        self.model = model.float().train()
+        fused = True if a.optimizer == "adamw_fused" else None
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=5e-5, weight_decay=0.0, fused=fused)
+        gen = torch.Generator().manual_seed(a.seed)
+        self.ids = torch.randint(100, 30000, (a.samples, a.seq_len), generator=gen)
+        self.labels = torch.zeros(a.samples, dtype=torch.long)
+        self.dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
+        self.scaler = torch.amp.GradScaler(device.type) if a.precision == "fp16" else None
+        self.batches = a.samples // a.batch_size
+        self.loss: torch.Tensor | None = None
+
+    def step(self, i: int) -> None:
+        a, device = self.a, self.device
+        rows = slice((i % self.batches) * a.batch_size, (i % self.batches + 1) * a.batch_size)
+        batch_ids = self.ids[rows].to(device, non_blocking=not a.blocking_copy)
+        batch_labels = self.labels[rows].to(device, non_blocking=not a.blocking_copy)
+        with torch.autocast(device.type, dtype=self.dtype, enabled=self.dtype is not None):
+            loss = self.model(input_ids=batch_ids, labels=batch_labels).loss
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.loss = loss
+
+
+def main() -> None:
+    a = parser().parse_args()
+    loop = ReferenceLoop(a)
+    device = loop.device
     cuda = device.type == "cuda"
-    mode = "tf32" if a.tf32 else "ieee"
-    torch.backends.cuda.matmul.fp32_precision = mode
-    torch.manual_seed(a.seed)
-    extra = {} if a.attn_implementation == "default" else {"attn_implementation": a.attn_implementation}
-    with device:
-        model = AutoModelForSequenceClassification.from_config(BertConfig(**PRESETS[a.model]), **extra)
-    model = model.float().train()
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=5e-5, weight_decay=0.0, fused=True if a.optimizer == "adamw_fused" else None
-    )
-    gen = torch.Generator().manual_seed(a.seed)
-    ids = torch.randint(100, 30000, (a.samples, a.seq_len), generator=gen)
-    labels = torch.zeros(a.samples, dtype=torch.long)
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
-    scaler = torch.amp.GradScaler(device.type) if a.precision == "fp16" else None
-
-    steps = a.samples // a.batch_size
+    steps = loop.batches
     t_start = None
     marks: list = []  # at the window's start and each timed step's end: CUDA events, as the engine's clock
 
@@ -82,19 +110,7 @@ def main() -> None:
             cpu_loop_start_ms = window_probe_ms()  # the CPU's speed, as the engine's clock takes it
             t_start = time.perf_counter()
             mark()
-        rows = slice(step * a.batch_size, (step + 1) * a.batch_size)
-        batch_ids = ids[rows].to(device, non_blocking=not a.blocking_copy)
-        batch_labels = labels[rows].to(device, non_blocking=not a.blocking_copy)
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            loss = model(input_ids=batch_ids, labels=batch_labels).loss
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        loop.step(step)
         if t_start is not None:
             mark()
     if cuda:
@@ -112,7 +128,7 @@ def main() -> None:
         "cpu_loop_end_ms": cpu_loop_end_ms,
         "window_s": window_s,
         "window_samples": window_samples,
-        "final_loss": float(loss.detach()),
+        "final_loss": float(loop.loss.detach()),
         "torch_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
         **vars(a),
     }

@@ -1,8 +1,13 @@
-"""The plain Accelerate loop from the guide: prepare, accumulate, backward, step."""
+"""The plain Accelerate loop from the guide: prepare, accumulate, backward, step.
+
+`setup` prepares it and `AccelerateLoop.step` trains one batch; `train` runs them over the data
+set. benchmarks/interleaved.py drives the same two, block by block, beside the reference loop.
+"""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -14,9 +19,34 @@ from .tracking import make_optimizer
 MIXED = {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}
 
 
-def train(inputs: EngineInputs) -> dict[str, Any]:
-    sc, model, dataset, device = inputs.sc, inputs.model, inputs.dataset, inputs.device
-    clock, losses, phases = inputs.clock, inputs.losses, inputs.phases
+@dataclass
+class AccelerateLoop:
+    """The prepared model, optimizer and loader, and one training step over them."""
+
+    inputs: EngineInputs
+    accelerator: Any
+    model: Any
+    optimizer: Any
+    loader: Any
+
+    def step(self, batch: dict[str, torch.Tensor]) -> None:
+        accelerator, model, optimizer = self.accelerator, self.model, self.optimizer
+        phases = self.inputs.phases
+        with accelerator.accumulate(model):
+            loss = model(**batch).loss
+            phases.mark("after_forward")
+            accelerator.backward(loss)
+            phases.mark("after_backward")
+            optimizer.step()
+            phases.mark_optimizer_step(optimizer)
+            optimizer.zero_grad(set_to_none=True)
+        self.inputs.losses.track(loss)
+        if accelerator.sync_gradients:
+            self.inputs.clock.step_end()
+
+
+def setup(inputs: EngineInputs) -> AccelerateLoop:
+    sc, model, device = inputs.sc, inputs.model, inputs.device
     from accelerate import Accelerator
 
     accelerator = Accelerator(
@@ -28,7 +58,7 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         model.gradient_checkpointing_enable()
     optimizer = make_optimizer(sc.optimizer, model.parameters())
     loader = torch.utils.data.DataLoader(
-        dataset,
+        inputs.dataset,
         batch_size=sc.batch_size,
         shuffle=True,
         drop_last=True,
@@ -40,23 +70,18 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         model = compiled(model, sc.compile_scope)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     model.train()
-    clock.train_begin()
+    return AccelerateLoop(inputs, accelerator, model, optimizer, loader)
+
+
+def train(inputs: EngineInputs) -> dict[str, Any]:
+    loop = setup(inputs)
+    inputs.clock.train_begin()
     start = time.perf_counter()
-    for batch in loader:
-        with accelerator.accumulate(model):
-            loss = model(**batch).loss
-            phases.mark("after_forward")
-            accelerator.backward(loss)
-            phases.mark("after_backward")
-            optimizer.step()
-            phases.mark_optimizer_step(optimizer)
-            optimizer.zero_grad(set_to_none=True)
-        losses.track(loss)
-        if accelerator.sync_gradients:
-            clock.step_end()
-    if device.type == "cuda":
+    for batch in loop.loader:
+        loop.step(batch)
+    if inputs.device.type == "cuda":
         torch.cuda.synchronize()
     loop_s = time.perf_counter() - start
-    samples = len(loader) * sc.batch_size
+    samples = len(loop.loader) * inputs.sc.batch_size
     # The loop's own whole-epoch figures, the counterpart of the Trainer's train_runtime.
     return {"trainer_runtime_s": loop_s, "trainer_samples_per_s": samples / loop_s}

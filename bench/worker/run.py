@@ -76,11 +76,11 @@ def preload(engine: str) -> None:
         import accelerate  # noqa: F401
 
 
-def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = None) -> dict[str, Any]:
-    """Train one scenario. `marks` holds wall times of the process's start-up steps so far."""
-    marks = dict(marks or {})
-    sc = Scenario(**spec["scenario"])
-    device = torch.device(spec["device"])
+def build_inputs(
+    sc: Scenario, model_name: str, device: torch.device, scratch: Path, marks: dict[str, float]
+) -> EngineInputs:
+    """Check the scenario can run here, then build what its engine trains and reports to; `marks`
+    gains the wall time of each start-up step."""
     check_runnable(sc, device)
     torch.manual_seed(sc.seed)
     if device.type == "cuda":
@@ -90,7 +90,7 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     marks["cuda_ready"] = time.time()
 
     phases = MemoryPhases(device)
-    model = build_model(spec["model"], device, sc.attn_implementation)
+    model = build_model(model_name, device, sc.attn_implementation)
     phases.mark("model_built")
     marks["model_built"] = time.time()
     if sc.inject_fault == "nan":
@@ -111,8 +111,16 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         on_first_step=lambda: inject(sc.inject_fault),
         cpu_probe=window_probe_ms,
     )
-    losses = LossTracker()
-    inputs = EngineInputs(sc, model, dataset, device, clock, losses, phases, scratch)
+    return EngineInputs(sc, model, dataset, device, clock, LossTracker(), phases, scratch)
+
+
+def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = None) -> dict[str, Any]:
+    """Train one scenario. `marks` holds wall times of the process's start-up steps so far."""
+    marks = dict(marks or {})
+    sc = Scenario(**spec["scenario"])
+    device = torch.device(spec["device"])
+    inputs = build_inputs(sc, spec["model"], device, scratch, marks)
+    model, clock, losses, phases = inputs.model, inputs.clock, inputs.losses, inputs.phases
     engine_figures = ENGINES[sc.engine](inputs)
     figures: dict[str, Any] = {
         **clock.summary(),

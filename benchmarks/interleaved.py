@@ -1,0 +1,330 @@
+"""The Accelerate engine against the hand-written loop in one process, in alternating blocks.
+
+On a host whose CPU speed swings from one few-second window to the next (results/README.md,
+`cpu-noise/`), a launch-bound step follows it, and an engine run set beside a loop run a minute
+later differs by up to 20% either way (`fidelity-matched-cpu/`). Here both sides live in one
+process on one GPU and take turns every `--block-steps` steps (about half a second at batch 4):
+
+- the engine side is gpubench's own Accelerate engine (bench/worker/accelerate_engine.py: the
+  same `setup` and `step` a worker runs, with the worker's clock, loss tracker and memory hooks),
+  with the NVML memory sampler (bench/measure/nvml.py, 200 Hz, in a process of its own as in a
+  run) switched on for the engine's blocks only;
+- the loop side is benchmarks/reference_loop.py's `ReferenceLoop`, with the engine's data path
+  (a blocking batch copy, `--blocking-copy`): the yardstick of benchmarks/fidelity.py.
+
+Each block is timed with a device synchronisation at both ends. Pair i runs engine then loop for
+even i, loop then engine for odd i, so a speed that drifts during a pair favours neither side.
+Two consecutive pairs (engine, loop, loop, engine) make one unit; the engine/loop ratio is the
+geometric mean over the units, and its 95% interval comes from resampling the units
+(benchmarks/cpu_adjust.py). `within_3pct` is true when the whole interval lies within 3%.
+
+`--control SCENARIOS` also runs those scenarios as an A/A test: the loop against a second copy
+of itself, in the same alternation; its ratio should be 1 and shows what the method alone gives.
+
+    python benchmarks/interleaved.py --out results/h200-bert-large/interleaved --control tf32-b4
+
+Writes OUT/SCENARIO.json (OUT/SCENARIO-control.json) per scenario, every block in it, and
+OUT/interleaved.csv, and prints the table. Finished scenarios are kept: running the command again
+goes on where it stopped; with --time-limit it starts nothing once the time is up and exits 4.
+`--device cpu` runs it on the CPU with the tiny model, to test the script; its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from cpu_adjust import paired_ratio
+from parts import TIME_LIMIT, expired
+
+from bench.errors import BadInput
+from bench.fsio import atomic_write_json, atomic_write_text
+from bench.matrix import load_matrix, select
+from bench.models import resolve_model
+from bench.proc import run_subprocess
+
+HERE = Path(__file__).resolve()
+MATRIX = "fidelity"
+WARMUP_STEPS = 12  # per side, untimed: past the engine's own warm-up (10 steps, 4 at batch 32)
+CHILD_TIMEOUT_S = 900
+
+
+# ---------------------------------------------------------------- the figures of one scenario
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def summarize(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-side throughput over all blocks, the engine/loop ratio over units of two pairs with its
+    95% interval, and the spread; `blocks` as `measure` records them (side, pair, samples, seconds)."""
+    rate = {(b["pair"], b["side"]): b["samples"] / b["seconds"] for b in blocks}
+    pairs = sorted({b["pair"] for b in blocks if (b["pair"], "engine") in rate and (b["pair"], "loop") in rate})
+    units = [(p, p + 1) for p in pairs if p % 2 == 0 and p + 1 in pairs]
+    engine_units = [geomean([rate[(p, "engine")] for p in unit]) for unit in units]
+    loop_units = [geomean([rate[(p, "loop")] for p in unit]) for unit in units]
+    ratio = paired_ratio(engine_units, loop_units)
+    logs = [math.log(rate[(p, "engine")] / rate[(p, "loop")]) for p in pairs]
+    out: dict[str, Any] = {"pairs": len(pairs), "units": len(units)}
+    for side in ("engine", "loop"):
+        mine = [b for b in blocks if b["side"] == side]
+        speeds = [b["samples"] / b["seconds"] for b in mine]
+        out[f"{side}_samples_per_s"] = sum(b["samples"] for b in mine) / sum(b["seconds"] for b in mine)
+        out[f"{side}_block_cv_pct"] = statistics.stdev(speeds) / statistics.fmean(speeds) * 100
+    out["ratio_of_totals"] = out["engine_samples_per_s"] / out["loop_samples_per_s"]
+    out["ratio"], out["ci_low"], out["ci_high"] = ratio["ratio"], ratio["ci_low"], ratio["ci_high"]
+    out["within_3pct"] = bool(out["ci_low"] >= 0.97 and out["ci_high"] <= 1.03)
+    out["pair_log_sd"] = statistics.stdev(logs) if len(logs) > 1 else math.nan
+    # engine first against loop first: a cost of switching sides would show here
+    first = [lg for p, lg in zip(pairs, logs, strict=True) if p % 2 == 0]
+    second = [lg for p, lg in zip(pairs, logs, strict=True) if p % 2 == 1]
+    out["ratio_engine_first"] = math.exp(statistics.fmean(first)) if first else math.nan
+    out["ratio_loop_first"] = math.exp(statistics.fmean(second)) if second else math.nan
+    return out
+
+
+# ---------------------------------------------------------------- the sampler, on for the engine
+
+
+class SamplerSwitch:
+    """bench/measure/nvml.py's MemorySampler in a process of its own (as a run has it), watching
+    this process group, switched on and off by a line on its stdin; it answers once it has."""
+
+    def __init__(self, uuid: str) -> None:
+        cmd = [sys.executable, str(HERE), "--sampler-helper", uuid, "--pgid", str(os.getpgid(0))]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._ask("ready")
+
+    def _ask(self, command: str) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        if not answer.startswith("ok"):
+            raise RuntimeError(f"NVML sampler helper answered {answer!r} to {command!r}")
+        return answer
+
+    def on(self) -> None:
+        self._ask("on")
+
+    def off(self) -> float:
+        """Switch off; the rate (Hz) the sampler reached while it was on."""
+        return float(self._ask("off").split()[1])
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def sampler_helper(uuid: str, pgid: int) -> int:
+    from bench.measure.nvml import MemorySampler, Nvml
+
+    nvml = Nvml(uuid)
+    sampler = None
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "on":
+            sampler = MemorySampler(nvml)
+            sampler.idle_mb = nvml.used_mb()
+            sampler.start(pgid)
+            print("ok", flush=True)
+        elif command == "off" and sampler is not None:
+            print(f"ok {sampler.stop().sample_hz:.1f}", flush=True)
+            sampler = None
+        else:
+            print("ok" if command == "ready" else f"unknown command {command!r}", flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------- one scenario, in this process
+
+
+def loop_args(sc: Any, model: str, device: str) -> argparse.Namespace:
+    """reference_loop.py's arguments for the scenario: the engine's data path (blocking copy)."""
+    from reference_loop import parser
+
+    args = ["--model", model, "--batch-size", str(sc.batch_size), "--precision", sc.precision]
+    args += ["--optimizer", sc.optimizer, "--attn-implementation", sc.attn_implementation]
+    args += ["--samples", str(sc.samples), "--seq-len", str(sc.seq_len), "--seed", str(sc.seed)]
+    args += ["--blocking-copy", "--device", device, "--out", os.devnull, *(["--tf32"] if sc.tf32 else [])]
+    return parser().parse_args(args)
+
+
+def timed_block(step: Callable[[], None], steps: int, sync: Callable[[], None]) -> float:
+    sync()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return time.perf_counter() - start
+
+
+def measure(a: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    from reference_loop import ReferenceLoop
+
+    from bench.worker import accelerate_engine
+    from bench.worker.run import build_inputs
+
+    device = torch.device(a.device)
+    base = select(load_matrix(MATRIX).scenarios, [a.one], MATRIX)[0]
+    if base.grad_accum_steps != 1 or base.engine != "accelerate":
+        raise BadInput(f"scenario {a.one}: interleaving needs the accelerate engine and no gradient accumulation")
+    model = resolve_model(base.model, a.device)
+    # enough data that no side wraps, and one spare block so the engine clock's end never falls in one
+    steps = WARMUP_STEPS + (a.pairs + 1) * a.block_steps
+    sc = dataclasses.replace(base, samples=steps * base.batch_size, warmup_steps=min(base.warmup_steps, WARMUP_STEPS))
+    sides: dict[str, Callable[[], None]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        loop = ReferenceLoop(loop_args(sc, model, a.device))
+        loop_steps = iter(range(10**9))
+        sides["loop"] = lambda: loop.step(next(loop_steps))
+        if a.as_control:  # A/A: a second copy of the loop in the engine's place
+            twin = ReferenceLoop(loop_args(sc, model, a.device))
+            twin_steps = iter(range(10**9))
+            sides["engine"] = lambda: twin.step(next(twin_steps))
+        else:
+            inputs = build_inputs(sc, model, device, Path(scratch), {})
+            engine = accelerate_engine.setup(inputs)
+            batches = iter(engine.loader)
+            inputs.clock.train_begin()
+            sides["engine"] = lambda: engine.step(next(batches))
+        cuda = device.type == "cuda"
+        sync = torch.cuda.synchronize if cuda else (lambda: None)
+        switch = SamplerSwitch(gpu_uuid(torch)) if cuda and a.sampler and not a.as_control else None
+        for side in ("engine", "loop"):
+            timed_block(sides[side], WARMUP_STEPS, sync)
+        blocks, t0 = [], time.perf_counter()
+        for pair in range(a.pairs):
+            for side in ("engine", "loop") if pair % 2 == 0 else ("loop", "engine"):
+                hz = None
+                if switch is not None and side == "engine":
+                    switch.on()
+                start = time.perf_counter() - t0
+                seconds = timed_block(sides[side], a.block_steps, sync)
+                if switch is not None and side == "engine":
+                    hz = switch.off()
+                block = {"pair": pair, "side": side, "start_s": start, "seconds": seconds}
+                blocks.append({**block, "samples": a.block_steps * sc.batch_size, "sampler_hz": hz})
+        if switch is not None:
+            switch.close()
+    return {
+        "scenario": a.one,
+        "control": a.as_control,
+        "model": model,
+        "batch_size": sc.batch_size,
+        "precision": sc.precision,
+        "tf32": sc.tf32,
+        "block_steps": a.block_steps,
+        "sampler": switch is not None,
+        "device": a.device,
+        "gpu": torch.cuda.get_device_name(device) if cuda else "",
+        "torch": torch.__version__,
+        "summary": summarize(blocks),
+        "blocks": blocks,
+    }
+
+
+def gpu_uuid(torch: Any) -> str:
+    return "GPU-" + str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def result_path(out: Path, name: str, control: bool) -> Path:
+    return out / (f"{name}-control.json" if control else f"{name}.json")
+
+
+def table(out: Path, jobs: list[tuple[str, bool]]) -> pd.DataFrame:
+    rows = []
+    for name, control in jobs:
+        path = result_path(out, name, control)
+        if path.is_file():
+            result = json.loads(path.read_text())
+            if "skipped" in result:
+                rows.append({"scenario": name, "control": control, "skipped": result["skipped"]})
+            else:
+                rows.append(
+                    {"scenario": name, "control": control, "block_steps": result["block_steps"], **result["summary"]}
+                )
+    return pd.DataFrame(rows)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path)
+    p.add_argument("--only", default=None, help="comma-separated scenarios of the fidelity matrix (default: all)")
+    p.add_argument("--control", default="", help="comma-separated scenarios to run as an A/A test as well")
+    p.add_argument("--pairs", type=int, default=40, help="engine/loop block pairs per scenario (even)")
+    p.add_argument("--block-steps", type=int, default=10, help="optimizer steps per block")
+    p.add_argument(
+        "--sampler", action=argparse.BooleanOptionalAction, default=True, help="NVML sampler on in the engine's blocks"
+    )
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--time-limit", type=float, default=None, help="seconds; then exit 4, run again to go on")
+    p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # the child: one scenario, in this process
+    p.add_argument("--as-control", action="store_true", help=argparse.SUPPRESS)  # the child of an A/A job
+    p.add_argument("--sampler-helper", default=None, help=argparse.SUPPRESS)  # the sampler's process: a GPU UUID
+    p.add_argument("--pgid", type=int, default=0, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.sampler_helper:
+        return sampler_helper(a.sampler_helper, a.pgid)
+    if a.out is None:
+        p.error("--out is required")
+    if a.pairs < 2 or a.pairs % 2 or a.block_steps < 1:
+        p.error("--pairs must be even and at least 2, --block-steps at least 1")
+    if a.one:
+        from bench.worker.run import Skip
+
+        try:
+            result = measure(a)
+        except Skip as exc:  # e.g. tf32 on the CPU: a row that says why
+            result = {"scenario": a.one, "control": a.as_control, "skipped": str(exc)}
+        atomic_write_json(result_path(a.out, a.one, a.as_control), result)
+        return 0
+    deadline = None if a.time_limit is None else time.monotonic() + a.time_limit
+    names = [s.name for s in select(load_matrix(MATRIX).scenarios, a.only.split(",") if a.only else None, MATRIX)]
+    controls = (
+        [s.name for s in select(load_matrix(MATRIX).scenarios, a.control.split(","), MATRIX)] if a.control else []
+    )
+    jobs = [(n, False) for n in names] + [(n, True) for n in controls]
+    a.out.mkdir(parents=True, exist_ok=True)
+    for name, control in jobs:
+        if result_path(a.out, name, control).is_file():
+            continue
+        if expired(deadline):
+            return TIME_LIMIT
+        cmd = [sys.executable, str(HERE), "--one", name, "--out", str(a.out), "--pairs", str(a.pairs)]
+        cmd += ["--block-steps", str(a.block_steps), "--device", a.device, "--sampler" if a.sampler else "--no-sampler"]
+        cmd += ["--as-control"] * control
+        print("+ " + " ".join(cmd), file=sys.stderr)
+        log = a.out / f"{name}{'-control' if control else ''}.log"
+        done = run_subprocess(cmd, timeout_s=CHILD_TIMEOUT_S, log_path=log)
+        if done.returncode != 0:
+            print(
+                f"{name}: exit {done.returncode}{' (timed out)' if done.timed_out else ''}; see {log}", file=sys.stderr
+            )
+            return 1
+    result = table(a.out, jobs)
+    atomic_write_text(a.out / "interleaved.csv", result.to_csv(index=False))
+    print(result.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
