@@ -180,7 +180,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
     from bench.worker import accelerate_engine
     from bench.worker.run import build_inputs
 
-    device = torch.device(a.device)
+    device = torch.device("cuda:0" if a.device == "cuda" else "cpu")  # a worker gets an index too
     base = select(load_matrix(MATRIX).scenarios, [a.one], MATRIX)[0]
     if base.grad_accum_steps != 1 or base.engine != "accelerate":
         raise BadInput(f"scenario {a.one}: interleaving needs the accelerate engine and no gradient accumulation")
