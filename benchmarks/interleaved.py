@@ -69,30 +69,32 @@ def geomean(values: list[float]) -> float:
 
 
 def summarize(blocks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-side throughput over all blocks, the engine/loop ratio over units of two pairs with its
-    95% interval, and the spread; `blocks` as `measure` records them (side, pair, samples, seconds)."""
+    """Per-side throughput over all blocks, the ratio a/b over units of two pairs with its 95%
+    interval, and the spread; `blocks` as `measure` records them (side a or b, pair, samples, seconds)."""
     rate = {(b["pair"], b["side"]): b["samples"] / b["seconds"] for b in blocks}
-    pairs = sorted({b["pair"] for b in blocks if (b["pair"], "engine") in rate and (b["pair"], "loop") in rate})
+    pairs = sorted({b["pair"] for b in blocks if (b["pair"], "a") in rate and (b["pair"], "b") in rate})
     units = [(p, p + 1) for p in pairs if p % 2 == 0 and p + 1 in pairs]
-    engine_units = [geomean([rate[(p, "engine")] for p in unit]) for unit in units]
-    loop_units = [geomean([rate[(p, "loop")] for p in unit]) for unit in units]
-    ratio = paired_ratio(engine_units, loop_units)
-    logs = [math.log(rate[(p, "engine")] / rate[(p, "loop")]) for p in pairs]
+    a_units = [geomean([rate[(p, "a")] for p in unit]) for unit in units]
+    b_units = [geomean([rate[(p, "b")] for p in unit]) for unit in units]
+    ratio = paired_ratio(a_units, b_units)
+    logs = [math.log(rate[(p, "a")] / rate[(p, "b")]) for p in pairs]
     out: dict[str, Any] = {"pairs": len(pairs), "units": len(units)}
-    for side in ("engine", "loop"):
+    for side in ("a", "b"):
         mine = [b for b in blocks if b["side"] == side]
         speeds = [b["samples"] / b["seconds"] for b in mine]
         out[f"{side}_samples_per_s"] = sum(b["samples"] for b in mine) / sum(b["seconds"] for b in mine)
         out[f"{side}_block_cv_pct"] = statistics.stdev(speeds) / statistics.fmean(speeds) * 100
-    out["ratio_of_totals"] = out["engine_samples_per_s"] / out["loop_samples_per_s"]
+    out["ratio_of_totals"] = out["a_samples_per_s"] / out["b_samples_per_s"]
     out["ratio"], out["ci_low"], out["ci_high"] = ratio["ratio"], ratio["ci_low"], ratio["ci_high"]
     out["within_3pct"] = bool(out["ci_low"] >= 0.97 and out["ci_high"] <= 1.03)
     out["pair_log_sd"] = statistics.stdev(logs) if len(logs) > 1 else math.nan
-    # engine first against loop first: a cost of switching sides would show here
+    # a first against b first: a cost of switching sides would show here
     first = [lg for p, lg in zip(pairs, logs, strict=True) if p % 2 == 0]
     second = [lg for p, lg in zip(pairs, logs, strict=True) if p % 2 == 1]
-    out["ratio_engine_first"] = math.exp(statistics.fmean(first)) if first else math.nan
-    out["ratio_loop_first"] = math.exp(statistics.fmean(second)) if second else math.nan
+    out["ratio_a_first"] = math.exp(statistics.fmean(first)) if first else math.nan
+    out["ratio_b_first"] = math.exp(statistics.fmean(second)) if second else math.nan
+    hz = [b["sampler_hz"] for b in blocks if b.get("sampler_hz")]
+    out["sampler_hz"] = statistics.median(hz) if hz else math.nan
     return out
 
 
@@ -173,50 +175,89 @@ def timed_block(step: Callable[[], None], steps: int, sync: Callable[[], None]) 
     return time.perf_counter() - start
 
 
-def measure(a: argparse.Namespace) -> dict[str, Any]:
+KINDS = {  # what side a is; side b is always the loop, and the sampler runs in side a's blocks only
+    "engine": ("the Accelerate engine", None),  # the sampler as --sampler says
+    "control": ("a second copy of the loop", False),  # A/A: what the method alone gives
+    "sampler-cost": ("a second copy of the loop, with the NVML sampler on", True),
+    "bare-engine": ("the Accelerate engine without gpubench's clock, loss tracking and memory marks", False),
+}
+
+
+class _Nothing:
+    """Stands in for the clock, loss tracker and memory marks of a bare engine: every call does nothing."""
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+def build_sides(name: str, kind: str, steps: int, device: Any, scratch: Path) -> tuple[Any, str, dict[str, Any]]:
+    """The scenario (with data for `steps` steps a side), its model, and the two sides' step functions."""
     import torch
     from reference_loop import ReferenceLoop
 
     from bench.worker import accelerate_engine
+    from bench.worker.data import make_dataset
     from bench.worker.run import build_inputs
 
-    device = torch.device("cuda:0" if a.device == "cuda" else "cpu")  # a worker gets an index too
-    base = select(load_matrix(MATRIX).scenarios, [a.one], MATRIX)[0]
+    base = select(load_matrix(MATRIX).scenarios, [name], MATRIX)[0]
     if base.grad_accum_steps != 1 or base.engine != "accelerate":
-        raise BadInput(f"scenario {a.one}: interleaving needs the accelerate engine and no gradient accumulation")
-    model = resolve_model(base.model, a.device)
+        raise BadInput(f"scenario {name}: interleaving needs the accelerate engine and no gradient accumulation")
+    model = resolve_model(base.model, device.type)
+    sc = dataclasses.replace(base, samples=steps * base.batch_size, warmup_steps=min(base.warmup_steps, WARMUP_STEPS))
+    loop = ReferenceLoop(loop_args(sc, model, device.type))
+    loop_steps = iter(range(10**9))
+    sides: dict[str, Callable[[], None]] = {"b": lambda: loop.step(next(loop_steps))}
+    if kind == "engine":
+        inputs = build_inputs(sc, model, device, scratch, {})
+        engine = accelerate_engine.setup(inputs)
+        batches = iter(engine.loader)
+        inputs.clock.train_begin()
+        sides["a"] = lambda: engine.step(next(batches))
+    elif kind == "bare-engine":  # accelerate's share of the engine's cost, without gpubench's
+        from bench.worker.inputs import EngineInputs
+        from bench.worker.model import build_model
+        from bench.worker.precision import set_tf32
+
+        set_tf32(sc.tf32)
+        torch.manual_seed(sc.seed)
+        bare_model = build_model(model, device, sc.attn_implementation)
+        dataset = make_dataset(sc.samples, sc.seq_len, bare_model.config.vocab_size, sc.seed, sc.data_source)
+        nothing: Any = _Nothing()
+        bare = accelerate_engine.setup(
+            EngineInputs(sc, bare_model, dataset, device, nothing, nothing, nothing, scratch)
+        )
+        bare_batches = iter(bare.loader)
+        sides["a"] = lambda: bare.step(next(bare_batches))
+    else:
+        twin = ReferenceLoop(loop_args(sc, model, device.type))
+        twin_steps = iter(range(10**9))
+        sides["a"] = lambda: twin.step(next(twin_steps))
+    return sc, model, sides
+
+
+def measure(a: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    device = torch.device("cuda:0" if a.device == "cuda" else "cpu")  # a worker gets an index too
+    cuda = device.type == "cuda"
     # enough data that no side wraps, and one spare block so the engine clock's end never falls in one
     steps = WARMUP_STEPS + (a.pairs + 1) * a.block_steps
-    sc = dataclasses.replace(base, samples=steps * base.batch_size, warmup_steps=min(base.warmup_steps, WARMUP_STEPS))
-    sides: dict[str, Callable[[], None]] = {}
     with tempfile.TemporaryDirectory() as scratch:
-        loop = ReferenceLoop(loop_args(sc, model, a.device))
-        loop_steps = iter(range(10**9))
-        sides["loop"] = lambda: loop.step(next(loop_steps))
-        if a.as_control:  # A/A: a second copy of the loop in the engine's place
-            twin = ReferenceLoop(loop_args(sc, model, a.device))
-            twin_steps = iter(range(10**9))
-            sides["engine"] = lambda: twin.step(next(twin_steps))
-        else:
-            inputs = build_inputs(sc, model, device, Path(scratch), {})
-            engine = accelerate_engine.setup(inputs)
-            batches = iter(engine.loader)
-            inputs.clock.train_begin()
-            sides["engine"] = lambda: engine.step(next(batches))
-        cuda = device.type == "cuda"
+        sc, model, sides = build_sides(a.one, a.kind, steps, device, Path(scratch))
         sync = torch.cuda.synchronize if cuda else (lambda: None)
-        switch = SamplerSwitch(gpu_uuid(torch)) if cuda and a.sampler and not a.as_control else None
-        for side in ("engine", "loop"):
+        sampler = KINDS[a.kind][1]
+        switch = SamplerSwitch(gpu_uuid(torch)) if cuda and (a.sampler if sampler is None else sampler) else None
+        for side in ("a", "b"):
             timed_block(sides[side], WARMUP_STEPS, sync)
         blocks, t0 = [], time.perf_counter()
         for pair in range(a.pairs):
-            for side in ("engine", "loop") if pair % 2 == 0 else ("loop", "engine"):
+            for side in ("a", "b") if pair % 2 == 0 else ("b", "a"):
                 hz = None
-                if switch is not None and side == "engine":
+                if switch is not None and side == "a":
                     switch.on()
                 start = time.perf_counter() - t0
                 seconds = timed_block(sides[side], a.block_steps, sync)
-                if switch is not None and side == "engine":
+                if switch is not None and side == "a":
                     hz = switch.off()
                 block = {"pair": pair, "side": side, "start_s": start, "seconds": seconds}
                 blocks.append({**block, "samples": a.block_steps * sc.batch_size, "sampler_hz": hz})
@@ -224,7 +265,9 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
             switch.close()
     return {
         "scenario": a.one,
-        "control": a.as_control,
+        "kind": a.kind,
+        "a": KINDS[a.kind][0] + (", NVML sampler on" if a.kind == "engine" and switch is not None else ""),
+        "b": "the reference loop (blocking batch copy)",
         "model": model,
         "batch_size": sc.batch_size,
         "precision": sc.precision,
@@ -246,23 +289,29 @@ def gpu_uuid(torch: Any) -> str:
 # ---------------------------------------------------------------- the driver
 
 
-def result_path(out: Path, name: str, control: bool) -> Path:
-    return out / (f"{name}-control.json" if control else f"{name}.json")
+def result_path(out: Path, name: str, kind: str) -> Path:
+    return out / (f"{name}.json" if kind == "engine" else f"{name}-{kind}.json")
 
 
-def table(out: Path, jobs: list[tuple[str, bool]]) -> pd.DataFrame:
+def table(out: Path, jobs: list[tuple[str, str]]) -> pd.DataFrame:
     rows = []
-    for name, control in jobs:
-        path = result_path(out, name, control)
+    for name, kind in jobs:
+        path = result_path(out, name, kind)
         if path.is_file():
             result = json.loads(path.read_text())
+            head = {"scenario": name, "kind": kind}
             if "skipped" in result:
-                rows.append({"scenario": name, "control": control, "skipped": result["skipped"]})
+                rows.append({**head, "skipped": result["skipped"]})
             else:
                 rows.append(
-                    {"scenario": name, "control": control, "block_steps": result["block_steps"], **result["summary"]}
+                    {**head, "sampler": result["sampler"], "block_steps": result["block_steps"], **result["summary"]}
                 )
     return pd.DataFrame(rows)
+
+
+def scenario_names(option: str | None) -> list[str]:
+    only = option.split(",") if option else None
+    return [s.name for s in select(load_matrix(MATRIX).scenarios, only, MATRIX)]
 
 
 def main() -> int:
@@ -270,7 +319,9 @@ def main() -> int:
     p.add_argument("--out", type=Path)
     p.add_argument("--only", default=None, help="comma-separated scenarios of the fidelity matrix (default: all)")
     p.add_argument("--control", default="", help="comma-separated scenarios to run as an A/A test as well")
-    p.add_argument("--pairs", type=int, default=40, help="engine/loop block pairs per scenario (even)")
+    p.add_argument("--sampler-cost", default="", help="comma-separated scenarios to run the sampler's A/B on")
+    p.add_argument("--bare-engine", default="", help="comma-separated scenarios to run the bare engine on")
+    p.add_argument("--pairs", type=int, default=40, help="block pairs per scenario (even)")
     p.add_argument("--block-steps", type=int, default=10, help="optimizer steps per block")
     p.add_argument(
         "--sampler", action=argparse.BooleanOptionalAction, default=True, help="NVML sampler on in the engine's blocks"
@@ -278,7 +329,7 @@ def main() -> int:
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--time-limit", type=float, default=None, help="seconds; then exit 4, run again to go on")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # the child: one scenario, in this process
-    p.add_argument("--as-control", action="store_true", help=argparse.SUPPRESS)  # the child of an A/A job
+    p.add_argument("--kind", default="engine", choices=sorted(KINDS), help=argparse.SUPPRESS)  # the child's side a
     p.add_argument("--sampler-helper", default=None, help=argparse.SUPPRESS)  # the sampler's process: a GPU UUID
     p.add_argument("--pgid", type=int, default=0, help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -294,26 +345,25 @@ def main() -> int:
         try:
             result = measure(a)
         except Skip as exc:  # e.g. tf32 on the CPU: a row that says why
-            result = {"scenario": a.one, "control": a.as_control, "skipped": str(exc)}
-        atomic_write_json(result_path(a.out, a.one, a.as_control), result)
+            result = {"scenario": a.one, "kind": a.kind, "skipped": str(exc)}
+        atomic_write_json(result_path(a.out, a.one, a.kind), result)
         return 0
     deadline = None if a.time_limit is None else time.monotonic() + a.time_limit
-    names = [s.name for s in select(load_matrix(MATRIX).scenarios, a.only.split(",") if a.only else None, MATRIX)]
-    controls = (
-        [s.name for s in select(load_matrix(MATRIX).scenarios, a.control.split(","), MATRIX)] if a.control else []
-    )
-    jobs = [(n, False) for n in names] + [(n, True) for n in controls]
+    jobs = [(n, "engine") for n in scenario_names(a.only)]
+    jobs += [(n, "control") for n in scenario_names(a.control)] if a.control else []
+    jobs += [(n, "sampler-cost") for n in scenario_names(a.sampler_cost)] if a.sampler_cost else []
+    jobs += [(n, "bare-engine") for n in scenario_names(a.bare_engine)] if a.bare_engine else []
     a.out.mkdir(parents=True, exist_ok=True)
-    for name, control in jobs:
-        if result_path(a.out, name, control).is_file():
+    for name, kind in jobs:
+        path = result_path(a.out, name, kind)
+        if path.is_file():
             continue
         if expired(deadline):
             return TIME_LIMIT
-        cmd = [sys.executable, str(HERE), "--one", name, "--out", str(a.out), "--pairs", str(a.pairs)]
+        cmd = [sys.executable, str(HERE), "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(a.pairs)]
         cmd += ["--block-steps", str(a.block_steps), "--device", a.device, "--sampler" if a.sampler else "--no-sampler"]
-        cmd += ["--as-control"] * control
         print("+ " + " ".join(cmd), file=sys.stderr)
-        log = a.out / f"{name}{'-control' if control else ''}.log"
+        log = path.with_suffix(".log")
         done = run_subprocess(cmd, timeout_s=CHILD_TIMEOUT_S, log_path=log)
         if done.returncode != 0:
             print(
