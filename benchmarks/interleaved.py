@@ -175,11 +175,17 @@ def timed_block(step: Callable[[], None], steps: int, sync: Callable[[], None]) 
     return time.perf_counter() - start
 
 
-KINDS = {  # what side a is; side b is always the loop, and the sampler runs in side a's blocks only
-    "engine": ("the Accelerate engine", None),  # the sampler as --sampler says
-    "control": ("a second copy of the loop", False),  # A/A: what the method alone gives
-    "sampler-cost": ("a second copy of the loop, with the NVML sampler on", True),
-    "bare-engine": ("the Accelerate engine without gpubench's clock, loss tracking and memory marks", False),
+SIDES = {
+    "engine": "the Accelerate engine",
+    "bare-engine": "the Accelerate engine without gpubench's clock, loss tracking and memory marks",
+    "loop": "the reference loop (blocking batch copy)",
+}
+KINDS = {  # side a, side b, and the NVML sampler in side a's blocks (None: as --sampler says)
+    "engine": ("engine", "loop", None),
+    "control": ("loop", "loop", False),  # A/A: what the method alone gives
+    "sampler-cost": ("loop", "loop", True),  # the sampler's cost on a launch-bound step
+    "bare-engine": ("bare-engine", "loop", False),  # accelerate's share of the engine's cost
+    "trackers": ("engine", "bare-engine", False),  # gpubench's share
 }
 
 
@@ -190,49 +196,48 @@ class _Nothing:
         return lambda *args, **kwargs: None
 
 
-def build_sides(name: str, kind: str, steps: int, device: Any, scratch: Path) -> tuple[Any, str, dict[str, Any]]:
-    """The scenario (with data for `steps` steps a side), its model, and the two sides' step functions."""
+def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Callable[[], None]:
+    """One training step of `side` (SIDES) per call, each side with its own model and data."""
     import torch
     from reference_loop import ReferenceLoop
 
     from bench.worker import accelerate_engine
     from bench.worker.data import make_dataset
+    from bench.worker.inputs import EngineInputs
+    from bench.worker.model import build_model
+    from bench.worker.precision import set_tf32
     from bench.worker.run import build_inputs
 
-    base = select(load_matrix(MATRIX).scenarios, [name], MATRIX)[0]
-    if base.grad_accum_steps != 1 or base.engine != "accelerate":
-        raise BadInput(f"scenario {name}: interleaving needs the accelerate engine and no gradient accumulation")
-    model = resolve_model(base.model, device.type)
-    sc = dataclasses.replace(base, samples=steps * base.batch_size, warmup_steps=min(base.warmup_steps, WARMUP_STEPS))
-    loop = ReferenceLoop(loop_args(sc, model, device.type))
-    loop_steps = iter(range(10**9))
-    sides: dict[str, Callable[[], None]] = {"b": lambda: loop.step(next(loop_steps))}
-    if kind == "engine":
+    if side == "loop":
+        loop = ReferenceLoop(loop_args(sc, model, device.type))
+        steps = iter(range(10**9))
+        return lambda: loop.step(next(steps))
+    if side == "engine":
         inputs = build_inputs(sc, model, device, scratch, {})
         engine = accelerate_engine.setup(inputs)
-        batches = iter(engine.loader)
         inputs.clock.train_begin()
-        sides["a"] = lambda: engine.step(next(batches))
-    elif kind == "bare-engine":  # accelerate's share of the engine's cost, without gpubench's
-        from bench.worker.inputs import EngineInputs
-        from bench.worker.model import build_model
-        from bench.worker.precision import set_tf32
-
+    else:
         set_tf32(sc.tf32)
         torch.manual_seed(sc.seed)
         bare_model = build_model(model, device, sc.attn_implementation)
         dataset = make_dataset(sc.samples, sc.seq_len, bare_model.config.vocab_size, sc.seed, sc.data_source)
         nothing: Any = _Nothing()
-        bare = accelerate_engine.setup(
+        engine = accelerate_engine.setup(
             EngineInputs(sc, bare_model, dataset, device, nothing, nothing, nothing, scratch)
         )
-        bare_batches = iter(bare.loader)
-        sides["a"] = lambda: bare.step(next(bare_batches))
-    else:
-        twin = ReferenceLoop(loop_args(sc, model, device.type))
-        twin_steps = iter(range(10**9))
-        sides["a"] = lambda: twin.step(next(twin_steps))
-    return sc, model, sides
+    batches = iter(engine.loader)
+    return lambda: engine.step(next(batches))
+
+
+def build_sides(name: str, kind: str, steps: int, device: Any, scratch: Path) -> tuple[Any, str, dict[str, Any]]:
+    """The scenario (with data for `steps` steps a side), its model, and the two sides' step functions."""
+    base = select(load_matrix(MATRIX).scenarios, [name], MATRIX)[0]
+    if base.grad_accum_steps != 1 or base.engine != "accelerate":
+        raise BadInput(f"scenario {name}: interleaving needs the accelerate engine and no gradient accumulation")
+    model = resolve_model(base.model, device.type)
+    sc = dataclasses.replace(base, samples=steps * base.batch_size, warmup_steps=min(base.warmup_steps, WARMUP_STEPS))
+    a, b, _ = KINDS[kind]
+    return sc, model, {"b": make_side(b, sc, model, device, scratch), "a": make_side(a, sc, model, device, scratch)}
 
 
 def measure(a: argparse.Namespace) -> dict[str, Any]:
@@ -245,7 +250,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as scratch:
         sc, model, sides = build_sides(a.one, a.kind, steps, device, Path(scratch))
         sync = torch.cuda.synchronize if cuda else (lambda: None)
-        sampler = KINDS[a.kind][1]
+        sampler = KINDS[a.kind][2]
         switch = SamplerSwitch(gpu_uuid(torch)) if cuda and (a.sampler if sampler is None else sampler) else None
         for side in ("a", "b"):
             timed_block(sides[side], WARMUP_STEPS, sync)
@@ -266,8 +271,8 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
     return {
         "scenario": a.one,
         "kind": a.kind,
-        "a": KINDS[a.kind][0] + (", NVML sampler on" if a.kind == "engine" and switch is not None else ""),
-        "b": "the reference loop (blocking batch copy)",
+        "a": SIDES[KINDS[a.kind][0]] + (", NVML sampler on" if switch is not None else ""),
+        "b": SIDES[KINDS[a.kind][1]],
         "model": model,
         "batch_size": sc.batch_size,
         "precision": sc.precision,
@@ -321,6 +326,7 @@ def main() -> int:
     p.add_argument("--control", default="", help="comma-separated scenarios to run as an A/A test as well")
     p.add_argument("--sampler-cost", default="", help="comma-separated scenarios to run the sampler's A/B on")
     p.add_argument("--bare-engine", default="", help="comma-separated scenarios to run the bare engine on")
+    p.add_argument("--trackers", default="", help="comma-separated scenarios: the engine against the bare engine")
     p.add_argument("--pairs", type=int, default=40, help="block pairs per scenario (even)")
     p.add_argument("--block-steps", type=int, default=10, help="optimizer steps per block")
     p.add_argument(
@@ -353,6 +359,7 @@ def main() -> int:
     jobs += [(n, "control") for n in scenario_names(a.control)] if a.control else []
     jobs += [(n, "sampler-cost") for n in scenario_names(a.sampler_cost)] if a.sampler_cost else []
     jobs += [(n, "bare-engine") for n in scenario_names(a.bare_engine)] if a.bare_engine else []
+    jobs += [(n, "trackers") for n in scenario_names(a.trackers)] if a.trackers else []
     a.out.mkdir(parents=True, exist_ok=True)
     for name, kind in jobs:
         path = result_path(a.out, name, kind)
