@@ -68,17 +68,30 @@ def geomean(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
+def _rates(blocks: list[dict[str, Any]]) -> tuple[dict[tuple[int, str], float], list[int]]:
+    """samples/s by (pair, side), and the pairs that have both sides."""
+    rate = {(b["pair"], b["side"]): b["samples"] / b["seconds"] for b in blocks}
+    return rate, sorted({b["pair"] for b in blocks if (b["pair"], "a") in rate and (b["pair"], "b") in rate})
+
+
+def units(blocks: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """Side a's and side b's samples/s per unit (pairs 2k and 2k+1: a b b a), geometric means."""
+    rate, pairs = _rates(blocks)
+    both = [(p, p + 1) for p in pairs if p % 2 == 0 and p + 1 in pairs]
+    return (
+        [geomean([rate[(p, "a")] for p in unit]) for unit in both],
+        [geomean([rate[(p, "b")] for p in unit]) for unit in both],
+    )
+
+
 def summarize(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-side throughput over all blocks, the ratio a/b over units of two pairs with its 95%
     interval, and the spread; `blocks` as `measure` records them (side a or b, pair, samples, seconds)."""
-    rate = {(b["pair"], b["side"]): b["samples"] / b["seconds"] for b in blocks}
-    pairs = sorted({b["pair"] for b in blocks if (b["pair"], "a") in rate and (b["pair"], "b") in rate})
-    units = [(p, p + 1) for p in pairs if p % 2 == 0 and p + 1 in pairs]
-    a_units = [geomean([rate[(p, "a")] for p in unit]) for unit in units]
-    b_units = [geomean([rate[(p, "b")] for p in unit]) for unit in units]
+    rate, pairs = _rates(blocks)
+    a_units, b_units = units(blocks)
     ratio = paired_ratio(a_units, b_units)
     logs = [math.log(rate[(p, "a")] / rate[(p, "b")]) for p in pairs]
-    out: dict[str, Any] = {"pairs": len(pairs), "units": len(units)}
+    out: dict[str, Any] = {"pairs": len(pairs), "units": len(a_units)}
     for side in ("a", "b"):
         mine = [b for b in blocks if b["side"] == side]
         speeds = [b["samples"] / b["seconds"] for b in mine]
@@ -314,12 +327,64 @@ def table(out: Path, jobs: list[tuple[str, str]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def collect(root: Path) -> pd.DataFrame:
+    """Every result under `root` (one directory per device command, each with its env.json): one
+    row per result, its summary recomputed from its blocks, and a `pooled` row per scenario, kind
+    and sampler setting over all the runs' units (each unit stands alone, so they pool)."""
+    rows, pooled = [], {}
+    for path in sorted(root.rglob("*.json")):
+        result = json.loads(path.read_text())
+        if "blocks" not in result:
+            continue
+        env = path.parent / "env.json"
+        gpu = json.loads(env.read_text()).get("gpu", {}).get("uuid", "") if env.is_file() else ""
+        key = (result["scenario"], result["kind"], result["sampler"])
+        run = str(path.parent.relative_to(root))
+        rows.append(
+            {
+                "run": run,
+                "scenario": key[0],
+                "kind": key[1],
+                "sampler": key[2],
+                "gpu_uuid": gpu,
+                **summarize(result["blocks"]),
+            }
+        )
+        a_units, b_units = units(result["blocks"])
+        got = pooled.setdefault(key, ([], [], set()))
+        got[0].extend(a_units), got[1].extend(b_units), got[2].add(run)
+    for (scenario, kind, sampler), (a_units, b_units, runs) in pooled.items():
+        if len(runs) < 2:
+            continue
+        ratio = paired_ratio(a_units, b_units)
+        within = bool(ratio["ci_low"] >= 0.97 and ratio["ci_high"] <= 1.03)
+        row = {"run": "pooled", "scenario": scenario, "kind": kind, "sampler": sampler, "units": len(a_units)}
+        rows.append(
+            {
+                **row,
+                "ratio": ratio["ratio"],
+                "ci_low": ratio["ci_low"],
+                "ci_high": ratio["ci_high"],
+                "within_3pct": within,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def scenario_names(option: str | None) -> list[str]:
     only = option.split(",") if option else None
     return [s.name for s in select(load_matrix(MATRIX).scenarios, only, MATRIX)]
 
 
 def main() -> int:
+    try:
+        return _main()
+    except BadInput as exc:  # a scenario the matrix does not have, ...: one line, exit 2
+        print(f"interleaved.py: error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+
+
+def _main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path)
     p.add_argument("--only", default=None, help="comma-separated scenarios of the fidelity matrix (default: all)")
@@ -334,6 +399,7 @@ def main() -> int:
     )
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--time-limit", type=float, default=None, help="seconds; then exit 4, run again to go on")
+    p.add_argument("--collect", type=Path, default=None, help="write DIR/interleaved.csv from every result under DIR")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # the child: one scenario, in this process
     p.add_argument("--kind", default="engine", choices=sorted(KINDS), help=argparse.SUPPRESS)  # the child's side a
     p.add_argument("--sampler-helper", default=None, help=argparse.SUPPRESS)  # the sampler's process: a GPU UUID
@@ -341,8 +407,13 @@ def main() -> int:
     a = p.parse_args()
     if a.sampler_helper:
         return sampler_helper(a.sampler_helper, a.pgid)
+    if a.collect:
+        frame = collect(a.collect)
+        atomic_write_text(a.collect / "interleaved.csv", frame.to_csv(index=False))
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        return 0
     if a.out is None:
-        p.error("--out is required")
+        p.error("--out is required (or --collect DIR)")
     if a.pairs < 2 or a.pairs % 2 or a.block_steps < 1:
         p.error("--pairs must be even and at least 2, --block-steps at least 1")
     if a.one:

@@ -9,6 +9,10 @@ Parts (each a result directory under --out):
               benchmarks/fidelity.py --only tf32-b4,fp16-b4 --repeats 13 --sampler-off ''
               --no-non-blocking-loop: the launch-bound rows over many alternating pairs, with the
               ratio at equal CPU speed and the pairs' geometric mean, each with a 95% interval
+  interleaved benchmarks/interleaved.py --control tf32-b4 --sampler-cost bf16-b4 --bare-engine fp16-b4
+              --trackers fp16-b4: the engine against the loop in one process, in alternating blocks
+              (every fidelity scenario), with an A/A control, the sampler's cost, and the engine's
+              cost split into accelerate's and gpubench's; takes no extra arguments
   cumulative-bert-base
               gpubench run --matrix cumulative-bert-base --repeats 3: the RTX 3080 re-run's table
               (bert-base, each technique added to the previous ones)
@@ -51,11 +55,14 @@ PARTS = {
     "aa": ["--matrix", "full", "--only", "baseline,fp16,bf16,tf32", "--repeats", "3"],
     "cpu-loop": ["--matrix", "full", "--only", "tf32,fp16", "--repeats", "4"],
 }
-FIDELITY_PARTS = {  # benchmarks/fidelity.py's arguments
-    "fidelity": [],
-    "fidelity-matched-cpu": [
+SCRIPT_PARTS = {  # parts run by a script of their own: the script, its arguments, the file it writes last
+    "fidelity": ("fidelity.py", [], "fidelity.csv"),
+    "fidelity-matched-cpu": ("fidelity.py", [
         "--only", "tf32-b4,fp16-b4", "--repeats", "13", "--sampler-off", "", "--no-non-blocking-loop",
-    ],
+    ], "fidelity.csv"),
+    "interleaved": ("interleaved.py", [
+        "--control", "tf32-b4", "--sampler-cost", "bf16-b4", "--bare-engine", "fp16-b4", "--trackers", "fp16-b4",
+    ], "interleaved.csv"),
 }  # fmt: skip
 COMPARE_TIMEOUT_S = 300
 
@@ -76,12 +83,12 @@ def run_aa(out: Path, extra: list[str], deadline: float | None) -> int:
 def run_part(name: str, out: Path, extra: list[str], deadline: float | None, args: list[str] | None = None) -> int:
     if name == "aa" and args is None:
         return run_aa(out, extra, deadline)
-    if name in FIDELITY_PARTS:
-        if (out / "fidelity.csv").is_file():
+    if name in SCRIPT_PARTS:
+        script, script_args, last = SCRIPT_PARTS[name]
+        if (out / last).is_file():
             return 0
-        cmd = [sys.executable, str(HERE / "fidelity.py"), "--out", str(out), *FIDELITY_PARTS[name]]
-        cmd += limit_args(deadline)
-        cmd += ["--", *extra] if extra else []
+        cmd = [sys.executable, str(HERE / script), "--out", str(out), *script_args, *limit_args(deadline)]
+        cmd += ["--", *extra] if extra and script == "fidelity.py" else []  # interleaved.py: the fidelity matrix as is
         print("+ " + " ".join(cmd), file=sys.stderr)
         return subprocess.run(cmd, check=False).returncode
     return gpubench_run(name, out, [*(args or PARTS[name]), *extra], deadline)
@@ -92,7 +99,8 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument(
         "--parts",
-        default="full,throughput,faults,fidelity,aa,cumulative-bert-base,cv-long,cpu-loop,fidelity-matched-cpu",
+        default="full,throughput,faults,fidelity,aa,cumulative-bert-base,cv-long,cpu-loop,fidelity-matched-cpu,"
+        "interleaved",
     )
     p.add_argument("--time-limit", type=float, default=None, help="seconds for all parts (see above)")
     p.add_argument("extra", nargs="*", help="passed to gpubench run (e.g. -- --model bert-base)")
@@ -100,8 +108,8 @@ def main() -> int:
     deadline = None if a.time_limit is None else time.monotonic() + a.time_limit
     codes = {}
     for name in [x for x in a.parts.split(",") if x]:
-        if name not in (*PARTS, *FIDELITY_PARTS):
-            print(f"unknown part {name!r}; parts: {', '.join([*PARTS, *FIDELITY_PARTS])}", file=sys.stderr)
+        if name not in (*PARTS, *SCRIPT_PARTS):
+            print(f"unknown part {name!r}; parts: {', '.join([*PARTS, *SCRIPT_PARTS])}", file=sys.stderr)
             return 2
         if expired(deadline):
             codes[name] = TIME_LIMIT

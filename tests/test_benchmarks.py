@@ -225,3 +225,28 @@ def test_cpu_adjusted_ratio_recovers_a_real_gap_and_refuses_what_it_cannot_separ
     assert math.isnan(cpu_adjusted_ratio(engine[:3], loop[:3], engine_cpu[:3], loop_cpu[:3])["ratio"])  # < 4 pairs
     pairs = paired_ratio([2.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 2.0])
     assert pairs["ratio"] == pytest.approx(1.0) and pairs["ci_low"] < 1.0 < pairs["ci_high"]
+
+
+def test_make_bench_interleaved_part_hands_interleaved_py_arguments_it_accepts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    calls: list[list[str]] = []
+    monkeypatch.setattr(
+        run_all.subprocess, "run", lambda cmd, **_: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0)
+    )
+    assert run_all.run_part("interleaved", tmp_path / "i", ["--model", "bert-base"], None) == 0
+    (cmd,) = calls
+    assert cmd[1].endswith("interleaved.py") and "--model" not in cmd  # the fidelity matrix as it is
+    assert cmd[cmd.index("--control") + 1] == "tf32-b4" and cmd[cmd.index("--trackers") + 1] == "fp16-b4"
+    monkeypatch.undo()
+    # interleaved.py takes those arguments: a spent time limit stops it after parsing them, before any run
+    spent = subprocess.run([*cmd, "--time-limit", "0"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert spent.returncode == 4, spent.stderr[-2000:]
+    assert not list((tmp_path / "i").glob("*.json"))
+    (tmp_path / "i" / "interleaved.csv").write_text("scenario\n")  # finished: the part is skipped
+    assert run_all.run_part("interleaved", tmp_path / "i", [], None) == 0 and calls == [cmd]

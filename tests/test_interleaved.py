@@ -1,0 +1,123 @@
+"""`benchmarks/interleaved.py`: the engine and the loop in one process, in alternating blocks.
+
+The statistics are tested on made-up blocks (a drifting CPU, a real gap); the script end to end on
+the CPU with the tiny model, where its figures mean nothing (the GPU figures are in
+results/h200-bert-large/interleaved)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+import pytest
+from harness import REPO
+
+SCRIPT = [sys.executable, str(REPO / "benchmarks" / "interleaved.py")]
+
+
+@pytest.fixture(scope="module")
+def il() -> Iterator[ModuleType]:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import interleaved
+
+        yield interleaved
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
+def blocks(speed_at: Any, a_factor: float, pairs: int = 40, seconds: float = 0.5) -> list[dict[str, Any]]:
+    """Blocks as measure() records them, a b | b a | a b ...: each block's samples/s is the CPU's
+    speed at its start (speed_at(i), i counting blocks) times a_factor for side a."""
+    out, i = [], 0
+    for pair in range(pairs):
+        for side in ("a", "b") if pair % 2 == 0 else ("b", "a"):
+            rate = speed_at(i) * (a_factor if side == "a" else 1.0)
+            out.append(
+                {"pair": pair, "side": side, "start_s": i * seconds, "seconds": seconds, "samples": rate * seconds}
+            )
+            i += 1
+    return out
+
+
+def test_alternating_units_cancel_a_drifting_cpu_and_find_a_real_gap(il: ModuleType) -> None:
+    slowing = lambda i: 60.0 * 0.99**i  # noqa: E731 - 1% slower every block: 0.45x over the run
+    same = il.summarize(blocks(slowing, 1.0))
+    assert same["ratio"] == pytest.approx(1.0, abs=1e-9)  # a b b a: a linear (in log) drift cancels
+    assert same["within_3pct"] is True and same["ci_low"] <= 1.0 <= same["ci_high"]
+    # each pair alone blames whichever side ran first; only the units are fair
+    assert same["ratio_a_first"] == pytest.approx(1 / 0.99) and same["ratio_b_first"] == pytest.approx(0.99)
+
+    swinging = lambda i: 60.0 * (1.8 if (i // 2) % 3 == 0 else 1.0)  # noqa: E731 - 1.8x swings, pair by pair
+    gap = il.summarize(blocks(swinging, 0.95))
+    assert gap["ratio"] == pytest.approx(0.95, abs=1e-9) and gap["within_3pct"] is False
+    assert gap["a_block_cv_pct"] > 30  # each side's blocks swing; the ratio does not
+    assert gap["units"] == 20 and gap["pairs"] == 40
+
+
+def test_collect_pools_the_units_of_every_run(il: ModuleType, tmp_path: Path) -> None:
+    for run, factor in (("run1", 0.96), ("run2", 0.97)):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "env.json").write_text(json.dumps({"gpu": {"uuid": f"GPU-{run}"}}))
+        result = {"scenario": "fp16-b4", "kind": "engine", "sampler": True, "blocks": blocks(lambda i: 50.0, factor)}
+        (tmp_path / run / "fp16-b4.json").write_text(json.dumps(result))
+    frame = il.collect(tmp_path).set_index("run")
+    assert frame.loc["run1", "gpu_uuid"] == "GPU-run1" and frame.loc["run2", "ratio"] == pytest.approx(0.97)
+    assert frame.loc["pooled", "units"] == 40
+    assert frame.loc["pooled", "ratio"] == pytest.approx((0.96 * 0.97) ** 0.5)
+
+
+def run(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [*SCRIPT, "--out", str(out), "--device", "cpu", *args]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.slow
+def test_interleaved_runs_each_kind_in_its_own_process_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "il"
+    done = run(
+        out,
+        "--only",
+        "fp32-b4,tf32-b4",
+        "--control",
+        "fp32-b4",
+        "--trackers",
+        "fp32-b4",
+        "--pairs",
+        "4",
+        "--block-steps",
+        "1",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = pd.read_csv(out / "interleaved.csv")
+    assert list(zip(table["scenario"], table["kind"], strict=True)) == [
+        ("fp32-b4", "engine"),
+        ("tf32-b4", "engine"),
+        ("fp32-b4", "control"),
+        ("fp32-b4", "trackers"),
+    ]
+    assert "CUDA" in table.set_index("scenario").loc["tf32-b4", "skipped"]  # tf32 has no meaning on the CPU
+    engine = json.loads((out / "fp32-b4.json").read_text())
+    assert engine["a"] == "the Accelerate engine" and engine["b"].startswith("the reference loop")
+    assert [b["side"] for b in engine["blocks"][:4]] == ["a", "b", "b", "a"]
+    assert len(engine["blocks"]) == 8 and all(b["seconds"] > 0 and b["samples"] == 4 for b in engine["blocks"])
+    assert json.loads((out / "fp32-b4-trackers.json").read_text())["b"].startswith("the Accelerate engine without")
+
+    # run again: every result is kept, nothing runs
+    before = {p.name: p.stat().st_mtime for p in out.glob("*.json")}
+    again = run(out, "--only", "fp32-b4,tf32-b4", "--control", "fp32-b4", "--trackers", "fp32-b4", "--pairs", "4")
+    assert again.returncode == 0 and "+ " not in again.stderr
+    assert {p.name: p.stat().st_mtime for p in out.glob("*.json")} == before
+
+
+def test_interleaved_refuses_an_odd_number_of_pairs_and_an_unknown_scenario(tmp_path: Path) -> None:
+    odd = run(tmp_path / "x", "--pairs", "3")
+    assert odd.returncode == 2 and "--pairs must be even" in odd.stderr
+    unknown = run(tmp_path / "x", "--only", "fp32-b5", "--time-limit", "0")
+    assert unknown.returncode != 0 and "fp32-b5" in unknown.stderr and "fp32-b4" in unknown.stderr
