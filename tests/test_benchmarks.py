@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -159,23 +160,29 @@ def test_make_bench_runs_a_part_skips_it_when_finished_and_refuses_an_unknown_on
     assert refused.returncode == 2 and "unknown part 'cpu-loops'" in refused.stderr
 
 
-def test_make_bench_fidelity_matched_cpu_part_hands_fidelity_py_arguments_it_accepts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def part_command(name: str, out: Path, extra: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[str]]:
+    """run_all and the one command its part `name` would start (nothing is started)."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
         import run_all
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
     calls: list[list[str]] = []
-    monkeypatch.setattr(
-        run_all.subprocess, "run", lambda cmd, **_: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0)
-    )
-    assert run_all.run_part("fidelity-matched-cpu", tmp_path / "m", [], None) == 0
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            run_all.subprocess, "run", lambda cmd, **_: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0)
+        )
+        assert run_all.run_part(name, out, extra, None) == 0
     (cmd,) = calls
+    return run_all, cmd
+
+
+def test_make_bench_fidelity_matched_cpu_part_hands_fidelity_py_arguments_it_accepts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, cmd = part_command("fidelity-matched-cpu", tmp_path / "m", [], monkeypatch)
     assert cmd[cmd.index("--only") + 1] == "tf32-b4,fp16-b4" and cmd[cmd.index("--repeats") + 1] == "13"
     assert "--no-non-blocking-loop" in cmd and cmd[cmd.index("--sampler-off") + 1] == ""
-    monkeypatch.undo()
     # fidelity.py takes those arguments: a spent time limit stops it after parsing them, before any run
     spent = subprocess.run([*cmd, "--time-limit", "0"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert spent.returncode == 4, spent.stderr[-2000:]
@@ -230,23 +237,12 @@ def test_cpu_adjusted_ratio_recovers_a_real_gap_and_refuses_what_it_cannot_separ
 def test_make_bench_interleaved_part_hands_interleaved_py_arguments_it_accepts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        import run_all
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
-    calls: list[list[str]] = []
-    monkeypatch.setattr(
-        run_all.subprocess, "run", lambda cmd, **_: calls.append(cmd) or subprocess.CompletedProcess(cmd, 0)
-    )
-    assert run_all.run_part("interleaved", tmp_path / "i", ["--model", "bert-base"], None) == 0
-    (cmd,) = calls
+    run_all, cmd = part_command("interleaved", tmp_path / "i", ["--model", "bert-base"], monkeypatch)
     assert cmd[1].endswith("interleaved.py") and "--model" not in cmd  # the fidelity matrix as it is
     assert cmd[cmd.index("--control") + 1] == "tf32-b4" and cmd[cmd.index("--trackers") + 1] == "fp16-b4"
-    monkeypatch.undo()
     # interleaved.py takes those arguments: a spent time limit stops it after parsing them, before any run
     spent = subprocess.run([*cmd, "--time-limit", "0"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert spent.returncode == 4, spent.stderr[-2000:]
     assert not list((tmp_path / "i").glob("*.json"))
     (tmp_path / "i" / "interleaved.csv").write_text("scenario\n")  # finished: the part is skipped
-    assert run_all.run_part("interleaved", tmp_path / "i", [], None) == 0 and calls == [cmd]
+    assert run_all.run_part("interleaved", tmp_path / "i", [], None) == 0
