@@ -242,15 +242,19 @@ def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Cal
     return lambda: engine.step(next(batches))
 
 
-def build_sides(name: str, kind: str, steps: int, device: Any, scratch: Path) -> tuple[Any, str, dict[str, Any]]:
-    """The scenario (with data for `steps` steps a side), its model, and the two sides' step functions."""
+def build_sides(
+    name: str, kind: str, steps: int, device: Any, scratch: Path, first: str = "b"
+) -> tuple[Any, str, dict[str, Any]]:
+    """The scenario (with data for `steps` steps a side), its model, and the two sides' step
+    functions, side `first` built first (the order can matter: see --build-first)."""
     base = select(load_matrix(MATRIX).scenarios, [name], MATRIX)[0]
     if base.grad_accum_steps != 1 or base.engine != "accelerate":
         raise BadInput(f"scenario {name}: interleaving needs the accelerate engine and no gradient accumulation")
     model = resolve_model(base.model, device.type)
     sc = dataclasses.replace(base, samples=steps * base.batch_size, warmup_steps=min(base.warmup_steps, WARMUP_STEPS))
-    a, b, _ = KINDS[kind]
-    return sc, model, {"b": make_side(b, sc, model, device, scratch), "a": make_side(a, sc, model, device, scratch)}
+    named = dict(zip("ab", KINDS[kind][:2], strict=True))
+    order = (first, "b" if first == "a" else "a")
+    return sc, model, {side: make_side(named[side], sc, model, device, scratch) for side in order}
 
 
 def measure(a: argparse.Namespace) -> dict[str, Any]:
@@ -261,7 +265,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
     # enough data that no side wraps, and one spare block so the engine clock's end never falls in one
     steps = WARMUP_STEPS + (a.pairs + 1) * a.block_steps
     with tempfile.TemporaryDirectory() as scratch:
-        sc, model, sides = build_sides(a.one, a.kind, steps, device, Path(scratch))
+        sc, model, sides = build_sides(a.one, a.kind, steps, device, Path(scratch), a.build_first)
         sync = torch.cuda.synchronize if cuda else (lambda: None)
         sampler = KINDS[a.kind][2]
         switch = SamplerSwitch(gpu_uuid(torch)) if cuda and (a.sampler if sampler is None else sampler) else None
@@ -291,6 +295,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
         "precision": sc.precision,
         "tf32": sc.tf32,
         "block_steps": a.block_steps,
+        "built_first": a.build_first,
         "sampler": switch is not None,
         "device": a.device,
         "gpu": torch.cuda.get_device_name(device) if cuda else "",
@@ -307,17 +312,18 @@ def gpu_uuid(torch: Any) -> str:
 # ---------------------------------------------------------------- the driver
 
 
-def result_path(out: Path, name: str, kind: str) -> Path:
-    return out / (f"{name}.json" if kind == "engine" else f"{name}-{kind}.json")
+def result_path(out: Path, name: str, kind: str, first: str = "b") -> Path:
+    stem = name if kind == "engine" else f"{name}-{kind}"
+    return out / f"{stem}{'-a-first' if first == 'a' else ''}.json"
 
 
-def table(out: Path, jobs: list[tuple[str, str]]) -> pd.DataFrame:
+def table(out: Path, jobs: list[tuple[str, str]], first: str) -> pd.DataFrame:
     rows = []
     for name, kind in jobs:
-        path = result_path(out, name, kind)
+        path = result_path(out, name, kind, first)
         if path.is_file():
             result = json.loads(path.read_text())
-            head = {"scenario": name, "kind": kind}
+            head = {"scenario": name, "kind": kind, "built_first": first}
             if "skipped" in result:
                 rows.append({**head, "skipped": result["skipped"]})
             else:
@@ -330,7 +336,8 @@ def table(out: Path, jobs: list[tuple[str, str]]) -> pd.DataFrame:
 def collect(root: Path) -> pd.DataFrame:
     """Every result under `root` (one directory per device command, each with its env.json): one
     row per result, its summary recomputed from its blocks, and a `pooled` row per scenario, kind
-    and sampler setting over all the runs' units (each unit stands alone, so they pool)."""
+    and sampler setting over the units of all its results, of both build orders (each unit stands
+    alone, so they pool; and the orders' effects cancel where both ran)."""
     rows, pooled = [], {}
     for path in sorted(root.rglob("*.json")):
         result = json.loads(path.read_text())
@@ -339,26 +346,20 @@ def collect(root: Path) -> pd.DataFrame:
         env = path.parent / "env.json"
         gpu = json.loads(env.read_text()).get("gpu", {}).get("uuid", "") if env.is_file() else ""
         key = (result["scenario"], result["kind"], result["sampler"])
+        first = result.get("built_first", "b")  # results from before --build-first built b first
         run = str(path.parent.relative_to(root))
-        rows.append(
-            {
-                "run": run,
-                "scenario": key[0],
-                "kind": key[1],
-                "sampler": key[2],
-                "gpu_uuid": gpu,
-                **summarize(result["blocks"]),
-            }
-        )
+        head = {"run": run, "scenario": key[0], "kind": key[1], "sampler": key[2], "built_first": first}
+        rows.append({**head, "gpu_uuid": gpu, **summarize(result["blocks"])})
         a_units, b_units = units(result["blocks"])
-        got = pooled.setdefault(key, ([], [], set()))
-        got[0].extend(a_units), got[1].extend(b_units), got[2].add(run)
-    for (scenario, kind, sampler), (a_units, b_units, runs) in pooled.items():
-        if len(runs) < 2:
+        got = pooled.setdefault(key, ([], [], set(), set()))
+        got[0].extend(a_units), got[1].extend(b_units), got[2].add(f"{run}/{path.name}"), got[3].add(first)
+    for (scenario, kind, sampler), (a_units, b_units, results, orders) in pooled.items():
+        if len(results) < 2:
             continue
         ratio = paired_ratio(a_units, b_units)
         within = bool(ratio["ci_low"] >= 0.97 and ratio["ci_high"] <= 1.03)
-        row = {"run": "pooled", "scenario": scenario, "kind": kind, "sampler": sampler, "units": len(a_units)}
+        row = {"run": "pooled", "scenario": scenario, "kind": kind, "sampler": sampler}
+        row.update({"built_first": ",".join(sorted(orders)), "units": len(a_units)})
         rows.append(
             {
                 **row,
@@ -397,6 +398,13 @@ def _main() -> int:
     p.add_argument(
         "--sampler", action=argparse.BooleanOptionalAction, default=True, help="NVML sampler on in the engine's blocks"
     )
+    p.add_argument(
+        "--build-first",
+        default="b",
+        choices=["a", "b"],
+        help="the side whose model is built first (b, the loop, by default); on the CPU the side built first ran "
+        "1-2%% slower, so run both orders to see it",
+    )
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--time-limit", type=float, default=None, help="seconds; then exit 4, run again to go on")
     p.add_argument("--collect", type=Path, default=None, help="write DIR/interleaved.csv from every result under DIR")
@@ -423,7 +431,7 @@ def _main() -> int:
             result = measure(a)
         except Skip as exc:  # e.g. tf32 on the CPU: a row that says why
             result = {"scenario": a.one, "kind": a.kind, "skipped": str(exc)}
-        atomic_write_json(result_path(a.out, a.one, a.kind), result)
+        atomic_write_json(result_path(a.out, a.one, a.kind, a.build_first), result)
         return 0
     deadline = None if a.time_limit is None else time.monotonic() + a.time_limit
     jobs = [(n, "engine") for n in scenario_names(a.only)]
@@ -433,13 +441,14 @@ def _main() -> int:
     jobs += [(n, "trackers") for n in scenario_names(a.trackers)] if a.trackers else []
     a.out.mkdir(parents=True, exist_ok=True)
     for name, kind in jobs:
-        path = result_path(a.out, name, kind)
+        path = result_path(a.out, name, kind, a.build_first)
         if path.is_file():
             continue
         if expired(deadline):
             return TIME_LIMIT
         cmd = [sys.executable, str(HERE), "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(a.pairs)]
         cmd += ["--block-steps", str(a.block_steps), "--device", a.device, "--sampler" if a.sampler else "--no-sampler"]
+        cmd += ["--build-first", a.build_first]
         print("+ " + " ".join(cmd), file=sys.stderr)
         log = path.with_suffix(".log")
         done = run_subprocess(cmd, timeout_s=CHILD_TIMEOUT_S, log_path=log)
@@ -448,7 +457,7 @@ def _main() -> int:
                 f"{name}: exit {done.returncode}{' (timed out)' if done.timed_out else ''}; see {log}", file=sys.stderr
             )
             return 1
-    result = table(a.out, jobs)
+    result = table(a.out, jobs, a.build_first)
     atomic_write_text(a.out / "interleaved.csv", result.to_csv(index=False))
     print(result.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     return 0

@@ -62,14 +62,16 @@ def test_alternating_units_cancel_a_drifting_cpu_and_find_a_real_gap(il: ModuleT
 
 
 def test_collect_pools_the_units_of_every_run(il: ModuleType, tmp_path: Path) -> None:
-    for run, factor in (("run1", 0.96), ("run2", 0.97)):
+    for run, factor, first in (("run1", 0.96, "b"), ("run2", 0.97, "a")):
         (tmp_path / run).mkdir()
         (tmp_path / run / "env.json").write_text(json.dumps({"gpu": {"uuid": f"GPU-{run}"}}))
         result = {"scenario": "fp16-b4", "kind": "engine", "sampler": True, "blocks": blocks(lambda i: 50.0, factor)}
+        result |= {"built_first": first} if first == "a" else {}  # a result from before --build-first: b
         (tmp_path / run / "fp16-b4.json").write_text(json.dumps(result))
     frame = il.collect(tmp_path).set_index("run")
     assert frame.loc["run1", "gpu_uuid"] == "GPU-run1" and frame.loc["run2", "ratio"] == pytest.approx(0.97)
-    assert frame.loc["pooled", "units"] == 40
+    assert frame.loc["run1", "built_first"] == "b" and frame.loc["run2", "built_first"] == "a"
+    assert frame.loc["pooled", "units"] == 40 and frame.loc["pooled", "built_first"] == "a,b"
     assert frame.loc["pooled", "ratio"] == pytest.approx((0.96 * 0.97) ** 0.5)
 
 
@@ -114,6 +116,13 @@ def test_interleaved_runs_each_kind_in_its_own_process_and_resumes(tmp_path: Pat
     again = run(out, "--only", "fp32-b4,tf32-b4", "--control", "fp32-b4", "--trackers", "fp32-b4", "--pairs", "4")
     assert again.returncode == 0 and "+ " not in again.stderr
     assert {p.name: p.stat().st_mtime for p in out.glob("*.json")} == before
+
+    # the other build order is a result of its own, beside the first
+    other = run(out, "--only", "fp32-b4", "--pairs", "2", "--block-steps", "1", "--build-first", "a")
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert json.loads((out / "fp32-b4-a-first.json").read_text())["built_first"] == "a"
+    assert json.loads((out / "fp32-b4.json").read_text())["built_first"] == "b"
+    assert (out / "fp32-b4.json").stat().st_mtime == before["fp32-b4.json"]
 
 
 def test_interleaved_refuses_an_odd_number_of_pairs_and_an_unknown_scenario(tmp_path: Path) -> None:
