@@ -27,16 +27,15 @@ Writes OUT/SCENARIO.json (OUT/SCENARIO-control.json) per scenario, every block i
 OUT/interleaved.csv, and prints the table. Finished scenarios are kept: running the command again
 goes on where it stopped; with --time-limit it starts nothing once the time is up and exits 4.
 `--device cpu` runs it on the CPU with the tiny model, to test the script; its figures mean nothing.
+
+The sides are built in interleave_sides.py; the figures are computed in interleave_stats.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,69 +45,17 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from cpu_adjust import paired_ratio
+from interleave_sides import KINDS, MATRIX, SIDES, WARMUP_STEPS, build_sides
+from interleave_stats import collect, summarize
 from parts import TIME_LIMIT, expired
 
 from bench.errors import BadInput
 from bench.fsio import atomic_write_json, atomic_write_text
 from bench.matrix import load_matrix, select
-from bench.models import resolve_model
 from bench.proc import run_subprocess
 
 HERE = Path(__file__).resolve()
-MATRIX = "fidelity"
-WARMUP_STEPS = 12  # per side, untimed: past the engine's own warm-up (10 steps, 4 at batch 32)
 CHILD_TIMEOUT_S = 900
-
-
-# ---------------------------------------------------------------- the figures of one scenario
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values))
-
-
-def _rates(blocks: list[dict[str, Any]]) -> tuple[dict[tuple[int, str], float], list[int]]:
-    """samples/s by (pair, side), and the pairs that have both sides."""
-    rate = {(b["pair"], b["side"]): b["samples"] / b["seconds"] for b in blocks}
-    return rate, sorted({b["pair"] for b in blocks if (b["pair"], "a") in rate and (b["pair"], "b") in rate})
-
-
-def units(blocks: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
-    """Side a's and side b's samples/s per unit (pairs 2k and 2k+1: a b b a), geometric means."""
-    rate, pairs = _rates(blocks)
-    both = [(p, p + 1) for p in pairs if p % 2 == 0 and p + 1 in pairs]
-    return (
-        [geomean([rate[(p, "a")] for p in unit]) for unit in both],
-        [geomean([rate[(p, "b")] for p in unit]) for unit in both],
-    )
-
-
-def summarize(blocks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-side throughput over all blocks, the ratio a/b over units of two pairs with its 95%
-    interval, and the spread; `blocks` as `measure` records them (side a or b, pair, samples, seconds)."""
-    rate, pairs = _rates(blocks)
-    a_units, b_units = units(blocks)
-    ratio = paired_ratio(a_units, b_units)
-    logs = [math.log(rate[(p, "a")] / rate[(p, "b")]) for p in pairs]
-    out: dict[str, Any] = {"pairs": len(pairs), "units": len(a_units)}
-    for side in ("a", "b"):
-        mine = [b for b in blocks if b["side"] == side]
-        speeds = [b["samples"] / b["seconds"] for b in mine]
-        out[f"{side}_samples_per_s"] = sum(b["samples"] for b in mine) / sum(b["seconds"] for b in mine)
-        out[f"{side}_block_cv_pct"] = statistics.stdev(speeds) / statistics.fmean(speeds) * 100
-    out["ratio_of_totals"] = out["a_samples_per_s"] / out["b_samples_per_s"]
-    out["ratio"], out["ci_low"], out["ci_high"] = ratio["ratio"], ratio["ci_low"], ratio["ci_high"]
-    out["within_3pct"] = bool(out["ci_low"] >= 0.97 and out["ci_high"] <= 1.03)
-    out["pair_log_sd"] = statistics.stdev(logs) if len(logs) > 1 else math.nan
-    # a first against b first: a cost of switching sides would show here
-    first = [lg for p, lg in zip(pairs, logs, strict=True) if p % 2 == 0]
-    second = [lg for p, lg in zip(pairs, logs, strict=True) if p % 2 == 1]
-    out["ratio_a_first"] = math.exp(statistics.fmean(first)) if first else math.nan
-    out["ratio_b_first"] = math.exp(statistics.fmean(second)) if second else math.nan
-    hz = [b["sampler_hz"] for b in blocks if b.get("sampler_hz")]
-    out["sampler_hz"] = statistics.median(hz) if hz else math.nan
-    return out
 
 
 # ---------------------------------------------------------------- the sampler, on for the engine
@@ -168,17 +115,6 @@ def sampler_helper(uuid: str, pgid: int) -> int:
 # ---------------------------------------------------------------- one scenario, in this process
 
 
-def loop_args(sc: Any, model: str, device: str) -> argparse.Namespace:
-    """reference_loop.py's arguments for the scenario: the engine's data path (blocking copy)."""
-    from reference_loop import parser
-
-    args = ["--model", model, "--batch-size", str(sc.batch_size), "--precision", sc.precision]
-    args += ["--optimizer", sc.optimizer, "--attn-implementation", sc.attn_implementation]
-    args += ["--samples", str(sc.samples), "--seq-len", str(sc.seq_len), "--seed", str(sc.seed)]
-    args += ["--blocking-copy", "--device", device, "--out", os.devnull, *(["--tf32"] if sc.tf32 else [])]
-    return parser().parse_args(args)
-
-
 def timed_block(step: Callable[[], None], steps: int, sync: Callable[[], None]) -> float:
     sync()
     start = time.perf_counter()
@@ -186,75 +122,6 @@ def timed_block(step: Callable[[], None], steps: int, sync: Callable[[], None]) 
         step()
     sync()
     return time.perf_counter() - start
-
-
-SIDES = {
-    "engine": "the Accelerate engine",
-    "bare-engine": "the Accelerate engine without gpubench's clock, loss tracking and memory marks",
-    "loop": "the reference loop (blocking batch copy)",
-}
-KINDS = {  # side a, side b, and the NVML sampler in side a's blocks (None: as --sampler says)
-    "engine": ("engine", "loop", None),
-    "control": ("loop", "loop", False),  # A/A: what the method alone gives
-    "sampler-cost": ("loop", "loop", True),  # the sampler's cost on a launch-bound step
-    "bare-engine": ("bare-engine", "loop", False),  # accelerate's share of the engine's cost
-    "trackers": ("engine", "bare-engine", False),  # gpubench's share
-}
-
-
-class _Nothing:
-    """Stands in for the clock, loss tracker and memory marks of a bare engine: every call does nothing."""
-
-    def __getattr__(self, name: str) -> Callable[..., None]:
-        return lambda *args, **kwargs: None
-
-
-def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Callable[[], None]:
-    """One training step of `side` (SIDES) per call, each side with its own model and data."""
-    import torch
-    from reference_loop import ReferenceLoop
-
-    from bench.worker import accelerate_engine
-    from bench.worker.data import make_dataset
-    from bench.worker.inputs import EngineInputs
-    from bench.worker.model import build_model
-    from bench.worker.precision import set_tf32
-    from bench.worker.run import build_inputs
-
-    if side == "loop":
-        loop = ReferenceLoop(loop_args(sc, model, device.type))
-        steps = iter(range(10**9))
-        return lambda: loop.step(next(steps))
-    if side == "engine":
-        inputs = build_inputs(sc, model, device, scratch, {})
-        engine = accelerate_engine.setup(inputs)
-        inputs.clock.train_begin()
-    else:
-        set_tf32(sc.tf32)
-        torch.manual_seed(sc.seed)
-        bare_model = build_model(model, device, sc.attn_implementation)
-        dataset = make_dataset(sc.samples, sc.seq_len, bare_model.config.vocab_size, sc.seed, sc.data_source)
-        nothing: Any = _Nothing()
-        engine = accelerate_engine.setup(
-            EngineInputs(sc, bare_model, dataset, device, nothing, nothing, nothing, scratch)
-        )
-    batches = iter(engine.loader)
-    return lambda: engine.step(next(batches))
-
-
-def build_sides(
-    name: str, kind: str, steps: int, device: Any, scratch: Path, first: str = "b"
-) -> tuple[Any, str, dict[str, Any]]:
-    """The scenario (with data for `steps` steps a side), its model, and the two sides' step
-    functions, side `first` built first (the order can matter: see --build-first)."""
-    base = select(load_matrix(MATRIX).scenarios, [name], MATRIX)[0]
-    if base.grad_accum_steps != 1 or base.engine != "accelerate":
-        raise BadInput(f"scenario {name}: interleaving needs the accelerate engine and no gradient accumulation")
-    model = resolve_model(base.model, device.type)
-    sc = dataclasses.replace(base, samples=steps * base.batch_size, warmup_steps=min(base.warmup_steps, WARMUP_STEPS))
-    named = dict(zip("ab", KINDS[kind][:2], strict=True))
-    order = (first, "b" if first == "a" else "a")
-    return sc, model, {side: make_side(named[side], sc, model, device, scratch) for side in order}
 
 
 def measure(a: argparse.Namespace) -> dict[str, Any]:
@@ -330,45 +197,6 @@ def table(out: Path, jobs: list[tuple[str, str]], first: str) -> pd.DataFrame:
                 rows.append(
                     {**head, "sampler": result["sampler"], "block_steps": result["block_steps"], **result["summary"]}
                 )
-    return pd.DataFrame(rows)
-
-
-def collect(root: Path) -> pd.DataFrame:
-    """Every result under `root` (one directory per device command, each with its env.json): one
-    row per result, its summary recomputed from its blocks, and a `pooled` row per scenario, kind
-    and sampler setting over the units of all its results, of both build orders (each unit stands
-    alone, so they pool; and the orders' effects cancel where both ran)."""
-    rows, pooled = [], {}
-    for path in sorted(root.rglob("*.json")):
-        result = json.loads(path.read_text())
-        if "blocks" not in result:
-            continue
-        env = path.parent / "env.json"
-        gpu = json.loads(env.read_text()).get("gpu", {}).get("uuid", "") if env.is_file() else ""
-        key = (result["scenario"], result["kind"], result["sampler"])
-        first = result.get("built_first", "b")  # results from before --build-first built b first
-        run = str(path.parent.relative_to(root))
-        head = {"run": run, "scenario": key[0], "kind": key[1], "sampler": key[2], "built_first": first}
-        rows.append({**head, "gpu_uuid": gpu, **summarize(result["blocks"])})
-        a_units, b_units = units(result["blocks"])
-        got = pooled.setdefault(key, ([], [], set(), set()))
-        got[0].extend(a_units), got[1].extend(b_units), got[2].add(f"{run}/{path.name}"), got[3].add(first)
-    for (scenario, kind, sampler), (a_units, b_units, results, orders) in pooled.items():
-        if len(results) < 2:
-            continue
-        ratio = paired_ratio(a_units, b_units)
-        within = bool(ratio["ci_low"] >= 0.97 and ratio["ci_high"] <= 1.03)
-        row = {"run": "pooled", "scenario": scenario, "kind": kind, "sampler": sampler}
-        row.update({"built_first": ",".join(sorted(orders)), "units": len(a_units)})
-        rows.append(
-            {
-                **row,
-                "ratio": ratio["ratio"],
-                "ci_low": ratio["ci_low"],
-                "ci_high": ratio["ci_high"],
-                "within_3pct": within,
-            }
-        )
     return pd.DataFrame(rows)
 
 

@@ -23,11 +23,12 @@ SCRIPT = [sys.executable, str(REPO / "benchmarks" / "interleaved.py")]
 
 @pytest.fixture(scope="module")
 def il() -> Iterator[ModuleType]:
+    """benchmarks/interleave_stats.py"""
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
-        import interleaved
+        import interleave_stats
 
-        yield interleaved
+        yield interleave_stats
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
 

@@ -1,0 +1,104 @@
+"""The figures of benchmarks/interleaved.py: one result's blocks summarised, and every result under
+a directory collected, with the units of each scenario and kind pooled over the runs.
+
+A result's blocks alternate a b | b a | a b ...; two pairs (a b b a) make one unit, so a speed that
+drifts steadily within a unit favours neither side. The ratio a/b is the geometric mean over the
+units, with a 95% interval from resampling the units (benchmarks/cpu_adjust.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from cpu_adjust import paired_ratio
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def _rates(blocks: list[dict[str, Any]]) -> tuple[dict[tuple[int, str], float], list[int]]:
+    """samples/s by (pair, side), and the pairs that have both sides."""
+    rate = {(b["pair"], b["side"]): b["samples"] / b["seconds"] for b in blocks}
+    return rate, sorted({b["pair"] for b in blocks if (b["pair"], "a") in rate and (b["pair"], "b") in rate})
+
+
+def units(blocks: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """Side a's and side b's samples/s per unit (pairs 2k and 2k+1: a b b a), geometric means."""
+    rate, pairs = _rates(blocks)
+    both = [(p, p + 1) for p in pairs if p % 2 == 0 and p + 1 in pairs]
+    return (
+        [geomean([rate[(p, "a")] for p in unit]) for unit in both],
+        [geomean([rate[(p, "b")] for p in unit]) for unit in both],
+    )
+
+
+def summarize(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-side throughput over all blocks, the ratio a/b over units of two pairs with its 95%
+    interval, and the spread; `blocks` as `measure` records them (side a or b, pair, samples, seconds)."""
+    rate, pairs = _rates(blocks)
+    a_units, b_units = units(blocks)
+    ratio = paired_ratio(a_units, b_units)
+    logs = [math.log(rate[(p, "a")] / rate[(p, "b")]) for p in pairs]
+    out: dict[str, Any] = {"pairs": len(pairs), "units": len(a_units)}
+    for side in ("a", "b"):
+        mine = [b for b in blocks if b["side"] == side]
+        speeds = [b["samples"] / b["seconds"] for b in mine]
+        out[f"{side}_samples_per_s"] = sum(b["samples"] for b in mine) / sum(b["seconds"] for b in mine)
+        out[f"{side}_block_cv_pct"] = statistics.stdev(speeds) / statistics.fmean(speeds) * 100
+    out["ratio_of_totals"] = out["a_samples_per_s"] / out["b_samples_per_s"]
+    out["ratio"], out["ci_low"], out["ci_high"] = ratio["ratio"], ratio["ci_low"], ratio["ci_high"]
+    out["within_3pct"] = bool(out["ci_low"] >= 0.97 and out["ci_high"] <= 1.03)
+    out["pair_log_sd"] = statistics.stdev(logs) if len(logs) > 1 else math.nan
+    # a first against b first: a cost of switching sides would show here
+    first = [lg for p, lg in zip(pairs, logs, strict=True) if p % 2 == 0]
+    second = [lg for p, lg in zip(pairs, logs, strict=True) if p % 2 == 1]
+    out["ratio_a_first"] = math.exp(statistics.fmean(first)) if first else math.nan
+    out["ratio_b_first"] = math.exp(statistics.fmean(second)) if second else math.nan
+    hz = [b["sampler_hz"] for b in blocks if b.get("sampler_hz")]
+    out["sampler_hz"] = statistics.median(hz) if hz else math.nan
+    return out
+
+
+def collect(root: Path) -> pd.DataFrame:
+    """Every result under `root` (one directory per device command, each with its env.json): one
+    row per result, its summary recomputed from its blocks, and a `pooled` row per scenario, kind
+    and sampler setting over the units of all its results, of both build orders (each unit stands
+    alone, so they pool; and the orders' effects cancel where both ran)."""
+    rows, pooled = [], {}
+    for path in sorted(root.rglob("*.json")):
+        result = json.loads(path.read_text())
+        if "blocks" not in result:
+            continue
+        env = path.parent / "env.json"
+        gpu = json.loads(env.read_text()).get("gpu", {}).get("uuid", "") if env.is_file() else ""
+        key = (result["scenario"], result["kind"], result["sampler"])
+        first = result.get("built_first", "b")  # results from before --build-first built b first
+        run = str(path.parent.relative_to(root))
+        head = {"run": run, "scenario": key[0], "kind": key[1], "sampler": key[2], "built_first": first}
+        rows.append({**head, "gpu_uuid": gpu, **summarize(result["blocks"])})
+        a_units, b_units = units(result["blocks"])
+        got = pooled.setdefault(key, ([], [], set(), set()))
+        got[0].extend(a_units), got[1].extend(b_units), got[2].add(f"{run}/{path.name}"), got[3].add(first)
+    for (scenario, kind, sampler), (a_units, b_units, results, orders) in pooled.items():
+        if len(results) < 2:
+            continue
+        ratio = paired_ratio(a_units, b_units)
+        within = bool(ratio["ci_low"] >= 0.97 and ratio["ci_high"] <= 1.03)
+        row = {"run": "pooled", "scenario": scenario, "kind": kind, "sampler": sampler}
+        row.update({"built_first": ",".join(sorted(orders)), "units": len(a_units)})
+        rows.append(
+            {
+                **row,
+                "ratio": ratio["ratio"],
+                "ci_low": ratio["ci_low"],
+                "ci_high": ratio["ci_high"],
+                "within_3pct": within,
+            }
+        )
+    return pd.DataFrame(rows)
