@@ -73,6 +73,9 @@ def collect(root: Path) -> pd.DataFrame:
     rows, pooled = [], {}
     for path in sorted(root.rglob("*.json")):
         result = json.loads(path.read_text())
+        if "skipped" in result:  # e.g. tf32 on the CPU: a row that says why
+            rows.append({"run": str(path.parent.relative_to(root)), **result})
+            continue
         if "blocks" not in result:
             continue
         env = path.parent / "env.json"

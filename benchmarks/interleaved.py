@@ -18,15 +18,24 @@ Two consecutive pairs (engine, loop, loop, engine) make one unit; the engine/loo
 geometric mean over the units, and its 95% interval comes from resampling the units
 (benchmarks/cpu_adjust.py). `within_3pct` is true when the whole interval lies within 3%.
 
-`--control SCENARIOS` also runs those scenarios as an A/A test: the loop against a second copy
-of itself, in the same alternation; its ratio should be 1 and shows what the method alone gives.
+More kinds of result use the same alternation with other sides (interleave_sides.KINDS):
+`--control S` (A/A: the loop against a second copy of itself; its ratio should be 1, and shows
+what the method alone gives), `--sampler-cost S` (the loop with the sampler on against itself
+without), `--bare-engine S` (the engine with its clock, loss tracking and memory marks replaced
+by stand-ins that do nothing, against the loop: accelerate's share) and `--trackers S` (the
+engine against the bare engine: gpubench's share).
 
     python benchmarks/interleaved.py --out results/h200-bert-large/interleaved --control tf32-b4
 
-Writes OUT/SCENARIO.json (OUT/SCENARIO-control.json) per scenario, every block in it, and
-OUT/interleaved.csv, and prints the table. Finished scenarios are kept: running the command again
-goes on where it stopped; with --time-limit it starts nothing once the time is up and exits 4.
-`--device cpu` runs it on the CPU with the tiny model, to test the script; its figures mean nothing.
+On the CPU, the side whose model was built first in the process ran 1-2% slower. So by default
+(`--build-first both`) each scenario runs in two processes, half the pairs each, the loop's model
+built first in one (OUT/SCENARIO.json) and side a's in the other (OUT/SCENARIO-a-first.json),
+and the table pools their units. Each result holds every block. OUT/interleaved.csv
+(interleave_stats.collect; `--collect DIR` rewrites it for any directory of results) has a row
+per result and a pooled row per scenario and kind. Finished results are kept: running the
+command again goes on where it stopped; with --time-limit it starts nothing once the time is up
+and exits 4. `--device cpu` runs it on the CPU with the tiny model, to test the script; its
+figures mean nothing.
 
 The sides are built in interleave_sides.py; the figures are computed in interleave_stats.py.
 """
@@ -34,7 +43,6 @@ The sides are built in interleave_sides.py; the figures are computed in interlea
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -44,7 +52,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from interleave_sides import KINDS, MATRIX, SIDES, WARMUP_STEPS, build_sides
 from interleave_stats import collect, summarize
 from parts import TIME_LIMIT, expired
@@ -184,22 +191,6 @@ def result_path(out: Path, name: str, kind: str, first: str = "b") -> Path:
     return out / f"{stem}{'-a-first' if first == 'a' else ''}.json"
 
 
-def table(out: Path, jobs: list[tuple[str, str]], first: str) -> pd.DataFrame:
-    rows = []
-    for name, kind in jobs:
-        path = result_path(out, name, kind, first)
-        if path.is_file():
-            result = json.loads(path.read_text())
-            head = {"scenario": name, "kind": kind, "built_first": first}
-            if "skipped" in result:
-                rows.append({**head, "skipped": result["skipped"]})
-            else:
-                rows.append(
-                    {**head, "sampler": result["sampler"], "block_steps": result["block_steps"], **result["summary"]}
-                )
-    return pd.DataFrame(rows)
-
-
 def scenario_names(option: str | None) -> list[str]:
     only = option.split(",") if option else None
     return [s.name for s in select(load_matrix(MATRIX).scenarios, only, MATRIX)]
@@ -228,10 +219,10 @@ def _main() -> int:
     )
     p.add_argument(
         "--build-first",
-        default="b",
-        choices=["a", "b"],
-        help="the side whose model is built first (b, the loop, by default); on the CPU the side built first ran "
-        "1-2%% slower, so run both orders to see it",
+        default="both",
+        choices=["both", "a", "b"],
+        help="the side whose model is built first in the process; on the CPU the side built first ran 1-2%% "
+        "slower, so 'both' (the default) runs half the pairs in each order, in two processes, and pools them",
     )
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--time-limit", type=float, default=None, help="seconds; then exit 4, run again to go on")
@@ -244,17 +235,18 @@ def _main() -> int:
     if a.sampler_helper:
         return sampler_helper(a.sampler_helper, a.pgid)
     if a.collect:
-        frame = collect(a.collect)
-        atomic_write_text(a.collect / "interleaved.csv", frame.to_csv(index=False))
-        print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        return 0
+        return write_table(a.collect)
     if a.out is None:
         p.error("--out is required (or --collect DIR)")
-    if a.pairs < 2 or a.pairs % 2 or a.block_steps < 1:
-        p.error("--pairs must be even and at least 2, --block-steps at least 1")
+    orders = ["b", "a"] if a.build_first == "both" else [a.build_first]
+    pairs = a.pairs // len(orders)  # each process's share
+    if a.pairs < 2 * len(orders) or pairs % 2 or a.pairs % len(orders) or a.block_steps < 1:
+        p.error("--pairs must be even, and a multiple of 4 with --build-first both; --block-steps at least 1")
     if a.one:
         from bench.worker.run import Skip
 
+        if a.build_first == "both":
+            p.error("--one needs --build-first a or b")
         try:
             result = measure(a)
         except Skip as exc:  # e.g. tf32 on the CPU: a row that says why
@@ -268,15 +260,15 @@ def _main() -> int:
     jobs += [(n, "bare-engine") for n in scenario_names(a.bare_engine)] if a.bare_engine else []
     jobs += [(n, "trackers") for n in scenario_names(a.trackers)] if a.trackers else []
     a.out.mkdir(parents=True, exist_ok=True)
-    for name, kind in jobs:
-        path = result_path(a.out, name, kind, a.build_first)
+    for name, kind, first in ((n, k, f) for n, k in jobs for f in orders):
+        path = result_path(a.out, name, kind, first)
         if path.is_file():
             continue
         if expired(deadline):
             return TIME_LIMIT
-        cmd = [sys.executable, str(HERE), "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(a.pairs)]
+        cmd = [sys.executable, str(HERE), "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(pairs)]
         cmd += ["--block-steps", str(a.block_steps), "--device", a.device, "--sampler" if a.sampler else "--no-sampler"]
-        cmd += ["--build-first", a.build_first]
+        cmd += ["--build-first", first]
         print("+ " + " ".join(cmd), file=sys.stderr)
         log = path.with_suffix(".log")
         done = run_subprocess(cmd, timeout_s=CHILD_TIMEOUT_S, log_path=log)
@@ -285,9 +277,14 @@ def _main() -> int:
                 f"{name}: exit {done.returncode}{' (timed out)' if done.timed_out else ''}; see {log}", file=sys.stderr
             )
             return 1
-    result = table(a.out, jobs, a.build_first)
-    atomic_write_text(a.out / "interleaved.csv", result.to_csv(index=False))
-    print(result.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return write_table(a.out)
+
+
+def write_table(root: Path) -> int:
+    """ROOT/interleaved.csv from every result under ROOT (interleave_stats.collect), printed too."""
+    frame = collect(root)
+    atomic_write_text(root / "interleaved.csv", frame.to_csv(index=False))
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     return 0
 
 

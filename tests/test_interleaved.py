@@ -82,52 +82,38 @@ def run(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_interleaved_runs_each_kind_in_its_own_process_and_resumes(tmp_path: Path) -> None:
+def test_interleaved_runs_each_kind_in_both_build_orders_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "il"
-    done = run(
-        out,
-        "--only",
-        "fp32-b4,tf32-b4",
-        "--control",
-        "fp32-b4",
-        "--trackers",
-        "fp32-b4",
-        "--pairs",
-        "4",
-        "--block-steps",
-        "1",
-    )
+    args = ["--only", "fp32-b4,tf32-b4", "--control", "fp32-b4", "--trackers", "fp32-b4", "--pairs", "8"]
+    done = run(out, *args, "--block-steps", "1")
     assert done.returncode == 0, done.stderr[-3000:]
+    names = {p.name for p in out.glob("*.json")}
+    for stem in ("fp32-b4", "tf32-b4", "fp32-b4-control", "fp32-b4-trackers"):  # half the pairs in each order
+        assert {f"{stem}.json", f"{stem}-a-first.json"} <= names
     table = pd.read_csv(out / "interleaved.csv")
-    assert list(zip(table["scenario"], table["kind"], strict=True)) == [
-        ("fp32-b4", "engine"),
-        ("tf32-b4", "engine"),
-        ("fp32-b4", "control"),
-        ("fp32-b4", "trackers"),
-    ]
-    assert "CUDA" in table.set_index("scenario").loc["tf32-b4", "skipped"]  # tf32 has no meaning on the CPU
+    pooled = table[table["run"] == "pooled"].set_index("kind")
+    assert sorted(pooled.index) == ["control", "engine", "trackers"]
+    assert set(pooled["built_first"]) == {"a,b"} and set(pooled["units"]) == {4}  # 2 processes x 4 pairs
+    assert "CUDA" in table.dropna(subset=["skipped"]).set_index("scenario").loc["tf32-b4", "skipped"].iloc[0]
     engine = json.loads((out / "fp32-b4.json").read_text())
     assert engine["a"] == "the Accelerate engine" and engine["b"].startswith("the reference loop")
+    assert engine["built_first"] == "b" and json.loads((out / "fp32-b4-a-first.json").read_text())["built_first"] == "a"
     assert [b["side"] for b in engine["blocks"][:4]] == ["a", "b", "b", "a"]
     assert len(engine["blocks"]) == 8 and all(b["seconds"] > 0 and b["samples"] == 4 for b in engine["blocks"])
     assert json.loads((out / "fp32-b4-trackers.json").read_text())["b"].startswith("the Accelerate engine without")
 
     # run again: every result is kept, nothing runs
     before = {p.name: p.stat().st_mtime for p in out.glob("*.json")}
-    again = run(out, "--only", "fp32-b4,tf32-b4", "--control", "fp32-b4", "--trackers", "fp32-b4", "--pairs", "4")
+    again = run(out, *args)
     assert again.returncode == 0 and "+ " not in again.stderr
     assert {p.name: p.stat().st_mtime for p in out.glob("*.json")} == before
-
-    # the other build order is a result of its own, beside the first
-    other = run(out, "--only", "fp32-b4", "--pairs", "2", "--block-steps", "1", "--build-first", "a")
-    assert other.returncode == 0, other.stderr[-3000:]
-    assert json.loads((out / "fp32-b4-a-first.json").read_text())["built_first"] == "a"
-    assert json.loads((out / "fp32-b4.json").read_text())["built_first"] == "b"
-    assert (out / "fp32-b4.json").stat().st_mtime == before["fp32-b4.json"]
 
 
 def test_interleaved_refuses_an_odd_number_of_pairs_and_an_unknown_scenario(tmp_path: Path) -> None:
     odd = run(tmp_path / "x", "--pairs", "3")
     assert odd.returncode == 2 and "--pairs must be even" in odd.stderr
+    not_split = run(tmp_path / "x", "--pairs", "6")  # 3 pairs per build order
+    assert not_split.returncode == 2 and "multiple of 4" in not_split.stderr
+    assert run(tmp_path / "x", "--pairs", "6", "--build-first", "b", "--time-limit", "0").returncode == 4
     unknown = run(tmp_path / "x", "--only", "fp32-b5", "--time-limit", "0")
     assert unknown.returncode != 0 and "fp32-b5" in unknown.stderr and "fp32-b4" in unknown.stderr
