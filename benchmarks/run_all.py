@@ -12,7 +12,8 @@ Parts (each a result directory under --out):
   interleaved benchmarks/interleaved.py --control tf32-b4 --sampler-cost bf16-b4 --bare-engine fp16-b4
               --trackers fp16-b4: the engine against the loop in one process, in alternating blocks
               (every fidelity scenario), with an A/A control, the sampler's cost, and the engine's
-              cost split into accelerate's and gpubench's; takes no extra arguments
+              cost split into accelerate's and gpubench's; each in both build orders, pooled; takes
+              no extra arguments
   cumulative-bert-base
               gpubench run --matrix cumulative-bert-base --repeats 3: the RTX 3080 re-run's table
               (bert-base, each technique added to the previous ones)
