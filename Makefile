@@ -31,7 +31,7 @@ test-gpu: install
 lint: install
 	$(BIN)/ruff check bench tests tools benchmarks
 	$(BIN)/ruff format --check bench tests tools benchmarks
-	$(BIN)/mypy bench
+	$(BIN)/mypy bench benchmarks
 
 # The published GPU results (results/README.md); resumable, run again until it reports all parts done.
 bench: install

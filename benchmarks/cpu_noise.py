@@ -128,7 +128,9 @@ def child(a: argparse.Namespace) -> None:
             "placement": placement,
             "samples_per_s": a.steps * a.batch_size / (t1 - t0),
             "window_s": t1 - t0,
-            "steal_s": (steal1 - steal0) / os.sysconf("SC_CLK_TCK") if steal0 is not None else None,
+            "steal_s": (steal1 - steal0) / os.sysconf("SC_CLK_TCK")
+            if steal0 is not None and steal1 is not None
+            else None,
             "thread_cpus": " ".join(map(str, thread_cpus())),
             "threads": len(os.listdir("/proc/self/task")),
         }

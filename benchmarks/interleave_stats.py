@@ -70,7 +70,8 @@ def collect(root: Path) -> pd.DataFrame:
     row per result, its summary recomputed from its blocks, and a `pooled` row per scenario, kind
     and sampler setting over the units of all its results, of both build orders (each unit stands
     alone, so they pool; and the orders' effects cancel where both ran)."""
-    rows, pooled = [], {}
+    rows: list[dict[str, Any]] = []
+    pooled: dict[tuple[Any, ...], tuple[list[float], list[float], set[str], set[str]]] = {}
     for path in sorted(root.rglob("*.json")):
         result = json.loads(path.read_text())
         if "skipped" in result:  # e.g. tf32 on the CPU: a row that says why
@@ -87,7 +88,10 @@ def collect(root: Path) -> pd.DataFrame:
         rows.append({**head, "gpu_uuid": gpu, **summarize(result["blocks"])})
         a_units, b_units = units(result["blocks"])
         got = pooled.setdefault(key, ([], [], set(), set()))
-        got[0].extend(a_units), got[1].extend(b_units), got[2].add(f"{run}/{path.name}"), got[3].add(first)
+        got[0].extend(a_units)
+        got[1].extend(b_units)
+        got[2].add(f"{run}/{path.name}")
+        got[3].add(first)
     for (scenario, kind, sampler), (a_units, b_units, results, orders) in pooled.items():
         if len(results) < 2:
             continue

@@ -131,6 +131,32 @@ def timed_block(step: Callable[[], None], steps: int, sync: Callable[[], None]) 
     return time.perf_counter() - start
 
 
+def alternate(
+    sides: dict[str, Callable[[], None]],
+    pairs: int,
+    block_steps: int,
+    batch_size: int,
+    sync: Callable[[], None],
+    switch: SamplerSwitch | None,
+) -> list[dict[str, Any]]:
+    """Warm both sides up, then time `pairs` pairs of blocks, a b | b a | ...; the sampler (if
+    any) on in side a's blocks only, outside their timing."""
+    for side in ("a", "b"):
+        timed_block(sides[side], WARMUP_STEPS, sync)
+    blocks, t0 = [], time.perf_counter()
+    for pair in range(pairs):
+        for side in ("a", "b") if pair % 2 == 0 else ("b", "a"):
+            sampler = switch if side == "a" else None
+            if sampler is not None:
+                sampler.on()
+            start = time.perf_counter() - t0
+            seconds = timed_block(sides[side], block_steps, sync)
+            hz = sampler.off() if sampler is not None else None
+            block = {"pair": pair, "side": side, "start_s": start, "seconds": seconds}
+            blocks.append({**block, "samples": block_steps * batch_size, "sampler_hz": hz})
+    return blocks
+
+
 def measure(a: argparse.Namespace) -> dict[str, Any]:
     import torch
 
@@ -143,22 +169,11 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
         sync = torch.cuda.synchronize if cuda else (lambda: None)
         sampler = KINDS[a.kind][2]
         switch = SamplerSwitch(gpu_uuid(torch)) if cuda and (a.sampler if sampler is None else sampler) else None
-        for side in ("a", "b"):
-            timed_block(sides[side], WARMUP_STEPS, sync)
-        blocks, t0 = [], time.perf_counter()
-        for pair in range(a.pairs):
-            for side in ("a", "b") if pair % 2 == 0 else ("b", "a"):
-                hz = None
-                if switch is not None and side == "a":
-                    switch.on()
-                start = time.perf_counter() - t0
-                seconds = timed_block(sides[side], a.block_steps, sync)
-                if switch is not None and side == "a":
-                    hz = switch.off()
-                block = {"pair": pair, "side": side, "start_s": start, "seconds": seconds}
-                blocks.append({**block, "samples": a.block_steps * sc.batch_size, "sampler_hz": hz})
-        if switch is not None:
-            switch.close()
+        try:
+            blocks = alternate(sides, a.pairs, a.block_steps, sc.batch_size, sync, switch)
+        finally:
+            if switch is not None:
+                switch.close()
     return {
         "scenario": a.one,
         "kind": a.kind,

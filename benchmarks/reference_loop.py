@@ -128,7 +128,7 @@ def main() -> None:
         "cpu_loop_end_ms": cpu_loop_end_ms,
         "window_s": window_s,
         "window_samples": window_samples,
-        "final_loss": float(loop.loss.detach()),
+        "final_loss": float(loop.loss.detach()) if loop.loss is not None else None,
         "torch_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
         **vars(a),
     }
