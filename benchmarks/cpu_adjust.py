@@ -76,3 +76,8 @@ def paired_ratio(engine: Sequence[float], loop: Sequence[float]) -> dict[str, fl
     rng = np.random.default_rng(0)
     low, high = np.percentile(logs[rng.integers(0, len(logs), (RESAMPLES, len(logs)))].mean(axis=1), [2.5, 97.5])
     return {"ratio": math.exp(logs.mean()), "ci_low": math.exp(low), "ci_high": math.exp(high)}
+
+
+def interval_within(ratio: dict[str, float], tolerance: float = 0.03) -> bool:
+    """The whole 95% interval of a ratio above lies within `tolerance` of 1 (false where it is NaN)."""
+    return bool(ratio["ci_low"] >= 1 - tolerance and ratio["ci_high"] <= 1 + tolerance)

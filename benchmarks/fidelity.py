@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from cpu_adjust import cpu_adjusted_ratio, paired_ratio
+from cpu_adjust import cpu_adjusted_ratio, interval_within, paired_ratio
 from parts import TIME_LIMIT, expired, gpubench_run
 
 from bench.fsio import atomic_write_text
@@ -137,7 +137,7 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
             row["cpu_adjusted_ratio"] = adjusted["ratio"]
             row["cpu_adjusted_ci_low"], row["cpu_adjusted_ci_high"] = adjusted["ci_low"], adjusted["ci_high"]
             row["cpu_slope"] = adjusted["cpu_slope"]
-            row["within_3pct_at_matched_cpu"] = adjusted["ci_low"] >= 0.97 and adjusted["ci_high"] <= 1.03
+            row["within_3pct_at_matched_cpu"] = interval_within(adjusted)
             paired = paired_ratio(cols[0], cols[1])  # the geometric mean of the per-repeat ratios, no model
             row["pair_geomean_ratio"] = paired["ratio"]
             row["pair_ci_low"], row["pair_ci_high"] = paired["ci_low"], paired["ci_high"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from cpu_adjust import paired_ratio
+from cpu_adjust import interval_within, paired_ratio
 
 
 def geomean(values: list[float]) -> float:
@@ -53,7 +53,7 @@ def summarize(blocks: list[dict[str, Any]]) -> dict[str, Any]:
         out[f"{side}_block_cv_pct"] = statistics.stdev(speeds) / statistics.fmean(speeds) * 100
     out["ratio_of_totals"] = out["a_samples_per_s"] / out["b_samples_per_s"]
     out["ratio"], out["ci_low"], out["ci_high"] = ratio["ratio"], ratio["ci_low"], ratio["ci_high"]
-    out["within_3pct"] = bool(out["ci_low"] >= 0.97 and out["ci_high"] <= 1.03)
+    out["within_3pct"] = interval_within(ratio)
     out["pair_log_sd"] = statistics.stdev(logs) if len(logs) > 1 else math.nan
     # a first against b first: a cost of switching sides would show here
     first = [lg for p, lg in zip(pairs, logs, strict=True) if p % 2 == 0]
@@ -96,7 +96,6 @@ def collect(root: Path) -> pd.DataFrame:
         if len(results) < 2:
             continue
         ratio = paired_ratio(a_units, b_units)
-        within = bool(ratio["ci_low"] >= 0.97 and ratio["ci_high"] <= 1.03)
         row = {"run": "pooled", "scenario": scenario, "kind": kind, "sampler": sampler}
         row.update({"built_first": ",".join(sorted(orders)), "units": len(a_units)})
         rows.append(
@@ -105,7 +104,7 @@ def collect(root: Path) -> pd.DataFrame:
                 "ratio": ratio["ratio"],
                 "ci_low": ratio["ci_low"],
                 "ci_high": ratio["ci_high"],
-                "within_3pct": within,
+                "within_3pct": interval_within(ratio),
             }
         )
     return pd.DataFrame(rows)

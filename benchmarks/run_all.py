@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from parts import TIME_LIMIT, expired, gpubench_run, limit_args
 
@@ -56,14 +57,25 @@ PARTS = {
     "aa": ["--matrix", "full", "--only", "baseline,fp16,bf16,tf32", "--repeats", "3"],
     "cpu-loop": ["--matrix", "full", "--only", "tf32,fp16", "--repeats", "4"],
 }
-SCRIPT_PARTS = {  # parts run by a script of their own: the script, its arguments, the file it writes last
-    "fidelity": ("fidelity.py", [], "fidelity.csv"),
-    "fidelity-matched-cpu": ("fidelity.py", [
+
+
+class ScriptPart(NamedTuple):
+    """A part run by a script of its own rather than by `gpubench run`."""
+
+    script: str
+    args: list[str]
+    last: str  # the file the script writes last: there, the part is finished
+    takes_run_args: bool  # arguments after `--` go on to its `gpubench run`s
+
+
+SCRIPT_PARTS = {
+    "fidelity": ScriptPart("fidelity.py", [], "fidelity.csv", True),
+    "fidelity-matched-cpu": ScriptPart("fidelity.py", [
         "--only", "tf32-b4,fp16-b4", "--repeats", "13", "--sampler-off", "", "--no-non-blocking-loop",
-    ], "fidelity.csv"),
-    "interleaved": ("interleaved.py", [
+    ], "fidelity.csv", True),
+    "interleaved": ScriptPart("interleaved.py", [  # the fidelity matrix as it is
         "--control", "tf32-b4", "--sampler-cost", "bf16-b4", "--bare-engine", "fp16-b4", "--trackers", "fp16-b4",
-    ], "interleaved.csv"),
+    ], "interleaved.csv", False),
 }  # fmt: skip
 COMPARE_TIMEOUT_S = 300
 
@@ -85,11 +97,11 @@ def run_part(name: str, out: Path, extra: list[str], deadline: float | None, arg
     if name == "aa" and args is None:
         return run_aa(out, extra, deadline)
     if name in SCRIPT_PARTS:
-        script, script_args, last = SCRIPT_PARTS[name]
-        if (out / last).is_file():
+        part = SCRIPT_PARTS[name]
+        if (out / part.last).is_file():
             return 0
-        cmd = [sys.executable, str(HERE / script), "--out", str(out), *script_args, *limit_args(deadline)]
-        cmd += ["--", *extra] if extra and script == "fidelity.py" else []  # interleaved.py: the fidelity matrix as is
+        cmd = [sys.executable, str(HERE / part.script), "--out", str(out), *part.args, *limit_args(deadline)]
+        cmd += ["--", *extra] if extra and part.takes_run_args else []
         print("+ " + " ".join(cmd), file=sys.stderr)
         return subprocess.run(cmd, check=False).returncode
     return gpubench_run(name, out, [*(args or PARTS[name]), *extra], deadline)
