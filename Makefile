@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUN_ARGS ?=
 BENCH_OUT ?= results/h200-bert-large
-BENCH_PARTS ?= full,throughput,faults,fidelity,aa,cumulative-bert-base,cv-long,cpu-loop,fidelity-matched-cpu,interleaved
+BENCH_PARTS ?= full,throughput,faults,fidelity,aa,cumulative-bert-base,cv-long,cpu-loop,fidelity-matched-cpu,interleaved,interleaved-launch-bound,engine-costs
 BENCH_LIMIT ?=
 
 .PHONY: install run test test-gpu lint bench clean

@@ -11,12 +11,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from bench.errors import BadInput
 from bench.matrix import load_matrix, select
 from bench.models import resolve_model
+from bench.worker.tracking import LossTracker
 
 MATRIX = "fidelity"
 WARMUP_STEPS = 12  # per side, untimed: past the engine's own warm-up (10 steps, 4 at batch 32)
+
+
+def scenario_names(option: str | None) -> list[str]:
+    """The fidelity matrix's scenarios named in a comma-separated option (all for None); BadInput
+    for a name it does not have."""
+    only = option.split(",") if option else None
+    return [s.name for s in select(load_matrix(MATRIX).scenarios, only, MATRIX)]
 
 
 def loop_args(sc: Any, model: str, device: str) -> argparse.Namespace:
@@ -34,6 +44,8 @@ SIDES = {
     "engine": "the Accelerate engine",
     "bare-engine": "the Accelerate engine without gpubench's clock, loss tracking and memory marks",
     "loop": "the reference loop (blocking batch copy)",
+    "old-trackers": "the Accelerate engine with gpubench's trackers as they were up to 70eb50d (a loss check "
+    "of four kernels and a forward hook, every step)",
 }
 KINDS = {  # side a, side b, and the NVML sampler in side a's blocks (None: as --sampler says)
     "engine": ("engine", "loop", None),
@@ -41,6 +53,7 @@ KINDS = {  # side a, side b, and the NVML sampler in side a's blocks (None: as -
     "sampler-cost": ("loop", "loop", True),  # the sampler's cost on a launch-bound step
     "bare-engine": ("bare-engine", "loop", False),  # accelerate's share of the engine's cost
     "trackers": ("engine", "bare-engine", False),  # gpubench's share
+    "tracker-change": ("old-trackers", "engine", False),  # what the trackers that cost no kernel changed
 }
 
 
@@ -51,9 +64,23 @@ class _Nothing:
         return lambda *args, **kwargs: None
 
 
+class KernelLossTracker(LossTracker):
+    """The loss tracker up to 70eb50d, kept to measure the change: a non-finite count of four
+    kernels (isfinite, not, sum, add) every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nonfinite: Any = None
+
+    def track(self, loss: Any) -> None:
+        loss = loss.detach().float()
+        bad = (~torch.isfinite(loss)).sum()
+        self.losses = [loss]
+        self.nonfinite = bad if self.nonfinite is None else self.nonfinite + bad
+
+
 def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Callable[[], None]:
     """One training step of `side` (SIDES) per call, each side with its own model and data."""
-    import torch
     from reference_loop import ReferenceLoop
 
     from bench.worker import accelerate_engine
@@ -67,8 +94,11 @@ def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Cal
         loop = ReferenceLoop(loop_args(sc, model, device.type))
         steps = iter(range(10**9))
         return lambda: loop.step(next(steps))
-    if side == "engine":
+    if side in ("engine", "old-trackers"):
         inputs = build_inputs(sc, model, device, scratch, {})
+        if side == "old-trackers":  # the loss check every step, and the forward hook left on
+            inputs = dataclasses.replace(inputs, losses=KernelLossTracker())
+            inputs.model.register_forward_hook(lambda *_: inputs.phases.mark("after_forward"))
         engine = accelerate_engine.setup(inputs)
         inputs.clock.train_begin()
     else:

@@ -22,8 +22,10 @@ More kinds of result use the same alternation with other sides (interleave_sides
 `--control S` (A/A: the loop against a second copy of itself; its ratio should be 1, and shows
 what the method alone gives), `--sampler-cost S` (the loop with the sampler on against itself
 without), `--bare-engine S` (the engine with its clock, loss tracking and memory marks replaced
-by stand-ins that do nothing, against the loop: accelerate's share) and `--trackers S` (the
-engine against the bare engine: gpubench's share).
+by stand-ins that do nothing, against the loop: accelerate's share), `--trackers S` (the
+engine against the bare engine: gpubench's share) and `--tracker-change S` (the engine with the
+trackers as they were up to 70eb50d, a loss check of four kernels and a forward hook every step,
+against today's, which cost no kernel).
 
     python benchmarks/interleaved.py --out results/h200-bert-large/interleaved --control tf32-b4
 
@@ -52,13 +54,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from interleave_sides import KINDS, MATRIX, SIDES, WARMUP_STEPS, build_sides
+from interleave_sides import KINDS, SIDES, WARMUP_STEPS, build_sides, scenario_names
 from interleave_stats import collect, summarize
 from parts import TIME_LIMIT, expired
 
 from bench.errors import BadInput
 from bench.fsio import atomic_write_json, atomic_write_text
-from bench.matrix import load_matrix, select
 from bench.proc import run_subprocess
 
 HERE = Path(__file__).resolve()
@@ -206,11 +207,6 @@ def result_path(out: Path, name: str, kind: str, first: str = "b") -> Path:
     return out / f"{stem}{'-a-first' if first == 'a' else ''}.json"
 
 
-def scenario_names(option: str | None) -> list[str]:
-    only = option.split(",") if option else None
-    return [s.name for s in select(load_matrix(MATRIX).scenarios, only, MATRIX)]
-
-
 def main() -> int:
     try:
         return _main()
@@ -222,11 +218,19 @@ def main() -> int:
 def _main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path)
-    p.add_argument("--only", default=None, help="comma-separated scenarios of the fidelity matrix (default: all)")
+    p.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated scenarios of the fidelity matrix to run the engine against the loop on "
+        "(default: all; '' for none, to run only the other kinds asked for)",
+    )
     p.add_argument("--control", default="", help="comma-separated scenarios to run as an A/A test as well")
     p.add_argument("--sampler-cost", default="", help="comma-separated scenarios to run the sampler's A/B on")
     p.add_argument("--bare-engine", default="", help="comma-separated scenarios to run the bare engine on")
     p.add_argument("--trackers", default="", help="comma-separated scenarios: the engine against the bare engine")
+    p.add_argument(
+        "--tracker-change", default="", help="comma-separated scenarios: the trackers up to 70eb50d against today's"
+    )
     p.add_argument("--pairs", type=int, default=40, help="block pairs per scenario (even)")
     p.add_argument("--block-steps", type=int, default=10, help="optimizer steps per block")
     p.add_argument(
@@ -269,11 +273,12 @@ def _main() -> int:
         atomic_write_json(result_path(a.out, a.one, a.kind, a.build_first), result)
         return 0
     deadline = None if a.time_limit is None else time.monotonic() + a.time_limit
-    jobs = [(n, "engine") for n in scenario_names(a.only)]
+    jobs = [(n, "engine") for n in scenario_names(a.only)] if a.only != "" else []
     jobs += [(n, "control") for n in scenario_names(a.control)] if a.control else []
     jobs += [(n, "sampler-cost") for n in scenario_names(a.sampler_cost)] if a.sampler_cost else []
     jobs += [(n, "bare-engine") for n in scenario_names(a.bare_engine)] if a.bare_engine else []
     jobs += [(n, "trackers") for n in scenario_names(a.trackers)] if a.trackers else []
+    jobs += [(n, "tracker-change") for n in scenario_names(a.tracker_change)] if a.tracker_change else []
     a.out.mkdir(parents=True, exist_ok=True)
     for name, kind, first in ((n, k, f) for n, k in jobs for f in orders):
         path = result_path(a.out, name, kind, first)

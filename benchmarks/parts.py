@@ -12,6 +12,7 @@ from pathlib import Path
 from bench.errors import ExitCode
 from bench.results import FINAL_STATUSES, RESULTS_CSV, SCENARIOS_JSON, read_results
 
+CHILD_TIMEOUT_S = 600  # one scenario's process in each_scenario
 TIME_LIMIT = int(ExitCode.TIME_LIMIT)  # gpubench run's exit code when --time-limit stopped it
 
 
@@ -44,3 +45,28 @@ def gpubench_run(name: str, out: Path, args: list[str], deadline: float | None) 
         cmd = [sys.executable, "-m", "bench", "run", *args, "--out", str(out), *limit_args(deadline)]
     print("+ " + " ".join(cmd), file=sys.stderr)
     return subprocess.run(cmd, check=False).returncode
+
+
+def each_scenario(
+    script: Path, names: list[str], out: Path, args: list[str], tag: str, deadline: float | None = None
+) -> int:
+    """`python SCRIPT --one NAME --out OUT ARGS` for each scenario without OUT/NAME-TAG.json yet, one
+    process each (accelerate's state lives per process), its output in OUT/NAME-TAG.log, printed
+    after; 1 at the first failure, TIME_LIMIT if the deadline passed before all had started."""
+    from bench.proc import run_subprocess
+
+    for name in names:
+        if (out / f"{name}-{tag}.json").is_file():
+            print(f"{name}: finished, skipped", file=sys.stderr)
+            continue
+        if expired(deadline):
+            return TIME_LIMIT
+        log = out / f"{name}-{tag}.log"
+        cmd = [sys.executable, str(script), "--one", name, "--out", str(out), *args]
+        done = run_subprocess(cmd, timeout_s=CHILD_TIMEOUT_S, log_path=log)
+        print(log.read_text(), end="")
+        if done.returncode != 0:
+            timed_out = " (timed out)" if done.timed_out else ""
+            print(f"{name}: exit {done.returncode}{timed_out}; see {log}", file=sys.stderr)
+            return 1
+    return 0

@@ -14,6 +14,12 @@ Parts (each a result directory under --out):
               (every fidelity scenario), with an A/A control, the sampler's cost, and the engine's
               cost split into accelerate's and gpubench's; each in both build orders, pooled; takes
               no extra arguments
+  interleaved-launch-bound
+              benchmarks/interleaved.py --only tf32-b4,fp16-b4,bf16-b4 --pairs 100: the launch-bound
+              rows again with the trackers that cost no kernel, 2.5x the pairs
+  engine-costs
+              benchmarks/engine_costs.py --only fp16-b4,bf16-b4: each piece of the engine's step
+              that the loop does not have, in microseconds of host time
   cumulative-bert-base
               gpubench run --matrix cumulative-bert-base --repeats 3: the RTX 3080 re-run's table
               (bert-base, each technique added to the previous ones)
@@ -76,6 +82,11 @@ SCRIPT_PARTS = {
     "interleaved": ScriptPart("interleaved.py", [  # the fidelity matrix as it is
         "--control", "tf32-b4", "--sampler-cost", "bf16-b4", "--bare-engine", "fp16-b4", "--trackers", "fp16-b4",
     ], "interleaved.csv", False),
+    # the launch-bound rows again, with more pairs: results/README.md, "engine's trackers"
+    "interleaved-launch-bound": ScriptPart("interleaved.py", [
+        "--only", "tf32-b4,fp16-b4,bf16-b4", "--pairs", "100",
+    ], "interleaved.csv", False),
+    "engine-costs": ScriptPart("engine_costs.py", ["--only", "fp16-b4,bf16-b4"], "engine-costs.csv", False),
 }  # fmt: skip
 COMPARE_TIMEOUT_S = 300
 
@@ -113,7 +124,7 @@ def main() -> int:
     p.add_argument(
         "--parts",
         default="full,throughput,faults,fidelity,aa,cumulative-bert-base,cv-long,cpu-loop,fidelity-matched-cpu,"
-        "interleaved",
+        "interleaved,interleaved-launch-bound,engine-costs",
     )
     p.add_argument("--time-limit", type=float, default=None, help="seconds for all parts (see above)")
     p.add_argument("extra", nargs="*", help="passed to gpubench run (e.g. -- --model bert-base)")

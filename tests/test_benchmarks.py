@@ -246,3 +246,24 @@ def test_make_bench_interleaved_part_hands_interleaved_py_arguments_it_accepts(
     assert not list((tmp_path / "i").glob("*.json"))
     (tmp_path / "i" / "interleaved.csv").write_text("scenario\n")  # finished: the part is skipped
     assert run_all.run_part("interleaved", tmp_path / "i", [], None) == 0
+
+
+@pytest.mark.parametrize(
+    ("part", "script", "last"),
+    [
+        ("interleaved-launch-bound", "interleaved.py", "interleaved.csv"),
+        ("engine-costs", "engine_costs.py", "engine-costs.csv"),
+    ],
+)
+def test_make_bench_script_parts_hand_their_scripts_arguments_they_accept(
+    part: str, script: str, last: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_all, cmd = part_command(part, tmp_path / "p", ["--model", "bert-base"], monkeypatch)
+    assert cmd[1].endswith(script) and "--model" not in cmd  # the fidelity matrix as it is
+    assert "fp16-b4" in cmd[cmd.index("--only") + 1].split(",")
+    spent = subprocess.run([*cmd, "--time-limit", "0"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert spent.returncode == 4, spent.stderr[-2000:]
+    assert not list((tmp_path / "p").glob("*.json"))
+    (tmp_path / "p").mkdir(exist_ok=True)
+    (tmp_path / "p" / last).write_text("scenario\n")  # finished: the part is skipped
+    assert run_all.run_part(part, tmp_path / "p", [], None) == 0

@@ -98,7 +98,7 @@ def build_inputs(
             for p in model.parameters():
                 p.fill_(float("nan"))
     if not sc.compile:
-        model.register_forward_hook(lambda *_: phases.mark("after_forward"))
+        phases.mark_first_forward(model)
     dataset = make_dataset(sc.samples, sc.seq_len, model.config.vocab_size, sc.seed, sc.data_source)
     marks["data_built"] = time.time()
 

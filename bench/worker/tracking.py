@@ -11,24 +11,24 @@ MB = 1024 * 1024
 
 
 class LossTracker:
-    """Keeps the last loss and counts non-finite losses on the device; read once at the end."""
+    """Keeps every loss on the device and reads them once at the end: no kernel and no sync per
+    step (a detached reference is all a step costs), so the tracker cannot slow a launch-bound step."""
 
     def __init__(self) -> None:
-        self.last: torch.Tensor | None = None
-        self.nonfinite: torch.Tensor | None = None
+        self.losses: list[torch.Tensor] = []
 
     def track(self, loss: torch.Tensor) -> None:
-        loss = loss.detach().float()
-        bad = (~torch.isfinite(loss)).sum()
-        self.last = loss
-        self.nonfinite = bad if self.nonfinite is None else self.nonfinite + bad
+        self.losses.append(loss.detach())
 
     def result(self) -> dict[str, Any]:
-        final = float(self.last) if self.last is not None else float("nan")
+        if not self.losses:
+            return {"final_loss": float("nan"), "loss_finite": False, "nonfinite_losses": 0}
+        values = torch.stack([v.reshape(()).float() for v in self.losses])
+        final = float(values[-1])
         return {
             "final_loss": final,
             "loss_finite": math.isfinite(final),
-            "nonfinite_losses": int(self.nonfinite) if self.nonfinite is not None else 0,
+            "nonfinite_losses": int((~torch.isfinite(values)).sum()),
         }
 
 
@@ -40,6 +40,16 @@ class MemoryPhases:
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
         self.values: dict[str, float] = {}
+
+    def mark_first_forward(self, model: torch.nn.Module) -> None:
+        """Mark after_forward when the model's first forward returns, then drop the hook, so later
+        steps do not pay for it."""
+
+        def hook(*_: Any) -> None:
+            self.mark("after_forward")
+            handle.remove()
+
+        handle = model.register_forward_hook(hook)
 
     def mark(self, name: str) -> None:
         if self.cuda and name not in self.values:
