@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from cpu_adjust import interval_within, paired_ratio
+from cpu_adjust import grouped_ratio, interval_within, paired_ratio
 
 
 def geomean(values: list[float]) -> float:
@@ -69,9 +69,12 @@ def collect(root: Path) -> pd.DataFrame:
     """Every result under `root` (one directory per device command, each with its env.json): one
     row per result, its summary recomputed from its blocks, and a `pooled` row per scenario, kind
     and sampler setting over the units of all its results, of both build orders (each unit stands
-    alone, so they pool; and the orders' effects cancel where both ran)."""
+    alone, so they pool; and the orders' effects cancel where both ran). A pooled row has two
+    95% intervals: over the units (ci_*), and over the processes, then the units within each
+    (process_ci_*), since results differ between processes by more than their units say;
+    within_3pct needs both inside 3%."""
     rows: list[dict[str, Any]] = []
-    pooled: dict[tuple[Any, ...], tuple[list[float], list[float], set[str], set[str]]] = {}
+    pooled: dict[tuple[Any, ...], tuple[list[tuple[list[float], list[float]]], set[str], set[str]]] = {}
     for path in sorted(root.rglob("*.json")):
         result = json.loads(path.read_text())
         if "skipped" in result:  # e.g. tf32 on the CPU: a row that says why
@@ -87,24 +90,28 @@ def collect(root: Path) -> pd.DataFrame:
         head = {"run": run, "scenario": key[0], "kind": key[1], "sampler": key[2], "built_first": first}
         rows.append({**head, "gpu_uuid": gpu, **summarize(result["blocks"])})
         a_units, b_units = units(result["blocks"])
-        got = pooled.setdefault(key, ([], [], set(), set()))
-        got[0].extend(a_units)
-        got[1].extend(b_units)
-        got[2].add(f"{run}/{path.name}")
-        got[3].add(first)
-    for (scenario, kind, sampler), (a_units, b_units, results, orders) in pooled.items():
+        got = pooled.setdefault(key, ([], set(), set()))
+        got[0].append((a_units, b_units))
+        got[1].add(f"{run}/{path.name}")
+        got[2].add(first)
+    for (scenario, kind, sampler), (groups, results, orders) in pooled.items():
         if len(results) < 2:
             continue
+        a_units, b_units = [u for a, _ in groups for u in a], [u for _, b in groups for u in b]
         ratio = paired_ratio(a_units, b_units)
+        grouped = grouped_ratio(groups)
         row = {"run": "pooled", "scenario": scenario, "kind": kind, "sampler": sampler}
-        row.update({"built_first": ",".join(sorted(orders)), "units": len(a_units)})
+        row.update({"built_first": ",".join(sorted(orders)), "units": len(a_units), "processes": len(groups)})
         rows.append(
             {
                 **row,
                 "ratio": ratio["ratio"],
                 "ci_low": ratio["ci_low"],
                 "ci_high": ratio["ci_high"],
-                "within_3pct": interval_within(ratio),
+                "process_ci_low": grouped["ci_low"],
+                "process_ci_high": grouped["ci_high"],
+                # the whole interval within 3% whether the processes are taken as one sample or not
+                "within_3pct": interval_within(ratio) and interval_within(grouped),
             }
         )
     return pd.DataFrame(rows)

@@ -74,6 +74,23 @@ def test_collect_pools_the_units_of_every_run(il: ModuleType, tmp_path: Path) ->
     assert frame.loc["run1", "built_first"] == "b" and frame.loc["run2", "built_first"] == "a"
     assert frame.loc["pooled", "units"] == 40 and frame.loc["pooled", "built_first"] == "a,b"
     assert frame.loc["pooled", "ratio"] == pytest.approx((0.96 * 0.97) ** 0.5)
+    assert frame.loc["pooled", "processes"] == 2
+    assert frame.loc["pooled", "process_ci_low"] <= frame.loc["pooled", "ci_low"]  # never narrower
+
+
+def test_pooled_interval_widens_when_the_processes_disagree(il: ModuleType, tmp_path: Path) -> None:
+    """Three processes, each steady in itself (0.95, 1.00, 1.05): the units alone put the pooled
+    ratio within 3%; resampled by process, it is not, and the row says so."""
+    for run, factor in (("run1", 0.95), ("run2", 1.0), ("run3", 1.05)):
+        (tmp_path / run).mkdir()
+        result = {"scenario": "bf16-b4", "kind": "engine", "sampler": True, "blocks": blocks(lambda i: 50.0, factor)}
+        (tmp_path / run / "bf16-b4.json").write_text(json.dumps(result))
+    pooled = il.collect(tmp_path).set_index("run").loc["pooled"]
+    assert pooled["processes"] == 3 and pooled["units"] == 60
+    assert pooled["ratio"] == pytest.approx((0.95 * 1.0 * 1.05) ** (1 / 3))
+    assert pooled["ci_low"] >= 0.97 and pooled["ci_high"] <= 1.03  # the units alone: within 3%
+    assert pooled["process_ci_low"] < 0.97 and pooled["process_ci_high"] > 1.03
+    assert not pooled["within_3pct"]
 
 
 def run(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
