@@ -28,6 +28,11 @@ def test_tracking_a_loss_runs_no_computation() -> None:
         tracker.track(loss)
     assert log.ops == ["detach"]  # a reference, not a kernel: no isfinite, sum or add per step
     assert not tracker.losses[0].requires_grad  # the graph is not kept alive
+    with OpLog() as log:  # the thousandth loss folds the lot: a few ops per thousand steps
+        for _ in range(tracker.fold_every - 1):
+            tracker.track(loss)
+    assert "stack" in log.ops and "sum" in log.ops and tracker.losses == []
+    assert len(log.ops) < 3 * tracker.fold_every  # a detach and a view a loss, and a dozen ops in all
 
 
 def test_result_reads_the_last_loss_and_counts_nonfinite_ones() -> None:
@@ -38,6 +43,20 @@ def test_result_reads_the_last_loss_and_counts_nonfinite_ones() -> None:
     tracker.track(torch.tensor([float("nan")]))  # a 1-element loss, as some models return
     out = tracker.result()
     assert math.isnan(out["final_loss"]) and not out["loss_finite"] and out["nonfinite_losses"] == 3
+
+
+def test_a_long_run_folds_its_losses_and_counts_across_the_folds() -> None:
+    tracker = LossTracker(fold_every=3)
+    values = [1.0, float("nan"), 2.0, 3.0, float("inf"), 4.0, float("nan"), 0.25]
+    held = []
+    for value in values:
+        tracker.track(torch.tensor(value))
+        held.append(len(tracker.losses))
+    assert max(held) < 3  # folded every 3: a long run does not keep every loss
+    assert tracker.result() == {"final_loss": 0.25, "loss_finite": True, "nonfinite_losses": 3}
+    tracker.track(torch.tensor(float("nan")))  # the last loss sits in a fold of its own
+    out = tracker.result()
+    assert math.isnan(out["final_loss"]) and out["nonfinite_losses"] == 4
 
 
 def test_no_losses_reads_as_not_finite() -> None:

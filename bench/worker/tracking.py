@@ -11,25 +11,36 @@ MB = 1024 * 1024
 
 
 class LossTracker:
-    """Keeps every loss on the device and reads them once at the end: no kernel and no sync per
-    step (a detached reference is all a step costs), so the tracker cannot slow a launch-bound step."""
+    """Keeps the losses on the device and reads them once at the end: no kernel and no sync per
+    step (a detached reference is all a step costs), so the tracker cannot slow a launch-bound
+    step. Every `fold_every` losses are folded into a running non-finite count on the device (a
+    few kernels per thousand steps), so a long run does not hold every loss."""
 
-    def __init__(self) -> None:
+    def __init__(self, fold_every: int = 1024) -> None:
+        self.fold_every = fold_every
         self.losses: list[torch.Tensor] = []
+        self.last: torch.Tensor | None = None
+        self.nonfinite: torch.Tensor | None = None  # over the losses folded so far
 
     def track(self, loss: torch.Tensor) -> None:
         self.losses.append(loss.detach())
+        if len(self.losses) >= self.fold_every:
+            self._fold()
+
+    def _fold(self) -> None:
+        values = torch.stack([v.reshape(()).float() for v in self.losses])
+        bad = (~torch.isfinite(values)).sum()
+        self.nonfinite = bad if self.nonfinite is None else self.nonfinite + bad
+        self.last = values[-1]
+        self.losses = []
 
     def result(self) -> dict[str, Any]:
-        if not self.losses:
+        if self.losses:
+            self._fold()
+        if self.last is None or self.nonfinite is None:
             return {"final_loss": float("nan"), "loss_finite": False, "nonfinite_losses": 0}
-        values = torch.stack([v.reshape(()).float() for v in self.losses])
-        final = float(values[-1])
-        return {
-            "final_loss": final,
-            "loss_finite": math.isfinite(final),
-            "nonfinite_losses": int((~torch.isfinite(values)).sum()),
-        }
+        final = float(self.last)
+        return {"final_loss": final, "loss_finite": math.isfinite(final), "nonfinite_losses": int(self.nonfinite)}
 
 
 class MemoryPhases:
