@@ -41,12 +41,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from interleave_sides import scenario_names
+from interleave_sides import scenario, scenario_names
 from parts import TIME_LIMIT, each_scenario, expired
 
 from bench.errors import BadInput
 from bench.fsio import atomic_write_json, atomic_write_text
-from bench.matrix import load_matrix, select
 from bench.models import resolve_model
 
 HERE = Path(__file__).resolve()
@@ -139,7 +138,7 @@ def measure(name: str, a: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     device = torch.device("cuda:0" if a.device == "cuda" else "cpu")
-    base = select(load_matrix("fidelity").scenarios, [name], "fidelity")[0]
+    base = scenario(name)
     model = resolve_model(base.model, device.type)
     sc = dataclasses.replace(base, samples=64 * base.batch_size)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)

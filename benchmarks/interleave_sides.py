@@ -29,6 +29,11 @@ def scenario_names(option: str | None) -> list[str]:
     return [s.name for s in select(load_matrix(MATRIX).scenarios, only, MATRIX)]
 
 
+def scenario(name: str) -> Any:
+    """The fidelity matrix's scenario `name`; BadInput if it has none."""
+    return select(load_matrix(MATRIX).scenarios, [name], MATRIX)[0]
+
+
 def loop_args(sc: Any, model: str, device: str) -> argparse.Namespace:
     """reference_loop.py's arguments for the scenario: the engine's data path (blocking copy)."""
     from reference_loop import parser
@@ -115,7 +120,7 @@ def build_sides(
 ) -> tuple[Any, str, dict[str, Any]]:
     """The scenario (with data for `steps` steps a side), its model, and the two sides' step
     functions, side `first` built first (the order can matter: see --build-first)."""
-    base = select(load_matrix(MATRIX).scenarios, [name], MATRIX)[0]
+    base = scenario(name)
     if base.grad_accum_steps != 1 or base.engine != "accelerate":
         raise BadInput(f"scenario {name}: interleaving needs the accelerate engine and no gradient accumulation")
     model = resolve_model(base.model, device.type)

@@ -74,7 +74,7 @@ def collect(root: Path) -> pd.DataFrame:
     (process_ci_*), since results differ between processes by more than their units say;
     within_3pct needs both inside 3%."""
     rows: list[dict[str, Any]] = []
-    pooled: dict[tuple[Any, ...], tuple[list[tuple[list[float], list[float]]], set[str], set[str]]] = {}
+    pooled: dict[tuple[Any, ...], tuple[list[tuple[list[float], list[float]]], set[str]]] = {}  # units, orders
     for path in sorted(root.rglob("*.json")):
         result = json.loads(path.read_text())
         if "skipped" in result:  # e.g. tf32 on the CPU: a row that says why
@@ -90,12 +90,11 @@ def collect(root: Path) -> pd.DataFrame:
         head = {"run": run, "scenario": key[0], "kind": key[1], "sampler": key[2], "built_first": first}
         rows.append({**head, "gpu_uuid": gpu, **summarize(result["blocks"])})
         a_units, b_units = units(result["blocks"])
-        got = pooled.setdefault(key, ([], set(), set()))
-        got[0].append((a_units, b_units))
-        got[1].add(f"{run}/{path.name}")
-        got[2].add(first)
-    for (scenario, kind, sampler), (groups, results, orders) in pooled.items():
-        if len(results) < 2:
+        groups, orders = pooled.setdefault(key, ([], set()))
+        groups.append((a_units, b_units))  # one group per result (process)
+        orders.add(first)
+    for (scenario, kind, sampler), (groups, orders) in pooled.items():
+        if len(groups) < 2:
             continue
         a_units, b_units = [u for a, _ in groups for u in a], [u for _, b in groups for u in b]
         ratio = paired_ratio(a_units, b_units)

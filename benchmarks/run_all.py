@@ -82,7 +82,7 @@ SCRIPT_PARTS = {
     "interleaved": ScriptPart("interleaved.py", [  # the fidelity matrix as it is
         "--control", "tf32-b4", "--sampler-cost", "bf16-b4", "--bare-engine", "fp16-b4", "--trackers", "fp16-b4",
     ], "interleaved.csv", False),
-    # the launch-bound rows again, with more pairs: results/README.md, "engine's trackers"
+    # results/README.md, "The launch-bound rows again, with trackers that cost no kernel"
     "interleaved-launch-bound": ScriptPart("interleaved.py", [
         "--only", "tf32-b4,fp16-b4,bf16-b4", "--pairs", "100",
     ], "interleaved.csv", False),
