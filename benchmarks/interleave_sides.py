@@ -51,6 +51,8 @@ SIDES = {
     "loop": "the reference loop (blocking batch copy)",
     "old-trackers": "the Accelerate engine with gpubench's trackers as they were up to 70eb50d (a loss check "
     "of four kernels and a forward hook, every step)",
+    "raw-accelerate": "the Accelerate engine's prepared model, optimizer and data, stepped without accelerate's "
+    "per-step code (DataLoader, forward wrapper, optimizer wrapper, backward, accumulate), trackers kept",
 }
 KINDS = {  # side a, side b, and the NVML sampler in side a's blocks (None: as --sampler says)
     "engine": ("engine", "loop", None),
@@ -59,6 +61,7 @@ KINDS = {  # side a, side b, and the NVML sampler in side a's blocks (None: as -
     "bare-engine": ("bare-engine", "loop", False),  # accelerate's share of the engine's cost
     "trackers": ("engine", "bare-engine", False),  # gpubench's share
     "tracker-change": ("old-trackers", "engine", False),  # what the trackers that cost no kernel changed
+    "accelerate-steps": ("engine", "raw-accelerate", False),  # accelerate's per-step code, in place
 }
 
 
@@ -80,6 +83,45 @@ class KernelLossTracker(LossTracker):
         self.nonfinite = bad if self.nonfinite is None else self.nonfinite + bad
 
 
+def raw_accelerate_step(engine: Any) -> Callable[[], None]:
+    """One step of the engine's own prepared model, optimizer and data (so the same memory, the same
+    trackers), with each piece of accelerate's per-step code replaced by what the reference loop
+    does: the batch sliced from the data set and copied (blocking, as accelerate's default), the
+    model's own forward under torch.autocast (not accelerate's wrapper, which also converts the
+    outputs to fp32), `loss.backward()` (through the GradScaler for fp16), the bare optimizer, no
+    `accumulate`."""
+    inputs, model, accelerator = engine.inputs, engine.model, engine.accelerator
+    # accelerate keeps the model's own forward when it wraps it in autocast; it does not wrap for
+    # fp32, nor for fp16 on the CPU, so autocast here only where it did
+    wrapped = hasattr(model, "_original_forward")
+    forward = model._original_forward if wrapped else model.forward
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(accelerator.mixed_precision) if wrapped else None
+    optimizer = engine.optimizer.optimizer  # inside AcceleratedOptimizer
+    scaler = accelerator.scaler  # fp16 on the GPU only
+    sc, device, phases = inputs.sc, inputs.device, inputs.phases
+    steps = iter(range(10**9))
+
+    def step() -> None:
+        i = next(steps)
+        batch = {k: v.to(device) for k, v in inputs.dataset[i * sc.batch_size : (i + 1) * sc.batch_size].items()}
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = forward(**batch).loss
+        phases.mark("after_forward")
+        (loss if scaler is None else scaler.scale(loss)).backward()
+        phases.mark("after_backward")
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
+        phases.mark_optimizer_step(optimizer)
+        optimizer.zero_grad(set_to_none=True)
+        inputs.losses.track(loss)
+        inputs.clock.step_end()
+
+    return step
+
+
 def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Callable[[], None]:
     """One training step of `side` (SIDES) per call, each side with its own model and data."""
     from reference_loop import ReferenceLoop
@@ -95,13 +137,15 @@ def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Cal
         loop = ReferenceLoop(loop_args(sc, model, device.type))
         steps = iter(range(10**9))
         return lambda: loop.step(next(steps))
-    if side in ("engine", "old-trackers"):
+    if side in ("engine", "old-trackers", "raw-accelerate"):
         inputs = build_inputs(sc, model, device, scratch, {})
         if side == "old-trackers":  # the loss check every step, and the forward hook left on
             inputs = dataclasses.replace(inputs, losses=KernelLossTracker())
             inputs.model.register_forward_hook(lambda *_: inputs.phases.mark("after_forward"))
         engine = accelerate_engine.setup(inputs)
         inputs.clock.train_begin()
+        if side == "raw-accelerate":
+            return raw_accelerate_step(engine)
     else:
         set_tf32(sc.tf32)
         torch.manual_seed(sc.seed)

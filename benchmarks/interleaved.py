@@ -23,9 +23,11 @@ More kinds of result use the same alternation with other sides (interleave_sides
 what the method alone gives), `--sampler-cost S` (the loop with the sampler on against itself
 without), `--bare-engine S` (the engine with its clock, loss tracking and memory marks replaced
 by stand-ins that do nothing, against the loop: accelerate's share), `--trackers S` (the
-engine against the bare engine: gpubench's share) and `--tracker-change S` (the engine with the
+engine against the bare engine: gpubench's share), `--tracker-change S` (the engine with the
 trackers as they were up to 70eb50d, a loss check of four kernels and a forward hook every step,
-against today's, which cost no kernel).
+against today's, which cost no kernel) and `--accelerate-steps S` (the engine against its own
+model, optimizer and data stepped the loop's way, without accelerate's per-step code but with
+gpubench's trackers: accelerate's per-step share, in place).
 
     python benchmarks/interleaved.py --out results/h200-bert-large/interleaved --control tf32-b4
 
@@ -231,6 +233,12 @@ def _main() -> int:
     p.add_argument(
         "--tracker-change", default="", help="comma-separated scenarios: the trackers up to 70eb50d against today's"
     )
+    p.add_argument(
+        "--accelerate-steps",
+        default="",
+        help="comma-separated scenarios: the engine against its own model, optimizer and data stepped without "
+        "accelerate's per-step code",
+    )
     p.add_argument("--pairs", type=int, default=40, help="block pairs per scenario (even)")
     p.add_argument("--block-steps", type=int, default=10, help="optimizer steps per block")
     p.add_argument(
@@ -279,6 +287,7 @@ def _main() -> int:
     jobs += [(n, "bare-engine") for n in scenario_names(a.bare_engine)] if a.bare_engine else []
     jobs += [(n, "trackers") for n in scenario_names(a.trackers)] if a.trackers else []
     jobs += [(n, "tracker-change") for n in scenario_names(a.tracker_change)] if a.tracker_change else []
+    jobs += [(n, "accelerate-steps") for n in scenario_names(a.accelerate_steps)] if a.accelerate_steps else []
     a.out.mkdir(parents=True, exist_ok=True)
     for name, kind, first in ((n, k, f) for n, k in jobs for f in orders):
         path = result_path(a.out, name, kind, first)

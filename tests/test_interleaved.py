@@ -102,14 +102,15 @@ def run(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_interleaved_runs_each_kind_in_both_build_orders_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "il"
     args = ["--only", "fp32-b4,tf32-b4", "--control", "fp32-b4", "--trackers", "fp32-b4", "--pairs", "8"]
+    args += ["--accelerate-steps", "fp32-b4"]
     done = run(out, *args, "--block-steps", "1")
     assert done.returncode == 0, done.stderr[-3000:]
     names = {p.name for p in out.glob("*.json")}
-    for stem in ("fp32-b4", "tf32-b4", "fp32-b4-control", "fp32-b4-trackers"):  # half the pairs in each order
+    for stem in ("fp32-b4", "tf32-b4", "fp32-b4-control", "fp32-b4-trackers", "fp32-b4-accelerate-steps"):  # half the pairs in each order
         assert {f"{stem}.json", f"{stem}-a-first.json"} <= names
     table = pd.read_csv(out / "interleaved.csv")
     pooled = table[table["run"] == "pooled"].set_index("kind")
-    assert sorted(pooled.index) == ["control", "engine", "trackers"]
+    assert sorted(pooled.index) == ["accelerate-steps", "control", "engine", "trackers"]
     assert set(pooled["built_first"]) == {"a,b"} and set(pooled["units"]) == {4}  # 2 processes x 4 pairs
     assert "CUDA" in table.dropna(subset=["skipped"]).set_index("scenario").loc["tf32-b4", "skipped"].iloc[0]
     engine = json.loads((out / "fp32-b4.json").read_text())
@@ -118,6 +119,8 @@ def test_interleaved_runs_each_kind_in_both_build_orders_and_resumes(tmp_path: P
     assert [b["side"] for b in engine["blocks"][:4]] == ["a", "b", "b", "a"]
     assert len(engine["blocks"]) == 8 and all(b["seconds"] > 0 and b["samples"] == 4 for b in engine["blocks"])
     assert json.loads((out / "fp32-b4-trackers.json").read_text())["b"].startswith("the Accelerate engine without")
+    steps = json.loads((out / "fp32-b4-accelerate-steps.json").read_text())
+    assert steps["a"] == "the Accelerate engine" and "without accelerate's per-step code" in steps["b"]
 
     # run again: every result is kept, nothing runs
     before = {p.name: p.stat().st_mtime for p in out.glob("*.json")}
@@ -134,3 +137,56 @@ def test_interleaved_refuses_an_odd_number_of_pairs_and_an_unknown_scenario(tmp_
     assert run(tmp_path / "x", "--pairs", "6", "--build-first", "b", "--time-limit", "0").returncode == 4
     unknown = run(tmp_path / "x", "--only", "fp32-b5", "--time-limit", "0")
     assert unknown.returncode != 0 and "fp32-b5" in unknown.stderr and "fp32-b4" in unknown.stderr
+
+
+def test_the_raw_accelerate_side_trains_the_engines_model_without_accelerates_per_step_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--accelerate-steps`: side b steps the engine's own prepared model, optimizer and data, and
+    none of accelerate's per-step code runs in it (the engine's step, beside it, runs all of it)."""
+    import dataclasses
+
+    import torch
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import interleave_sides as sides
+
+    from bench.worker import accelerate_engine
+    from bench.worker.run import build_inputs
+
+    sc = dataclasses.replace(sides.scenario("bf16-b4"), samples=16, seq_len=32, warmup_steps=1)
+    inputs = build_inputs(sc, "tiny", torch.device("cpu"), tmp_path, {})
+    engine = accelerate_engine.setup(inputs)
+    inputs.clock.train_begin()
+    assert hasattr(engine.model, "_original_forward")  # accelerate wrapped bf16's forward in autocast
+    raw = sides.raw_accelerate_step(engine)
+
+    calls: list[str] = []
+
+    def counting(name: str, method: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls.append(name)
+            return method(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(engine.model, "forward", counting("forward wrapper", engine.model.forward))
+    for cls, name in [
+        (type(engine.optimizer), "step"),
+        (type(engine.optimizer), "zero_grad"),
+        (type(engine.accelerator), "backward"),
+        (type(engine.accelerator), "accumulate"),
+        (type(engine.loader), "__iter__"),
+    ]:
+        monkeypatch.setattr(cls, name, counting(name, getattr(cls, name)))
+
+    before = [p.detach().clone() for p in engine.optimizer.optimizer.param_groups[0]["params"][:3]]
+    raw()
+    raw()
+    assert calls == []
+    after = engine.optimizer.optimizer.param_groups[0]["params"][:3]
+    assert any(not torch.equal(b, a) for b, a in zip(before, after, strict=True))  # it trained
+    assert engine.inputs.losses.result()["loss_finite"]  # the raw steps tracked their losses
+
+    engine.step(next(iter(engine.loader)))  # the engine's own step, for contrast
+    assert {"forward wrapper", "step", "zero_grad", "backward", "accumulate", "__iter__"} <= set(calls)
