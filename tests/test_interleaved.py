@@ -106,7 +106,8 @@ def test_interleaved_runs_each_kind_in_both_build_orders_and_resumes(tmp_path: P
     done = run(out, *args, "--block-steps", "1")
     assert done.returncode == 0, done.stderr[-3000:]
     names = {p.name for p in out.glob("*.json")}
-    for stem in ("fp32-b4", "tf32-b4", "fp32-b4-control", "fp32-b4-trackers", "fp32-b4-accelerate-steps"):  # half the pairs in each order
+    stems = ("fp32-b4", "tf32-b4", "fp32-b4-control", "fp32-b4-trackers", "fp32-b4-accelerate-steps")
+    for stem in stems:  # half the pairs in each order
         assert {f"{stem}.json", f"{stem}-a-first.json"} <= names
     table = pd.read_csv(out / "interleaved.csv")
     pooled = table[table["run"] == "pooled"].set_index("kind")
