@@ -1,6 +1,7 @@
 """The two sides of benchmarks/interleaved.py, each with its own model, optimizer and data in one
-process: gpubench's Accelerate engine (the worker's own `setup` and `step`), the same engine with
-its trackers replaced by stand-ins that do nothing, and the reference loop (reference_loop.py)."""
+process: gpubench's Accelerate engine (the worker's own `setup` and `step`), variants of it (SIDES:
+its trackers replaced by stand-ins that do nothing, the trackers as they were, accelerate's
+per-step code taken out), and the reference loop (reference_loop.py)."""
 
 from __future__ import annotations
 
