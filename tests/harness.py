@@ -154,7 +154,7 @@ def children_of(pid: int) -> set[int]:
 
 def worker_pids(out: Path, scenario: str, repeat: int = 0) -> set[int]:
     """A scenario's live worker processes: the worker leads its own process group (its pid is in
-    work/SCENARIO-rN/pid, see bench.runner.run_one) and its dataloader workers are in it too."""
+    work/SCENARIO-rN/pid, see bench.run.runner.run_one) and its dataloader workers are in it too."""
     try:
         pgid = int((out / "work" / f"{scenario}-r{repeat}" / "pid").read_text())
     except (OSError, ValueError):

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from bench import api, runner
-from bench import plan as plan_mod
+from bench import api
 from bench.errors import BadInput, ExitCode
-from bench.plan import RunPlan, RunRequest
+from bench.run import runner, session
+from bench.run.plan import RunPlan
+from bench.run.request import RunRequest
 from bench.scenario import Scenario
 
 
@@ -28,9 +29,9 @@ def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         60.0,
     )
     calls: list[str] = []
-    monkeypatch.setattr(plan_mod, "prepare", lambda request, scratch: (plan, {"devices": [{}]}))
+    monkeypatch.setattr(session, "prepare", lambda request, scratch: (plan, {"devices": [{}]}))
     monkeypatch.setattr(
-        api,
+        session,
         "_gpu",
         lambda uuid, probe, warn=None: (
             {"name": "Fake GPU", "uuid": uuid},
@@ -44,7 +45,7 @@ def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append(f"execute on {gpu_name}")
         return runner.RunOutcome([], ExitCode.OK, False)
 
-    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(session, "execute", execute)
     return calls
 
 
@@ -75,7 +76,7 @@ def test_a_broken_nvml_is_a_warning_and_the_gpu_comes_from_torch(monkeypatch: py
     monkeypatch.setattr(nvml_mod, "Nvml", broken)
     warnings: list[str] = []
     probe = {"devices": [{"uuid": "GPU-1", "name": "NVIDIA H200", "capability": "9.0", "total_memory_mb": 143771}]}
-    gpu, procs = api._gpu("GPU-1", probe, warnings.append)
+    gpu, procs = session._gpu("GPU-1", probe, warnings.append)
     assert procs == []
     assert gpu is not None and gpu["name"] == "NVIDIA H200"
     assert gpu["nvml"] == "unavailable: RuntimeError: NVML Shared Library Not Found"
@@ -88,7 +89,7 @@ def test_a_broken_nvml_is_a_warning_and_the_gpu_comes_from_torch(monkeypatch: py
 def test_env_json_says_when_the_checkout_differs_from_its_commit(tmp_path: Path) -> None:
     import subprocess
 
-    from bench.envinfo import git_info
+    from bench.run.envinfo import git_info
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from report_fixtures import H200_ENV, cpu_set, gpu_set, write_set
 
-from bench import charts, report_data
-from bench.report_data import Report
+from bench.report import charts
+from bench.report import data as report_data
+from bench.report.data import Report
 
 CHARTS = (charts.speed_chart, charts.memory_chart, charts.speed_memory_map)
 

@@ -11,9 +11,10 @@ import pytest
 from compare_support import BAD_RESULT_FILES, env
 from harness import write_run
 
-from bench.compare import ROW_COLUMNS, CompareResult, Thresholds, compare, load_run
-from bench.compare_env import EnvDifference
+from bench.compare.core import ROW_COLUMNS, CompareResult, Thresholds, compare
+from bench.compare.env import EnvDifference
 from bench.errors import BadInput, IncomparableRuns
+from bench.results import load_run
 
 # -- fixtures ------------------------------------------------------------------------------------
 

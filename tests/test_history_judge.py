@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench.compare import Thresholds
+from bench.compare.core import Thresholds
 from bench.errors import BadInput, IncomparableRuns
 from bench.history.judge import (
     ACCEPTED,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from harness import BASE, gpubench, results, write_matrix
 
-from bench.launcher import DEFAULT_LAUNCHER, ForkLauncher, WorkerJob
-from bench.plan import worker_env
+from bench.run.childenv import worker_env
+from bench.run.launcher import DEFAULT_LAUNCHER, ForkLauncher, WorkerJob
 from bench.scenario import Scenario
 
 SCENARIOS = {"a": {}, "b": {"batch_size": 2}, "crash": {"inject_fault": "sigkill"}}
@@ -123,8 +123,9 @@ def test_a_bad_launcher_is_bad_input(tmp_path: Path) -> None:
 def test_a_fallback_is_warned_once_and_recorded_in_env_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A whole run (in this process) whose fork server dies at once: every row still measured,
     one warning, and env.json says the workers were spawned and why."""
-    from bench import api, launcher
-    from bench.plan import RunRequest
+    from bench import api
+    from bench.run import launcher
+    from bench.run.request import RunRequest
 
     monkeypatch.setattr(launcher, "SERVER", [sys.executable, "-c", "import sys; sys.exit(1)"])
     matrix = write_matrix(tmp_path / "m.toml", {"a": {}, "b": {"batch_size": 2}})

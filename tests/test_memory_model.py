@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench import memory_model
+from bench import memory as memory_model
 from bench.errors import BadInput
 from bench.memory import terms
 from bench.memory.config import BertDims, load_dims, param_count, param_tensors

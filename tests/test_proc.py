@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from harness import REPO, alive, wait_for
 
-from bench.proc import Interrupts, run_subprocess, tail
+from bench.run.proc import Interrupts, run_subprocess, tail
 
 # A child that starts a grandchild (as a dataloader worker would), writes both PIDs, and sleeps.
 FAMILY = """

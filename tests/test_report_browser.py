@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 from report_fixtures import SKIP_REASON, gpu_set
 
-from bench.report_html import write_report
+from bench.report.html import write_report
 
 REPO = Path(__file__).resolve().parents[1]
 TOOL = REPO / "tools" / "screenshot_report.py"

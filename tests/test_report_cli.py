@@ -12,12 +12,16 @@ import typer
 from report_fixtures import cpu_rows, cpu_set, gpu_set
 from typer.testing import CliRunner
 
-from bench import api, report_data, report_md
+from bench import api
 from bench.cli import report_cmd
 from bench.errors import ExitCode
-from bench.plan import RunPlan, RunRequest
+from bench.report import data as report_data
+from bench.report import markdown as report_md
 from bench.results import write_results
-from bench.runner import RunOutcome
+from bench.run import session
+from bench.run.plan import RunPlan
+from bench.run.request import RunRequest
+from bench.run.runner import RunOutcome
 from bench.scenario import Scenario
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,8 +150,8 @@ def fake_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunRequest:
         write_results(plan.results_csv, rows)
         return RunOutcome(rows=rows, exit_code=ExitCode.FAILED, interrupted=False)
 
-    monkeypatch.setattr(api.plan_mod, "prepare", lambda request, scratch: (plan, {}))
-    monkeypatch.setattr(api.runner, "execute", execute)
+    monkeypatch.setattr(session, "prepare", lambda request, scratch: (plan, {}))
+    monkeypatch.setattr(session, "execute", execute)
     return RunRequest(matrix="quick", out=out, command=["gpubench", "run"])
 
 
@@ -160,12 +164,12 @@ def test_run_writes_the_report(fake_run: RunRequest) -> None:
 
 
 def test_a_failing_report_is_only_a_warning(fake_run: RunRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bench.report_html
+    import bench.report.html
 
     def broken(*args: Any, **kwargs: Any) -> Path:
         raise RuntimeError("no fonts today")
 
-    monkeypatch.setattr(bench.report_html, "write_report", broken)
+    monkeypatch.setattr(bench.report.html, "write_report", broken)
     warnings: list[str] = []
     plan, outcome = api.run(fake_run, warn=warnings.append)
     assert warnings == [f"could not write the HTML report in {plan.out}: no fonts today"]

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from report_fixtures import CRASH_ERROR, H200_ENV, OOM_ERROR, SKIP_REASON, cpu_set, gpu_set, write_set
 
-from bench import report_data
 from bench.errors import BadInput
-from bench.report_data import findings, pareto_front
+from bench.report import data as report_data
+from bench.report.data import findings, pareto_front
 
 NAN = math.nan
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from report_fixtures import CRASH_ERROR, OOM_ERROR, SKIP_REASON, cpu_set, gpu_set, write_set
 
-from bench.report_html import REPORT_HTML, write_report
+from bench.report.html import REPORT_HTML, write_report
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr", "area", "base", "source"}
 SVG_VOID_OK = {"path", "use", "rect", "stop", "circle", "ellipse", "line", "polyline", "polygon"}

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from report_fixtures import CPU_ENV, H200_ENV, cpu_set, gpu_set, write_set
 
-from bench import report_data, report_md
+from bench.report import data as report_data
+from bench.report import markdown as report_md
 
 SMALL = """\
 ## gpubench report: full on NVIDIA H200

@@ -88,7 +88,7 @@ def test_torch_compile_in_a_worker_caches_in_the_run_directory(tmp_path: Path, m
     """What torch itself makes of the workers' environment, not only that a variable is set."""
     import sys
 
-    from bench.plan import worker_env
+    from bench.run.childenv import worker_env
 
     code = "from torch._inductor.runtime.cache_dir_utils import cache_dir; print(cache_dir())"
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)

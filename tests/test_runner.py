@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from bench import runner
 from bench.errors import ExitCode
-from bench.plan import RunPlan
-from bench.proc import ProcResult
 from bench.results import read_results, write_results
+from bench.run import runner
+from bench.run.plan import RunPlan
+from bench.run.proc import ProcResult
 from bench.scenario import Scenario
 
 

@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--height", type=int, default=2000)
     args = parser.parse_args(argv)
     from bench.errors import GpubenchError
-    from bench.report_html import write_report
+    from bench.report.html import write_report
 
     if find_chromium() is None:
         print("screenshot_report: chromium is not installed (apt-get install chromium)", file=sys.stderr)

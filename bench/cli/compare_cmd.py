@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ..compare import Thresholds, compare, load_run
-from ..compare_render import gate_line, print_table, render, stdout_console
+from ..compare.core import Thresholds, compare
+from ..compare.render import gate_line, print_table, render, stdout_console
 from ..fsio import atomic_write_text
+from ..results import load_run
 from .options import OutputFileOpt, OutputFormat
 
 

@@ -81,7 +81,7 @@ def _stdout() -> Console:
 
 
 def _params(window: int, threshold: float, memory_threshold: float, consecutive: int = 2) -> Params:
-    from ..compare import Thresholds
+    from ..compare.core import Thresholds
     from ..history.judge import Params
 
     return Params(

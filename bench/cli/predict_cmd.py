@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from .. import memory_model
+from .. import memory
 from ..fsio import atomic_write_text
 from ..memory import render
 from .options import MatrixOpt, OutputFileOpt
@@ -72,7 +72,7 @@ def predict(
 
     Example: gpubench predict --matrix full --model bert-large --gpu-memory 24GB
     """
-    report = memory_model.predict_matrix(
+    report = memory.predict_matrix(
         matrix,
         model=model,
         only=[s.strip() for s in only.split(",") if s.strip()] if only else None,

@@ -51,13 +51,13 @@ def report_command(
     """
     err = Console(stderr=True)
     if fmt is ReportFormat.html:
-        from ..report_html import size_text, write_report
+        from ..report.html import size_text, write_report
 
         path = write_report(result_dir, output, baseline)
         err.print(f"gpubench: wrote {path} ({size_text(path)})", highlight=False, markup=False, soft_wrap=True)
         return
-    from ..report_data import load
-    from ..report_md import render
+    from ..report.data import load
+    from ..report.markdown import render
 
     text = render(load(result_dir, baseline))
     if output is None:

@@ -12,12 +12,12 @@ import typer
 from rich.console import Console
 
 from .. import api
-from ..launcher import DEFAULT_LAUNCHER
 from ..measure import cpuspeed
-from ..plan import DEFAULT_TIMEOUT_S, RunRequest
-from ..progress import RichReporter
-from ..report import summary_table
+from ..report.table import summary_table
 from ..results import summarize, to_frame
+from ..run.launcher import DEFAULT_LAUNCHER
+from ..run.progress import RichReporter
+from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from .history_cmd import DbOpt, db_target
 from .options import MatrixOpt
 

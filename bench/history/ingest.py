@@ -19,10 +19,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..compare import load_run, side_status
-from ..compare_env import gpu_model
+from ..compare.core import side_status
+from ..compare.env import gpu_model
 from ..errors import BadInput
-from ..results import FAILED_STATUSES, RESULTS_CSV, SETTING_COLUMNS
+from ..results import FAILED_STATUSES, RESULTS_CSV, SETTING_COLUMNS, load_run
 from .schema import FIGURES, REPEAT_EXTRAS
 
 # settings that do not change what is measured stay out of the series key

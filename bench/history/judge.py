@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..compare import DIRECTIONS, MIN_REPEATS, SPEED_METRICS, Thresholds, cpu_shift_note, percent_change
+from ..compare.core import DIRECTIONS, MIN_REPEATS, SPEED_METRICS, Thresholds, cpu_shift_note, percent_change
 from ..errors import BadInput, ExitCode, IncomparableRuns
 from ..results import FAILED_STATUSES
 from ..stats import mann_whitney_p

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
-from ..fsio import read_json
-from ..results import ENV_JSON, read_results
+from ..results import read_env, read_results
 from ..scenario import Scenario
 from .phases import Prediction
 from .terms import MB
@@ -150,13 +149,11 @@ def calibrate(result_dir: Path) -> Calibration:
     for r in rows:
         slack.setdefault(r["scenario"], float(r["torch_max_reserved_mb"]) - float(r["torch_max_allocated_mb"]))
         first.setdefault(r["scenario"], r)
-    env_path = (result_dir if Path(result_dir).is_dir() else Path(result_dir).parent) / ENV_JSON
-    gpu = ""
-    if env_path.is_file():
-        try:
-            gpu = str((read_json(env_path).get("gpu") or {}).get("name") or "")
-        except (OSError, ValueError, AttributeError):
-            gpu = ""
+    try:
+        env = read_env(result_dir if Path(result_dir).is_dir() else Path(result_dir).parent) or {}
+        gpu = str((env.get("gpu") or {}).get("name") or "")
+    except (BadInput, OSError, AttributeError):
+        gpu = ""
     context = statistics.median(contexts)
     where = f"{result_dir}" + (f" on {gpu}" if gpu else "")
     source = (

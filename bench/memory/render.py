@@ -12,7 +12,7 @@ from .measured import error_pct
 from .terms import MB
 
 if TYPE_CHECKING:
-    from ..memory_model import PredictReport, ScenarioMemory
+    from . import PredictReport, ScenarioMemory
 
 JSON_SCHEMA = "gpubench.predict/1"
 CHECKS = (

@@ -7,58 +7,18 @@ and stderr are logs. A worker that dies without writing it is reported by the pa
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
-import threading
 import time
-import traceback
 from pathlib import Path
-from typing import Any
 
 from .. import cpus
-from ..fsio import atomic_write_json, read_json
+from ..fsio import atomic_write_json
+from .entry import die_with_parent, run_worker
 
 PROCESS_START = time.time()
 # peft is not used, and its import pulls in bitsandbytes, which creates a CUDA context on import
 # (too early for the fork server, and 3-4 s for every worker): keep it out, in every launcher alike.
 sys.modules.setdefault("peft", None)  # type: ignore[arg-type]
-
-
-def die_with_parent() -> None:
-    """Linux: be killed when the parent dies, even by SIGKILL, so no orphan keeps the GPU busy."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the parent died before the call above
-            os._exit(1)
-    except Exception:
-        pass
-
-
-def _warm_cuda() -> None:
-    """Create the CUDA context in a thread while the main thread imports transformers."""
-    try:
-        import torch
-
-        torch.empty(1, device="cuda")
-    except Exception:  # the main thread will meet the same error and report it
-        pass
-
-
-def classify(exc: BaseException) -> dict[str, Any]:
-    """A failure as a result: out-of-memory apart from other errors."""
-    import torch
-
-    text = f"{type(exc).__name__}: {exc}".strip()
-    first_line = text.splitlines()[0] if text else type(exc).__name__
-    oom = isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text.lower()
-    return {"status": "oom" if oom else "error", "reason": first_line[:500], "figures": {}}
 
 
 def main(argv: list[str]) -> int:
@@ -77,50 +37,6 @@ def main(argv: list[str]) -> int:
         return 2
     die_with_parent()
     return run_worker(argv[0], argv[1], {"interpreter": PROCESS_START})
-
-
-def run_worker(spec_file: str, result_file: str, marks: dict[str, float]) -> int:
-    """Train the scenario of SPEC and write RESULT; `marks` are the start-up times so far."""
-    spec_path, result_path = Path(spec_file), Path(result_file)
-    spec = read_json(spec_path)
-    # The log's first line, so a crash's stderr tail always says what was running.
-    print(
-        f"gpubench worker: pid {os.getpid()}, scenario '{spec['scenario'].get('name')}' "
-        f"repeat {spec.get('repeat')} on {spec.get('device')}, model {spec.get('model')}",
-        file=sys.stderr,
-        flush=True,
-    )
-    marks = dict(marks)
-    forked = "forked" in marks  # forked by the fork server: imports done, CUDA not started
-    warm = None
-    if str(spec.get("device", "")).startswith("cuda") and not forked:
-        warm = threading.Thread(target=_warm_cuda, name="cuda-warm", daemon=True)
-        warm.start()
-    from .run import Skip, memory_figures, preload, run
-
-    if not forked:
-        with contextlib.suppress(Exception):  # an import error is reported where the import is needed
-            preload(spec["scenario"].get("engine", "trainer"))
-        marks["imports"] = time.time()
-    if warm is not None:
-        warm.join()
-        marks["cuda_context"] = time.time()
-    try:
-        result = run(spec, scratch=result_path.parent / "scratch", marks=marks)
-    except Skip as exc:
-        result = {"status": "skipped", "reason": str(exc), "figures": {}}
-    except Exception as exc:  # recorded as a row; the parent's run goes on
-        traceback.print_exc()
-        result = classify(exc)
-        try:
-            import torch
-
-            result["figures"] = memory_figures(torch.device(spec["device"]))
-        except Exception:
-            pass
-    result.setdefault("figures", {})["cpu_affinity"] = cpus.current()  # where this worker ran
-    atomic_write_json(result_path, result)
-    return 0
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ def _child(request: dict[str, Any], started: float) -> int:
     os.dup2(log, 2)
     os.close(log)
     os.close(devnull)
-    from .__main__ import die_with_parent, run_worker
+    from .entry import die_with_parent, run_worker
 
     die_with_parent()
     return run_worker(request["spec"], request["result"], {"forked": started})
@@ -59,7 +59,7 @@ def _child(request: dict[str, Any], started: float) -> int:
 def serve(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
     begin = time.time()
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # is_available() without initialising CUDA
-    from .__main__ import die_with_parent
+    from .entry import die_with_parent
 
     die_with_parent()
     try:

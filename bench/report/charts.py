@@ -1,6 +1,6 @@
 """The report's charts: matplotlib figures rendered to SVG strings for inline embedding.
 
-matplotlib is imported here only, and this module only by bench.report_html when it renders, so
+matplotlib is imported here only, and this module only by bench.report.html when it renders, so
 the CLI starts without it. Figures use the Agg canvas directly (no pyplot, no global backend);
 text stays text (svg.fonttype none) so it is small, selectable and searchable. Every bar and point
 carries a text label, so nothing depends on colour alone.
@@ -20,7 +20,7 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .report_data import MEMORY_SERIES, Report, fmt_num, fmt_pct, missing
+from .data import MEMORY_SERIES, Report, fmt_num, fmt_pct, missing
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 BLUE, ORANGE, GREEN, VERMILLION, SKY, GREY = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#8c8c8c")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .report_data import Report, device_name, env_part, findings, fmt_date, fmt_num, missing
+from .data import Report, device_name, env_part, findings, fmt_date, fmt_num, missing
 
 BASE_MARK, FRONT_MARK = "★", "◆"
 

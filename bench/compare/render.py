@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .compare import DIRECTIONS, MIN_REPEATS, ROW_COLUMNS, STATUS_METRIC, CompareResult
+from .core import DIRECTIONS, MIN_REPEATS, ROW_COLUMNS, STATUS_METRIC, CompareResult
 
 JSON_SCHEMA = "gpubench.compare/1"
 DECIMALS = {"samples_per_s": 2, "step_time_median_ms": 2, "peak_mem_mb": 0, "final_loss": 4}

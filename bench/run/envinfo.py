@@ -11,8 +11,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .measure import cpuspeed
+from .. import __version__
+from ..measure import cpuspeed
 
 PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes", "datasets", "nvidia-ml-py", "numpy", "pandas")
 
@@ -83,7 +83,7 @@ def collect(
         "cuda_runtime": probe.get("cuda_runtime"),
         "torch_build": probe.get("torch"),
         "packages": package_versions(),
-        "git": git_info(Path(__file__).resolve().parent.parent),
+        "git": git_info(Path(__file__).resolve().parents[2]),
         "matrix": matrix,
         "gpu_processes_at_start": gpu_processes,
         "cpu_speed": cpuspeed.probe(cpu_affinity),  # before any worker: how steady the CPUs are (~1 s)

@@ -1,25 +1,23 @@
 """Compare two result sets (base -> new) scenario by scenario, metric by metric: the nightly gate.
 
-`compare` is pure: frames and env dicts in, a CompareResult out. Reading files is `load_run`;
-turning the result into text is bench.compare_render.
+`compare` is pure: frames and env dicts in, a CompareResult out. Reading files is bench.results.load_run;
+turning the result into text is bench.compare.render.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .compare_env import EnvDifference, check_envs
-from .errors import BadInput, ExitCode
-from .results import ENV_JSON, FAILED_STATUSES, RESULTS_CSV, read_results, window_cpu_loop_ms, worst_failure
-from .stats import mann_whitney_p
+from ..errors import BadInput, ExitCode
+from ..results import FAILED_STATUSES, window_cpu_loop_ms, worst_failure
+from ..stats import mann_whitney_p
+from .env import EnvDifference, check_envs
 
 MIN_REPEATS = 3  # ok repeats on each side before a change must also be significant
 # metric -> +1 when higher is better, -1 when lower is better
@@ -98,34 +96,6 @@ class CompareResult:
     def failing(self) -> pd.DataFrame:
         """The rows that fail the gate."""
         return self.rows[self.rows["verdict"].map(lambda v: _fails(v, self.allow_missing))]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One side of a comparison, as read from disk."""
-
-    csv_path: Path
-    frame: pd.DataFrame
-    env: dict[str, Any] | None  # None when there is no env.json beside results.csv
-
-
-def load_run(path: Path) -> Run:
-    """Read a result directory or its results.csv, and the env.json beside it (if any)."""
-    path = Path(path)
-    csv_path = path / RESULTS_CSV if path.is_dir() else path
-    frame = read_results(csv_path)
-    if frame.empty:
-        raise BadInput(f"{csv_path}: holds a header but no result rows")
-    env_path = csv_path.parent / ENV_JSON
-    if not env_path.is_file():
-        return Run(csv_path, frame, None)
-    try:
-        env = json.loads(env_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{env_path}: not valid JSON: {str(exc).splitlines()[0]}") from None
-    if not isinstance(env, dict):
-        raise BadInput(f"{env_path}: not a gpubench env.json (expected a JSON object)")
-    return Run(csv_path, frame, env)
 
 
 def compare(

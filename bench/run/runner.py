@@ -11,17 +11,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import memory_model
-from .errors import ExitCode
-from .fsio import atomic_write_json, read_json
+from .. import memory
+from ..errors import ExitCode
+from ..fsio import atomic_write_json, read_json
+from ..measure import flops, hostmem
+from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, open_nvml
+from ..models import resolve_model
+from ..results import FAILED_STATUSES, FINAL_STATUSES, read_results, write_results
+from ..scenario import Scenario
+from .childenv import worker_env
 from .launcher import Launcher, WorkerJob, open_launcher
-from .measure import flops, hostmem
-from .measure.nvml import MemoryPeaks, MemorySampler, Nvml, open_nvml
-from .models import resolve_model
-from .plan import RunPlan, worker_env
+from .plan import RunPlan
 from .proc import Interrupts, tail
-from .results import FAILED_STATUSES, FINAL_STATUSES, read_results, write_results
-from .scenario import Scenario
 
 
 class Reporter(Protocol):
@@ -175,7 +176,7 @@ def run_one(
             model, figures.get("model_params"), sc.seq_len, row.get("samples_per_s"), gpu_name, sc.precision, tf32
         )
     )
-    row.update(memory_model.predicted_columns(sc, model, figures))
+    row.update(memory.predicted_columns(sc, model, figures))
     row["started_at"] = datetime.fromtimestamp(launched_at, UTC).isoformat(timespec="seconds")
     row["worker_wall_s"] = proc.wall_s
     if row.get("train_loop_s") is not None:

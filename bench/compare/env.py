@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import IncomparableRuns
-from .measure import cpuspeed
-from .results import ENV_JSON, RESULTS_CSV
+from ..errors import IncomparableRuns
+from ..measure import cpuspeed
+from ..results import ENV_JSON, RESULTS_CSV
 
 # shown when they differ, never failing; packages.* are added from both files
 SOFTWARE_KEYS = ("gpubench", "gpu.driver", "cuda_runtime", "python", "cpu", "matrix")

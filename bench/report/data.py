@@ -1,7 +1,7 @@
 """What a report shows, as data: the summary per scenario (bench.results.summarize plus the
 spread, the memory figures per API and the Pareto front), the failures and the findings.
 
-Rendering is elsewhere: bench.report_html (with bench.charts) and bench.report_md.
+Rendering is elsewhere: bench.report.html (with bench.report.charts) and bench.report.markdown.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from .compare import load_run
-from .errors import BadInput, did_you_mean
-from .measure import cpuspeed
-from .results import summarize, window_cpu_loop_ms
+from ..errors import BadInput, did_you_mean
+from ..measure import cpuspeed
+from ..results import load_run, summarize, window_cpu_loop_ms
 
 DEFAULT_BASELINE = "baseline"
 NOISE_PCT = 2.0  # changes vs baseline smaller than this are "about the same" in the findings
@@ -55,7 +54,7 @@ class Problem:
 @dataclass(frozen=True)
 class Report:
     summary: pd.DataFrame  # summarize()'s columns + EXTRA_COLUMNS, one row per scenario
-    env: dict[str, Any] | None  # env.json (bench.envinfo.collect), None when absent
+    env: dict[str, Any] | None  # env.json (bench.run.envinfo.collect), None when absent
     source: Path  # the results.csv
     baseline: str | None  # the scenario the "vs baseline" columns refer to
     problems: tuple[Problem, ...]

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .scenario import Scenario
+from ..scenario import Scenario
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "interrupted": "magenta"}
 

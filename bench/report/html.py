@@ -11,9 +11,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .fsio import atomic_write_text
-from .report_data import (
+from .. import __version__
+from ..fsio import atomic_write_text
+from .data import (
     Problem,
     Report,
     device_name,

@@ -1,0 +1,111 @@
+"""The results table's schema: statuses and columns, one row per scenario x repeat. A row is a dict
+keyed by these columns; a key that is not one is a bug, and `check_row` says so (nothing is dropped
+without a word)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..scenario import SETTING_KEYS
+
+STATUSES = ("ok", "skipped", "oom", "timeout", "error", "crashed", "diverged", "interrupted")
+FINAL_STATUSES = ("ok", "skipped", "oom", "timeout", "error", "crashed", "diverged")
+FAILED_STATUSES = ("oom", "timeout", "error", "crashed", "diverged", "interrupted")
+FAILURE_SEVERITY = ("interrupted", "crashed", "timeout", "oom", "error", "diverged")  # worst first
+
+ID_COLUMNS = ["scenario", "repeat", "status", "error"]
+SETTING_COLUMNS = [k for k in SETTING_KEYS if k not in ("name", "inject_fault")] + ["model_resolved", "device"]
+SPEED_COLUMNS = [
+    "samples_per_s",  # steady state: samples in the window / window wall time
+    "tokens_per_s",
+    "step_time_p10_ms",  # per optimizer step, from CUDA events inside the window
+    "step_time_median_ms",
+    "step_time_p90_ms",
+    "window_s",
+    "window_steps",
+    "window_samples",
+    "first_step_s",  # first optimizer step (kernel selection, compilation)
+    "warmup_s",  # training start to window start
+    "train_loop_s",  # training start to last step end
+    "cpu_loop_start_ms",  # a fixed Python loop on the training thread just before the window
+    "cpu_loop_end_ms",  # ... and just after it (bench/measure/cpuspeed.py)
+    "fp32_matmul_precision",  # CUDA fp32 matmuls after training: ieee (plain fp32) or tf32
+    "trainer_runtime_s",  # the Trainer's own train_runtime (whole epoch, warm-up included)
+    "trainer_samples_per_s",  # the Trainer's own train_samples_per_second
+]
+MEMORY_COLUMNS = [
+    "peak_mem_mb",  # NVML per-process peak on a GPU, peak RSS on the CPU; see peak_mem_source
+    "peak_mem_source",
+    "nvml_process_peak_mb",  # NVML: the worker's processes (nvmlDeviceGetComputeRunningProcesses)
+    "nvml_device_peak_mb",  # NVML: device-wide used peak minus the idle level before the run
+    "nvml_idle_mb",  # NVML: device-wide used before the worker started
+    "nvml_sample_hz",
+    "torch_max_allocated_mb",  # torch.cuda.max_memory_allocated
+    "torch_max_reserved_mb",  # torch.cuda.max_memory_reserved
+    "rss_peak_mb",  # the worker's peak resident set size (getrusage)
+    "torch_alloc_model_built_mb",
+    "torch_alloc_after_forward_mb",
+    "torch_alloc_after_backward_mb",
+    "torch_alloc_after_optimizer_step_mb",
+]
+PREDICTED_COLUMNS = [  # bench/memory: arithmetic on the model config (docs/memory.md)
+    "pred_weights_mb",
+    "pred_autocast_copies_mb",
+    "pred_grads_mb",
+    "pred_optimizer_mb",
+    "pred_optimizer_temp_mb",
+    "pred_activations_mb",
+    "pred_workspace_mb",
+    "pred_peak_allocated_mb",  # compare with torch_max_allocated_mb
+    "pred_peak_phase",
+    "pred_peak_error_pct",  # (predicted - measured torch_max_allocated_mb) / measured x 100
+]
+FLOP_COLUMNS = ["model_params", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu", "peak_source"]
+OTHER_COLUMNS = [
+    "final_loss",
+    "loss_finite",
+    "nonfinite_losses",
+    "worker_wall_s",  # the subprocess's whole life
+    "startup_s",  # launch to first training step
+    "startup_breakdown",  # JSON: seconds per start-up step (interpreter, imports, CUDA, model, data, engine)
+    "overhead_s",  # worker_wall_s - train_loop_s
+    "cpu_affinity",  # the CPUs the worker could run on ("0-15"; --cpu-affinity narrows it)
+    "exit_code",
+    "started_at",
+    "stderr_tail",
+]
+COLUMNS = (
+    ID_COLUMNS + SETTING_COLUMNS + SPEED_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
+)
+NUMERIC_COLUMNS = [
+    c
+    for c in SPEED_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
+    if c
+    not in (
+        "peak_mem_source",
+        "peak_source",
+        "loss_finite",
+        "started_at",
+        "stderr_tail",
+        "fp32_matmul_precision",
+        "startup_breakdown",
+        "pred_peak_phase",
+        "cpu_affinity",
+    )
+]
+NAN_WORDS = ("nan", "-nan", "na", "n/a", "null", "none", "<na>")  # numeric cells that mean missing
+REQUIRED_COLUMNS = ["scenario", "repeat", "status", "samples_per_s", "peak_mem_mb"]
+
+
+KNOWN_COLUMNS = frozenset(COLUMNS)
+
+
+def check_row(row: Mapping[str, Any]) -> None:
+    """A row may only hold known columns: a figure missing from COLUMNS would be dropped silently."""
+    unknown = sorted(set(row) - KNOWN_COLUMNS)
+    if unknown:
+        raise ValueError(
+            f"result row for {row.get('scenario')!r} has unknown column(s) {', '.join(unknown)}: "
+            "add them to bench/results/columns.py"
+        )

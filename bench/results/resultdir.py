@@ -1,0 +1,157 @@
+"""The one reader and writer of a result directory:
+
+  results.csv     one row per scenario x repeat (bench/results/columns.py), rewritten atomically
+  env.json        the machine, software and command (bench/run/envinfo.py); a resumed run appends
+  scenarios.json  the fully resolved scenarios, repeats, device and model: what --resume replays
+
+Everything that reads a result directory (run --resume, compare, report, history, memory
+calibration, validation) comes through here, so a bad file is one BadInput naming the file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..errors import BadInput
+from ..fsio import atomic_write_json, atomic_write_text, read_json
+from .columns import COLUMNS, NAN_WORDS, NUMERIC_COLUMNS, REQUIRED_COLUMNS, STATUSES, check_row
+
+RESULTS_CSV, ENV_JSON, SCENARIOS_JSON = "results.csv", "env.json", "scenarios.json"
+
+
+def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows as a DataFrame of exactly COLUMNS; a row with an unknown key is an error (check_row)."""
+    for row in rows:
+        check_row(row)
+    return pd.DataFrame([{c: row.get(c) for c in COLUMNS} for row in rows], columns=COLUMNS)
+
+
+def write_results(path: Path, rows: list[dict[str, Any]]) -> None:
+    buffer = io.StringIO()
+    to_frame(rows).to_csv(buffer, index=False)
+    atomic_write_text(path, buffer.getvalue())
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """Read a results.csv (or a result directory); bad files are a BadInput naming the file."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS_CSV
+    if not path.is_file():
+        raise BadInput(f"{path}: no such results file")
+    try:
+        # Only an empty cell is missing: a scenario may be called "NA", "nan" or "1".
+        frame = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"scenario": str, "cpu_affinity": str})
+    except pd.errors.EmptyDataError:
+        raise BadInput(f"{path}: the file is empty") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: not a readable CSV: {str(exc).splitlines()[0]}") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise BadInput(f"{path}: not a gpubench results file (missing columns: {', '.join(missing)})")
+    for column in [c for c in NUMERIC_COLUMNS if c in frame.columns]:
+        converted = pd.to_numeric(frame[column], errors="coerce")
+        spelled_nan = frame[column].astype(str).str.strip().str.lower().isin(NAN_WORDS)
+        bad = frame[column].notna() & converted.isna() & ~spelled_nan
+        if bad.any():
+            row = int(bad.idxmax()) + 2  # header is line 1
+            raise BadInput(
+                f"{path}: line {row}: column '{column}' holds a non-numeric value {frame[column][bad.idxmax()]!r}"
+            )
+        frame[column] = converted
+    unknown = sorted(set(frame["status"].dropna()) - set(STATUSES))
+    if unknown:
+        raise BadInput(f"{path}: unknown status {unknown[0]!r}", hint=f"known: {', '.join(STATUSES)}")
+    duplicated = frame.duplicated(subset=["scenario", "repeat"], keep=False)
+    if duplicated.any():
+        first = frame[duplicated].iloc[0]
+        raise BadInput(f"{path}: duplicate rows for scenario '{first['scenario']}' repeat {first['repeat']}")
+    return frame
+
+
+@dataclass(frozen=True)
+class Run:
+    """A result directory as read from disk."""
+
+    csv_path: Path
+    frame: pd.DataFrame
+    env: dict[str, Any] | None  # None when there is no env.json beside results.csv
+
+
+def load_run(path: Path) -> Run:
+    """Read a result directory or its results.csv, and the env.json beside it (if any)."""
+    path = Path(path)
+    csv_path = path / RESULTS_CSV if path.is_dir() else path
+    frame = read_results(csv_path)
+    if frame.empty:
+        raise BadInput(f"{csv_path}: holds a header but no result rows")
+    env = read_env(csv_path.parent)
+    return Run(csv_path, frame, env)
+
+
+def read_env(result_dir: Path) -> dict[str, Any] | None:
+    """DIR/env.json as a dict; None when absent; BadInput when it is not a JSON object."""
+    env_path = Path(result_dir) / ENV_JSON
+    if not env_path.is_file():
+        return None
+    try:
+        env = json.loads(env_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{env_path}: not valid JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(env, dict):
+        raise BadInput(f"{env_path}: not a gpubench env.json (expected a JSON object)")
+    return env
+
+
+def read_plan(result_dir: Path) -> dict[str, Any]:
+    """DIR/scenarios.json (what --resume replays); BadInput when absent or unreadable."""
+    path = Path(result_dir) / SCENARIOS_JSON
+    if not path.is_file():
+        raise BadInput(f"--resume {result_dir}: no {SCENARIOS_JSON} there; not a gpubench result directory")
+    try:
+        data = read_json(path)
+    except ValueError as exc:
+        raise BadInput(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: unreadable (expected a JSON object)")
+    return data
+
+
+def write_plan(result_dir: Path, plan: dict[str, Any], env: dict[str, Any], resumed: bool) -> None:
+    """scenarios.json and env.json; a resumed run keeps the first env.json and appends to its
+    `resumes` list where (and on which machine) the rest ran."""
+    atomic_write_json(result_dir / SCENARIOS_JSON, plan)
+    env_path = result_dir / ENV_JSON
+    if resumed and env_path.exists():
+        first = read_json(env_path)
+        gpu = env.get("gpu") or {}
+        first.setdefault("resumes", []).append(
+            {
+                "created_at": env.get("created_at"),
+                "host": env.get("host"),
+                "command": env.get("command"),
+                "launcher": env.get("launcher"),
+                "cpu_affinity": env.get("cpu_affinity"),
+                "gpu_uuid": gpu.get("uuid"),
+                "driver": gpu.get("driver"),
+                "packages": env.get("packages"),
+                "cpu_speed": env.get("cpu_speed"),
+            }
+        )
+        atomic_write_json(env_path, first)
+    else:
+        atomic_write_json(env_path, env)
+
+
+def note_launcher_fallback(result_dir: Path, why: str) -> None:
+    """env.json: the fork server could not serve and workers were spawned afresh (bench/run/launcher.py)."""
+    env_path = result_dir / ENV_JSON
+    env = read_json(env_path)
+    env["launcher_fallback"] = {"launcher": "spawn", "why": why}
+    atomic_write_json(env_path, env)

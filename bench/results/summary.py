@@ -1,0 +1,85 @@
+"""Per-scenario figures over a run's repeats, and the failure a scenario is known by."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from .columns import FAILURE_SEVERITY
+
+
+def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
+    """One row per scenario (matrix order): medians over ok repeats and change vs baseline."""
+    out = []
+    for name, group in frame.groupby("scenario", sort=False):
+        ok = group[group["status"] == "ok"]
+        statuses = list(group["status"])
+        status = "ok" if statuses and all(s == "ok" for s in statuses) else _worst(statuses)
+        sps = ok["samples_per_s"].astype(float)
+        median = float(sps.median()) if len(ok) else math.nan
+        cv = float(sps.std(ddof=1) / sps.mean() * 100) if len(ok) >= 2 and sps.mean() else math.nan
+        errors = [str(e) for e in group["error"] if isinstance(e, str) and e]
+        out.append(
+            {
+                "scenario": name,
+                "status": status,
+                "repeats": len(group),
+                "ok": len(ok),
+                "samples_per_s": median,
+                "samples_per_s_cv_pct": cv,
+                "peak_mem_mb": float(ok["peak_mem_mb"].median()) if len(ok) else math.nan,
+                "peak_mem_source": ok["peak_mem_source"].iloc[0] if len(ok) else "",
+                "torch_max_allocated_mb": _median(ok, "torch_max_allocated_mb"),
+                "final_loss": _median(ok, "final_loss"),
+                "mfu": _median(ok, "mfu"),
+                "trainer_samples_per_s": _median(ok, "trainer_samples_per_s"),
+                "error": errors[0] if errors else "",
+            }
+        )
+    summary = pd.DataFrame(out)
+    base = summary[summary["scenario"] == baseline]
+    for metric in ("samples_per_s", "peak_mem_mb"):
+        ref = float(base[metric].iloc[0]) if len(base) else math.nan
+        summary[f"{metric}_vs_baseline_pct"] = (summary[metric] / ref - 1) * 100 if ref else math.nan
+    return summary
+
+
+CPU_LOOP_COLUMNS = ["cpu_loop_start_ms", "cpu_loop_end_ms"]  # the worker's CPU probe around its window
+
+
+def window_cpu_loop_ms(frame: pd.DataFrame) -> pd.Series:
+    """Per row: the worker's CPU probe around its window (mean of its two ends); NaN where absent."""
+    if not all(c in frame for c in CPU_LOOP_COLUMNS):
+        return pd.Series(math.nan, index=frame.index, dtype=float)
+    return frame[CPU_LOOP_COLUMNS].apply(pd.to_numeric, errors="coerce").mean(axis=1, skipna=False)
+
+
+def row_cpu_loop_ms(row: Mapping[str, Any]) -> float | None:
+    """window_cpu_loop_ms for one row as a mapping (a results row, a reference loop's JSON);
+    None where either end is missing or not a finite number."""
+    try:
+        ends = [float(row[c]) for c in CPU_LOOP_COLUMNS]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return sum(ends) / 2 if all(math.isfinite(e) for e in ends) else None
+
+
+def _median(frame: pd.DataFrame, column: str) -> float:
+    if column not in frame or frame[column].isna().all():
+        return math.nan
+    return float(pd.to_numeric(frame[column], errors="coerce").median())
+
+
+def worst_failure(statuses: list[str] | set[str]) -> str | None:
+    """The most severe failed status among `statuses`, or None when none failed."""
+    return next((s for s in FAILURE_SEVERITY if s in statuses), None)
+
+
+def _worst(statuses: list[str]) -> str:
+    failed = worst_failure(statuses)
+    if failed:
+        return failed
+    return "skipped" if "skipped" in statuses else (statuses[0] if statuses else "missing")

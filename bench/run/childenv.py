@@ -1,0 +1,41 @@
+"""The environment every child (probe, fork server, worker) starts with."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import cpus
+
+
+def worker_env(
+    gpu_uuid: str | None, inductor_cache: Path | None = None, cpu_affinity: tuple[int, ...] | None = None
+) -> dict[str, str]:
+    """The child's environment: offline, unbuffered, and only the chosen GPU visible. With
+    `inductor_cache`, torch.compile's caches live there (unless the user set TORCHINDUCTOR_CACHE_DIR),
+    so a run's compile times do not depend on what earlier runs left in /tmp."""
+    env = dict(os.environ)
+    if inductor_cache is not None:
+        env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache_dir(inductor_cache)
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    env.update(
+        {
+            "PYTHONUNBUFFERED": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_DATASETS_OFFLINE": "1",
+            "TRANSFORMERS_VERBOSITY": "warning",
+        }
+    )
+    if gpu_uuid:
+        env["CUDA_VISIBLE_DEVICES"] = gpu_uuid
+    env.pop(cpus.ENV_VAR, None)
+    if cpu_affinity:
+        env[cpus.ENV_VAR] = ",".join(map(str, cpu_affinity))
+    return env
+
+
+def inductor_cache_dir(run_cache: Path) -> str:
+    """Where the workers' torch.compile caches go: the user's TORCHINDUCTOR_CACHE_DIR, else the run's."""
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(run_cache.resolve())

@@ -1,0 +1,174 @@
+"""The plan of a run: the request resolved to scenarios, device, model and result directory.
+
+`prepare` checks everything that can be wrong before the first scenario runs (exit 2), then asks a
+child what torch sees; a resumed run replays its own scenarios.json."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .. import matrix as matrix_mod
+from ..errors import BadInput
+from ..models import resolve_model
+from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan
+from ..scenario import Scenario
+from .launcher import DEFAULT_LAUNCHER
+from .probe import probe_torch, resolve_device
+from .request import RunRequest, check_checkpoint, check_device_name, check_request, check_writable
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    matrix: str
+    scenarios: tuple[Scenario, ...]
+    repeats: int
+    device: str  # "cpu" or "cuda:N" as the user means it
+    gpu_uuid: str | None
+    model: str  # resolved models, for display (each scenario resolves its own)
+    out: Path
+    timeout_s: float
+    resume: bool = False
+    sample_memory: bool = True
+    launcher: str = DEFAULT_LAUNCHER
+    cpu_affinity: tuple[int, ...] | None = None
+
+    @property
+    def results_csv(self) -> Path:
+        return self.out / RESULTS_CSV
+
+    @property
+    def inductor_cache(self) -> Path:
+        """torch.compile's cache for this run's workers: cold for a compile scenario's first repeat."""
+        return self.out / "work" / "inductor-cache"
+
+    def timeout_for(self, sc: Scenario) -> float:
+        """A scenario's own `timeout_s` wins over the run's --timeout."""
+        return float(sc.timeout_s) if sc.timeout_s is not None else self.timeout_s
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "matrix": self.matrix,
+            "repeats": self.repeats,
+            "device": self.device,
+            "model": self.model,
+            "timeout_s": self.timeout_s,
+            "scenarios": [s.settings() for s in self.scenarios],
+        }
+
+
+def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]]:
+    """Validate the request and resolve it to a plan; returns (plan, probe)."""
+    affinity = check_request(request)
+    if request.resume is not None:
+        return _resume(request, scratch, affinity)
+    # Check matrix, settings, --only, models and --out before starting any child: a typo costs nothing.
+    _scenarios(request, "cpu")
+    check_device_name(request.device)
+    out = request.out or Path("results") / datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
+    if (out / RESULTS_CSV).exists():
+        raise BadInput(
+            f"--out {out} already holds a results.csv", hint=f"use --resume {out} to finish it, or choose another --out"
+        )
+    created = not out.exists()
+    check_writable(out)
+    try:
+        probe = probe_torch(scratch)
+        device, uuid = resolve_device(request.device, probe)
+        name, scenarios, model = _scenarios(request, device)
+    except BaseException:
+        if created:  # leave no empty result directory behind
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
+    plan = RunPlan(
+        name,
+        scenarios,
+        request.repeats,
+        device,
+        uuid,
+        model,
+        out,
+        request.timeout_s,
+        sample_memory=request.sample_memory,
+        launcher=request.launcher,
+        cpu_affinity=affinity,
+    )
+    return plan, probe
+
+
+def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None) -> tuple[RunPlan, dict[str, Any]]:
+    out = request.resume
+    assert out is not None
+    saved_path = out / SCENARIOS_JSON
+    saved = read_plan(out)
+    try:
+        scenarios = tuple(Scenario(**s, origin=str(saved_path)) for s in saved["scenarios"])
+        repeats, device, model = int(saved["repeats"]), saved["device"], saved["model"]
+        timeout_s = float(saved["timeout_s"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadInput(f"{saved_path}: unreadable ({type(exc).__name__}: {exc})") from None
+    changed = [
+        flag
+        for flag, given in (
+            ("--model", request.model),
+            ("--only", request.only),
+            *((f"--{k.replace('_', '-')}", v) for k, v in request.overrides.items()),
+        )
+        if given is not None
+    ]
+    if request.matrix is None and changed:
+        raise BadInput(
+            f"--resume {out}: {', '.join(changed)} would change the run's scenarios",
+            hint="resume without them (the run's own scenarios.json is used), "
+            "or also give the same --matrix to check they still match",
+        )
+    if request.matrix is not None:
+        _, current, _ = _scenarios(request, device)
+        if [s.settings() for s in current] != [s.settings() for s in scenarios]:
+            raise BadInput(
+                f"--resume {out}: matrix '{request.matrix}' no longer matches the run's scenarios",
+                hint="resume without --matrix to finish the run as it was planned",
+            )
+    resolve_models(scenarios, device)  # the checkpoints are still there
+    probe = probe_torch(scratch)
+    device, uuid = resolve_device(device, probe)
+    check_writable(out)
+    for stale in out.glob(".*.tmp"):  # an atomic write cut short by a SIGKILL
+        stale.unlink(missing_ok=True)
+    name = str(saved.get("matrix", ""))
+    plan = RunPlan(
+        name,
+        scenarios,
+        repeats,
+        device,
+        uuid,
+        model,
+        out,
+        timeout_s,
+        resume=True,
+        sample_memory=request.sample_memory,
+        launcher=request.launcher,
+        cpu_affinity=affinity,
+    )
+    return plan, probe
+
+
+def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, ...], str]:
+    m = matrix_mod.load_matrix(request.matrix or "full")
+    scenarios = matrix_mod.select(m.scenarios, request.only, str(m.path))  # settings checked on these only
+    scenarios = matrix_mod.apply_overrides(scenarios, {**request.overrides, "model": request.model})
+    models = resolve_models(scenarios, device)
+    return m.name, scenarios, models[0] if len(models) == 1 else ", ".join(models)
+
+
+def resolve_models(scenarios: tuple[Scenario, ...], device: str) -> list[str]:
+    """Each scenario's model resolved for the device; a checkpoint must still hold safetensors."""
+    models = sorted({resolve_model(s.model, device) for s in scenarios})
+    for resolved in models:
+        if Path(resolved).is_dir():
+            check_checkpoint(Path(resolved))
+    return models

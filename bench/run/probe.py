@@ -1,0 +1,53 @@
+"""What torch sees, asked of a child process so that the parent never creates a CUDA context."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput
+from ..fsio import read_json
+from .childenv import worker_env
+from .proc import run_subprocess, tail
+from .request import check_device_name
+
+PROBE_TIMEOUT_S = 120.0
+
+
+def probe_torch(scratch: Path) -> dict[str, Any]:
+    """Ask a child what torch sees, so this process never creates a CUDA context."""
+    out = scratch / "probe.json"
+    result = run_subprocess(
+        [sys.executable, "-m", "bench.worker", "--probe", str(out)],
+        timeout_s=PROBE_TIMEOUT_S,
+        log_path=scratch / "probe.log",
+        env=worker_env(None),
+    )
+    if result.interrupted:  # Ctrl-C while torch was starting: stop, nothing ran
+        raise KeyboardInterrupt
+    if result.returncode != 0 or not out.is_file():
+        raise BadInput(f"cannot start torch in a child process: {tail(scratch / 'probe.log', 400).strip()}")
+    data: dict[str, Any] = read_json(out)
+    return data
+
+
+def resolve_device(requested: str, probe: dict[str, Any]) -> tuple[str, str | None]:
+    """(device, GPU UUID) from auto|cpu|cuda|cuda:N; asking for a GPU that is not there is bad input."""
+    devices = probe.get("devices", [])
+    given = requested  # for messages: what the user typed
+    if requested == "cpu":
+        return "cpu", None
+    if requested == "auto":
+        if not devices:
+            return "cpu", None
+        requested = "cuda:0"
+    if requested == "cuda":
+        requested = "cuda:0"
+    check_device_name(requested)
+    if not devices:
+        raise BadInput(f"--device {given}: torch sees no CUDA GPU on this machine", hint="use --device cpu or auto")
+    index = int(requested[5:])
+    if index >= len(devices):
+        raise BadInput(f"--device {given}: this machine has {len(devices)} CUDA GPU(s)")
+    return requested, devices[index].get("uuid")

@@ -1,0 +1,77 @@
+"""What the user asked `gpubench run` for, and the checks that need no file and no child process.
+
+Bad input is caught before any work (exit 2), so no GPU time is spent on a run that cannot be right."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import cpus
+from ..errors import BadInput
+from .launcher import DEFAULT_LAUNCHER, LAUNCHERS
+
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    matrix: str | None = None
+    model: str | None = None
+    device: str = "auto"
+    only: list[str] | None = None
+    repeats: int = 1
+    out: Path | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    overrides: dict[str, Any] = field(default_factory=dict)  # samples, seq_len, warmup_steps, engine
+    exclusive: bool = False
+    sample_memory: bool = True  # the NVML sampler thread in this process
+    resume: Path | None = None
+    command: list[str] = field(default_factory=list)
+    launcher: str = DEFAULT_LAUNCHER  # fork: one fork server per run; spawn: a fresh interpreter each
+    time_limit_s: float | None = None  # start no worker that would end after this many seconds
+    cpu_affinity: str | None = None  # "2-5": the CPUs the workers may use (Linux)
+
+
+def check_request(request: RunRequest) -> tuple[int, ...] | None:
+    """The flags that need no file or child: bad values are BadInput before anything starts.
+    Returns the CPUs of --cpu-affinity, checked against this machine."""
+    if request.repeats < 1:
+        raise BadInput(f"--repeats {request.repeats} must be at least 1")
+    if request.timeout_s <= 0:
+        raise BadInput(f"--timeout {request.timeout_s} must be a positive number of seconds")
+    if request.time_limit_s is not None and not request.time_limit_s > 0:
+        raise BadInput(f"--time-limit {request.time_limit_s} must be a positive number of seconds")
+    if request.launcher not in LAUNCHERS:
+        raise BadInput(f"--launcher {request.launcher!r} is not one of {', '.join(LAUNCHERS)}")
+    if request.launcher == "fork" and DEFAULT_LAUNCHER != "fork":
+        raise BadInput("--launcher fork needs Linux (os.fork)", hint="use --launcher spawn")
+    return cpus.check(request.cpu_affinity) if request.cpu_affinity is not None else None
+
+
+def check_device_name(requested: str) -> None:
+    if requested not in ("auto", "cpu", "cuda") and not (requested.startswith("cuda:") and requested[5:].isdigit()):
+        raise BadInput(f"--device {requested!r} is not one of auto, cpu, cuda, cuda:N")
+
+
+def check_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise BadInput(
+            f"--out {out}: cannot write there: {exc.strerror or exc}", hint="choose another directory with --out"
+        ) from None
+
+
+def check_checkpoint(path: Path) -> None:
+    """A local checkpoint is loaded from safetensors only (no pickle), so it must have them."""
+    if not any(path.glob("*.safetensors")):
+        raise BadInput(
+            f"model directory {path} has no .safetensors weights",
+            hint="gpubench loads local checkpoints from safetensors only (never pickle); "
+            "save it with save_pretrained(..., safe_serialization=True)",
+        )

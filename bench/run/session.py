@@ -1,0 +1,100 @@
+"""`gpubench run` and `gpubench env` end to end: plan, environment, workers, report, history."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import cpus
+from ..errors import BadInput
+from ..measure.nvml import open_nvml
+from ..results import note_launcher_fallback, write_plan
+from . import envinfo
+from .childenv import inductor_cache_dir
+from .plan import RunPlan, prepare
+from .probe import probe_torch, resolve_device
+from .request import RunRequest, check_device_name
+from .runner import Reporter, RunOutcome, execute
+
+
+def _gpu(
+    uuid: str | None, probe: dict[str, Any], warn: Callable[[str], None] = lambda _msg: None
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The GPU's description and the processes already on it (NVML; no CUDA context here).
+    Without a working NVML, what torch reported, and a warning: memory then comes from torch."""
+    if not uuid:
+        return None, []
+    nvml, why = open_nvml(uuid)
+    if nvml is None:
+        warn(f"NVML is not usable ({why}); peak memory will come from torch's allocator only")
+        device: dict[str, Any] = next((d for d in probe.get("devices", []) if d.get("uuid") == uuid), {})
+        return {
+            "name": device.get("name"),
+            "uuid": uuid,
+            "driver": None,
+            "capability": device.get("capability"),
+            "memory_total_mb": device.get("total_memory_mb"),
+            "nvml": f"unavailable: {why}",
+        }, []
+    procs = [{"pid": pid, "used_mb": mb} for pid, mb in nvml.processes()]
+    return nvml.describe(), procs
+
+
+def run(
+    request: RunRequest,
+    reporter: Reporter | None = None,
+    warn: Callable[[str], None] = lambda _msg: None,
+    record_db: str | None = None,
+    info: Callable[[str], None] = lambda _msg: None,
+) -> tuple[RunPlan, RunOutcome]:
+    started = time.monotonic()  # --time-limit counts from here, the probe included
+    with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
+        plan, probe = prepare(request, Path(scratch))
+    gpu, procs = _gpu(plan.gpu_uuid, probe, warn)
+    if procs:
+        listing = ", ".join(f"pid {p['pid']} ({p['used_mb'] or 0:.0f} MB)" for p in procs)
+        if request.exclusive:
+            raise BadInput(f"--exclusive: the GPU is in use by other processes: {listing}")
+        warn(f"the GPU is in use by other processes ({listing}); figures will be disturbed")
+    env = envinfo.collect(
+        device=plan.device,
+        probe=probe,
+        gpu=gpu,
+        gpu_processes=procs,
+        command=request.command,
+        matrix=plan.matrix,
+        cpu_affinity=plan.cpu_affinity,
+    )
+    env["launcher"] = plan.launcher
+    env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
+    env["inductor_cache"] = inductor_cache_dir(plan.inductor_cache)
+    write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
+    deadline = None if request.time_limit_s is None else started + request.time_limit_s
+    outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
+    if outcome.launcher_fallback:  # env.json says how the workers really started
+        note_launcher_fallback(plan.out, outcome.launcher_fallback)
+    if outcome.rows:  # DIR/report.html: any failure is only a warning; results and exit code stand
+        try:
+            from ..report.html import write_report
+
+            write_report(plan.out)
+        except Exception as exc:
+            warn(f"could not write the HTML report in {plan.out}: {exc}")
+    if record_db is not None:  # --record: store the run in the history; a store failure only warns
+        from ..history.api import record_after_run
+
+        unfinished = outcome.interrupted or outcome.time_limited
+        record_after_run(record_db, plan.out, unfinished=unfinished, warn=warn, info=info)
+    return plan, outcome
+
+
+def environment(device: str = "auto") -> dict[str, Any]:
+    check_device_name(device)
+    with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
+        probe = probe_torch(Path(scratch))
+    resolved, uuid = resolve_device(device, probe)
+    gpu, procs = _gpu(uuid, probe)
+    return envinfo.collect(device=resolved, probe=probe, gpu=gpu, gpu_processes=procs, command=[], matrix="")
