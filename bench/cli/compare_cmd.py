@@ -12,7 +12,7 @@ from ..compare.core import Thresholds, compare
 from ..compare.render import gate_line, print_table, render, stdout_console
 from ..fsio import atomic_write_text
 from ..results import load_run
-from .options import OutputFileOpt, OutputFormat
+from .options import FormatOpt, MemoryThresholdOpt, OutputFileOpt, OutputFormat, ThresholdOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -22,17 +22,8 @@ def register(app: typer.Typer) -> None:
 def compare_command(
     base: Annotated[Path, typer.Argument(help="The baseline: a result directory or its results.csv.")],
     new: Annotated[Path, typer.Argument(help="The new run: a result directory or its results.csv.")],
-    threshold: Annotated[
-        float,
-        typer.Option(
-            "--threshold",
-            min=0.0,
-            help="Speed threshold in % (samples_per_s, step_time_median_ms).",
-        ),
-    ] = 5.0,
-    memory_threshold: Annotated[
-        float, typer.Option("--memory-threshold", min=0.0, help="Peak memory threshold in %.")
-    ] = 2.0,
+    threshold: ThresholdOpt = 5.0,
+    memory_threshold: MemoryThresholdOpt = 2.0,
     allow_missing: Annotated[
         bool,
         typer.Option("--allow-missing", help="A scenario missing from the new run does not fail."),
@@ -41,7 +32,7 @@ def compare_command(
         bool,
         typer.Option("--allow-env-mismatch", help="Compare runs from different GPU models anyway."),
     ] = False,
-    fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
+    fmt: FormatOpt = OutputFormat.table,
     output: OutputFileOpt = None,
 ) -> None:
     """Compare a new run against a baseline and fail on regressions.

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from ..history import DB_ENV, DEFAULT_DB
-from .options import OutputFormat
+from .options import DbOpt, FormatOpt, MemoryThresholdOpt, OutputFormat, ThresholdOpt, db_target
 
 if TYPE_CHECKING:
     from ..history.judge import Params
@@ -34,22 +33,7 @@ class AcceptMetric(StrEnum):
     status = "status"
 
 
-DbOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        envvar=DB_ENV,
-        show_default=False,
-        help=f"The history store: a SQLite file path or a postgresql:// URL (env {DB_ENV}; default {DEFAULT_DB}).",
-    ),
-]
-FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
 WindowOpt = Annotated[int, typer.Option("--window", min=1, help="Earlier runs of a series in its baseline (median).")]
-ThresholdOpt = Annotated[
-    float,
-    typer.Option("--threshold", min=0.0, help="Speed threshold in % (samples_per_s, step_time_median_ms)."),
-]
-MemoryThresholdOpt = Annotated[float, typer.Option("--memory-threshold", min=0.0, help="Peak memory threshold in %.")]
 RunOpt = Annotated[
     str | None,
     typer.Option("--run", help="A run id (see `history list`) or a stored result directory. Default: the newest run."),
@@ -69,11 +53,6 @@ def register(app: typer.Typer) -> None:
     history.command("import")(import_command)
     history.command("accept")(accept_command)
     app.add_typer(history, name="history")
-
-
-def db_target(db: str | None) -> str:
-    """--db or $GPUBENCH_DB (read by the option), else the default SQLite file."""
-    return db if db else DEFAULT_DB
 
 
 def _stdout() -> Console:

@@ -14,7 +14,7 @@ from rich.console import Console
 from .. import memory
 from ..fsio import atomic_write_text
 from ..memory import render
-from .options import MatrixOpt, OutputFileOpt
+from .options import EngineOpt, MatrixOpt, ModelOpt, OnlyOpt, OutputFileOpt, SeqLenOpt, split_names
 
 
 class PredictFormat(StrEnum):
@@ -26,14 +26,6 @@ def register(app: typer.Typer) -> None:
     app.command("predict")(predict)
 
 
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        help="bert-large, bert-base, tiny or a local BERT checkpoint directory; auto means bert-large. "
-        "Overrides the matrix.",
-    ),
-]
 GpuMemoryOpt = Annotated[
     str | None,
     typer.Option(
@@ -54,10 +46,10 @@ CalibrateOpt = Annotated[
 def predict(
     matrix: MatrixOpt = "full",
     model: ModelOpt = None,
-    only: Annotated[str | None, typer.Option(help="Comma-separated scenario names.")] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Sequence length, for every scenario.")] = None,
+    only: OnlyOpt = None,
+    seq_len: SeqLenOpt = None,
     batch_size: Annotated[int | None, typer.Option(help="Per-device batch size, for every scenario.")] = None,
-    engine: Annotated[str | None, typer.Option(help="trainer or accelerate, for every scenario.")] = None,
+    engine: EngineOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     calibrate: CalibrateOpt = None,
     fmt: Annotated[PredictFormat, typer.Option("--format", "-f", help="Output format.")] = PredictFormat.table,
@@ -73,9 +65,9 @@ def predict(
     Example: gpubench predict --matrix full --model bert-large --gpu-memory 24GB
     """
     report = memory.predict_matrix(
-        matrix,
+        matrix or "full",
         model=model,
-        only=[s.strip() for s in only.split(",") if s.strip()] if only else None,
+        only=split_names(only),
         overrides={"seq_len": seq_len, "batch_size": batch_size, "engine": engine},
         gpu_memory=gpu_memory,
         calibrate_dir=calibrate,

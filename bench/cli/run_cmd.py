@@ -18,8 +18,7 @@ from ..results import summarize, to_frame
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.progress import RichReporter
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
-from .history_cmd import DbOpt, db_target
-from .options import MatrixOpt
+from .options import DbOpt, DeviceOpt, EngineOpt, MatrixOpt, ModelOpt, OnlyOpt, SeqLenOpt, db_target, split_names
 
 
 def register(app: typer.Typer) -> None:
@@ -29,29 +28,19 @@ def register(app: typer.Typer) -> None:
 
 
 def run(
-    matrix: Annotated[
-        str | None,
-        typer.Option("--matrix", "-m", help="A matrix name (scenarios/NAME.toml) or a .toml path. Default: full."),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            help="bert-large, bert-base, tiny, a local checkpoint directory, "
-            "or auto (bert-large on a GPU, tiny on the CPU).",
-        ),
-    ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    only: Annotated[str | None, typer.Option(help="Comma-separated scenario names to run.")] = None,
+    matrix: MatrixOpt = None,
+    model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    only: OnlyOpt = None,
     repeats: Annotated[int, typer.Option(help="Runs of each scenario (interleaved).")] = 1,
     out: Annotated[Path | None, typer.Option(help="Result directory. Default: results/<timestamp>/.")] = None,
     timeout: Annotated[
         float, typer.Option(help="Seconds per scenario; a scenario's own timeout_s wins.")
     ] = DEFAULT_TIMEOUT_S,
     samples: Annotated[int | None, typer.Option(help="Samples in the epoch (guide: 512).")] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Sequence length (guide: 512).")] = None,
+    seq_len: SeqLenOpt = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Optimizer steps kept out of the timed window.")] = None,
-    engine: Annotated[str | None, typer.Option(help="trainer or accelerate, for every scenario.")] = None,
+    engine: EngineOpt = None,
     exclusive: Annotated[bool, typer.Option(help="Refuse to run if other processes use the GPU.")] = False,
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted run in this directory.")] = None,
     memory_sampling: Annotated[
@@ -106,7 +95,7 @@ def run(
         matrix=matrix,
         model=model,
         device=device,
-        only=[s.strip() for s in only.split(",") if s.strip()] if only else None,
+        only=split_names(only),
         repeats=repeats,
         out=out,
         timeout_s=timeout,
@@ -155,13 +144,13 @@ def _sigterm_as_interrupt() -> None:
 
 def list_cmd(
     matrix: MatrixOpt = "full",
-    model: Annotated[str | None, typer.Option("--model", help="Show the scenarios with this model.")] = None,
+    model: ModelOpt = None,
 ) -> None:
     """List a matrix's scenarios and what each changes versus the baseline.
 
     Example: gpubench list --matrix full
     """
-    rows = api.list_scenarios(matrix, {"model": model})
+    rows = api.list_scenarios(matrix or "full", {"model": model})
     for item in rows:
         sc, changes = item["scenario"], item["changes"]
         what = ", ".join(f"{k}={v}" for k, v in changes.items()) or f"(the reference: {item['reference']})"
@@ -175,7 +164,7 @@ def cpu_speed_line(speed: dict[str, Any]) -> str:
 
 
 def env(
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    device: DeviceOpt = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show the environment: GPU, driver, CUDA, torch/transformers/accelerate/bitsandbytes versions.

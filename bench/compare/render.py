@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..fmt import md_cell, md_table, num, pct, spec
 from .core import DIRECTIONS, MIN_REPEATS, ROW_COLUMNS, STATUS_METRIC, CompareResult
 
 JSON_SCHEMA = "gpubench.compare/1"
@@ -68,22 +69,16 @@ def cells(row: dict[str, Any]) -> list[str]:
         base, new = row["base_status"], row["new_status"]
     else:
         base, new = _number(row["base"], metric), _number(row["new"], metric)
-    change = "-" if _missing(row["change_pct"]) else f"{row['change_pct']:+.1f}%"
-    p = "-" if _missing(row["p_value"]) else f"{row['p_value']:.3f}"
+    change = pct(row["change_pct"])
+    p = spec(row["p_value"], ".3f")
     n = f"{row['base_n']}/{row['new_n']}"
     return [row["scenario"], metric, base, new, change, n, p, row["verdict"], row["note"]]
 
 
 def _number(value: Any, metric: str) -> str:
-    if _missing(value):
-        return "-"
     if metric == "final_loss":  # a loss near 0 stays readable (4.8e-06)
-        return f"{value:.4g}"
-    return f"{value:,.{DECIMALS.get(metric, 2)}f}"
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+        return spec(value, ".4g")
+    return num(value, DECIMALS.get(metric, 2))
 
 
 def _records(result: CompareResult) -> list[dict[str, Any]]:
@@ -129,7 +124,7 @@ def to_markdown(result: CompareResult) -> str:
         "",
     ]
     if result.notes:
-        lines += ["Notes:", "", *[f"- {_md(note)}" for note in result.notes], ""]
+        lines += ["Notes:", "", *[f"- {md_cell(note)}" for note in result.notes], ""]
     differences = result.env_differences
     if differences:
         lines += [
@@ -138,7 +133,7 @@ def to_markdown(result: CompareResult) -> str:
             "| | base | new |",
             "|---|---|---|",
         ]
-        lines += [f"| {_md(d.key)} | {_md(d.base)} | {_md(d.new)} |" for d in differences]
+        lines += [f"| {md_cell(d.key)} | {md_cell(d.base)} | {md_cell(d.new)} |" for d in differences]
         lines.append("")
     records = _records(result)
     changed = [r for r in records if r["verdict"] != "unchanged"]
@@ -150,17 +145,13 @@ def to_markdown(result: CompareResult) -> str:
 
 
 def _md_table(records: list[dict[str, Any]]) -> list[str]:
-    out = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    rows = []
     for row in records:
-        values = [_md(v) for v in cells(row)]
+        values = [md_cell(v) for v in cells(row)]
         if row["verdict"] in ("regression", "new failure", "missing"):
             values[7] = f"**{values[7]}**"
-        out.append("| " + " | ".join(values) + " |")
-    return out
-
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+        rows.append(values)
+    return md_table(HEADERS, rows)
 
 
 # -- json ----------------------------------------------------------------------------------------

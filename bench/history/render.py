@@ -13,6 +13,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from ..fmt import md_cell, md_table, num, pct
 from .api import SeriesView
 from .chart import LEGEND, marker_line, sparkline
 from .judge import CHECK_COLUMNS, GATE_FAILS, CheckResult
@@ -177,18 +178,18 @@ def print_series(views: Sequence[SeriesView], console: Console) -> None:
                 row["created_at"],
                 (row["git_commit"] or "-")[:10],
                 _dash(row["torch"]),
-                _num(row["value"]),
-                _pct(row["spread_pct"], sign=False),
+                num(row["value"]),
+                pct(row["spread_pct"], sign=False),
                 str(row["repeats_n"]),
-                _num(row["baseline"]),
-                _pct(row["change_pct"]),
+                num(row["baseline"]),
+                pct(row["change_pct"]),
                 flag,
                 row["note"],
             )
         console.print(table)
         values = [m.value for m in view.marks]
         finite = [v for v in values if v is not None]
-        scale = f"  {_num(min(finite))} .. {_num(max(finite))}" if finite else ""
+        scale = f"  {num(min(finite))} .. {num(max(finite))}" if finite else ""
         console.print(f"  {sparkline(values)}{scale}", markup=False, highlight=False)
         console.print(f"  {marker_line(view.marks)}", markup=False, highlight=False)
     if views:
@@ -243,11 +244,11 @@ def check_table(result: CheckResult) -> Table:
             row["scenario"],
             row["gpu_model"],
             row["metric"],
-            _num(row["value"]),
-            f"{_num(row['baseline'])} ({row['baseline_n']})",
-            _pct(row["change_pct"]),
-            _pct(row["threshold_pct"], sign=False),
-            _num(row["p_value"], 3),
+            num(row["value"]),
+            f"{num(row['baseline'])} ({row['baseline_n']})",
+            pct(row["change_pct"]),
+            pct(row["threshold_pct"], sign=False),
+            num(row["p_value"], 3),
             row["streak"],
             verdict,
             row["note"],
@@ -301,11 +302,7 @@ def render_records(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: 
 
 
 def markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        cells = [_cell(row.get(c)) for c in columns]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(md_table(list(columns), [[_cell(row.get(c)) for c in columns] for row in rows])) + "\n"
 
 
 def table_text(table: Table, width: int = 160) -> str:
@@ -320,7 +317,7 @@ def _cell(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.4g}"
-    return str(value).replace("|", "\\|")
+    return md_cell(value)
 
 
 def _plain(value: Any) -> Any:
@@ -337,18 +334,6 @@ def _when(value: Any, *, seconds: bool = False) -> str:
     if isinstance(value, datetime):
         return value.isoformat(sep=" ", timespec="seconds" if seconds else "minutes")
     return str(value)
-
-
-def _num(value: Any, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    return f"{value:,.{digits}f}"
-
-
-def _pct(value: Any, *, sign: bool = True) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    return f"{value:+.1f}%" if sign else f"{value:.1f}%"
 
 
 def _dash(value: Any) -> str:

@@ -20,7 +20,8 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .data import MEMORY_SERIES, Report, fmt_num, fmt_pct, missing
+from ..fmt import fmt_num, fmt_pct, missing
+from .data import MEMORY_SERIES, Report
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 BLUE, ORANGE, GREEN, VERMILLION, SKY, GREY = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#8c8c8c")

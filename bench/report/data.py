@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ..errors import BadInput, did_you_mean
+from ..fmt import fmt_num, fmt_pct, missing
 from ..measure import cpuspeed
 from ..results import load_run, summarize, window_cpu_loop_ms
 
@@ -308,29 +308,3 @@ def _vs(row: pd.Series, metric: str) -> str:
     if row["is_baseline"] or missing(value):
         return ""
     return f" ({fmt_pct(value)} vs baseline)"
-
-
-# -- number formatting shared by the renderers -----------------------------------------------------
-def missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and not math.isfinite(value))
-
-
-def fmt_num(value: Any, decimals: int) -> str:
-    return "–" if missing(value) else f"{float(value):,.{decimals}f}"
-
-
-def fmt_pct(value: Any) -> str:
-    return "–" if missing(value) else f"{float(value):+.1f}%".replace("-", "−")
-
-
-def fmt_date(value: Any) -> str:
-    """An ISO timestamp as "YYYY-MM-DD HH:MM UTC"; other text as is; "" for nothing."""
-    if not isinstance(value, str) or not value:
-        return ""
-    try:
-        stamp = datetime.fromisoformat(value)
-    except ValueError:
-        return value
-    if stamp.tzinfo is not None:
-        stamp = stamp.astimezone(UTC)
-    return stamp.strftime("%Y-%m-%d %H:%M UTC")

@@ -12,19 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..fmt import fmt_date, fmt_num, fmt_pct, missing
 from ..fsio import atomic_write_text
-from .data import (
-    Problem,
-    Report,
-    device_name,
-    env_part,
-    findings,
-    fmt_date,
-    fmt_num,
-    fmt_pct,
-    load,
-    missing,
-)
+from .data import Problem, Report, device_name, env_part, findings, load
 
 REPORT_HTML = "report.html"
 TAIL_CHARS = 3000  # of a failed scenario's stderr, shown folded

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .data import Report, device_name, env_part, findings, fmt_date, fmt_num, missing
+from ..fmt import fmt_date, fmt_num, md_table, md_text, missing
+from .data import Report, device_name, env_part, findings
 
 BASE_MARK, FRONT_MARK = "★", "◆"
 
 
 def render(report: Report) -> str:
-    lines = [f"## gpubench report: {_md(report.title)}", "", _env_line(report)]
+    lines = [f"## gpubench report: {md_text(report.title)}", "", _env_line(report)]
     command = (report.env or {}).get("command")
     if command:
         lines += ["", f"Command: {_code(str(command))}"]
@@ -25,8 +26,8 @@ def render(report: Report) -> str:
         "faster and lighter) · medians over ok repeats · Δ: change vs baseline",
         "",
     ]
-    lines += ["### Findings", "", *[f"- {_md(f)}" for f in findings(report)]]
-    lines += [f"- _{_md(note)}_" for note in report.notes]
+    lines += ["### Findings", "", *[f"- {md_text(f)}" for f in findings(report)]]
+    lines += [f"- _{md_text(note)}_" for note in report.notes]
     if report.problems:
         rows = [[p.scenario, p.status, f"{p.not_ok} of {p.repeats}", _clip(p.reason, 200)] for p in report.problems]
         header = ["Scenario", "Status", "Repeats not ok", "Reason"]
@@ -48,7 +49,7 @@ def _env_line(report: Report) -> str:
     when = fmt_date(env.get("created_at"))
     if when:
         parts.append(when)
-    return _md(" · ".join(str(p) for p in parts))
+    return md_text(" · ".join(str(p) for p in parts))
 
 
 def _summary(report: Report) -> tuple[list[str], list[list[str]], list[bool]]:
@@ -95,32 +96,7 @@ def _delta(r: dict[str, Any], metric: str) -> str:
 
 def _table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> list[str]:
     """A GitHub table padded to line up: text left-aligned, numbers right-aligned."""
-    cells = [[_md(c) for c in header]] + [[_md(c) for c in row] for row in rows]
-    widths = [max(3, *(len(row[i]) for row in cells)) for i in range(len(header))]
-
-    def line(row: list[str]) -> str:
-        return (
-            "| "
-            + " | ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(row, widths, numeric, strict=True))
-            + " |"
-        )
-
-    rule = (
-        "|"
-        + "|".join(
-            ("-" * (w + 1) + ":") if num else (":" + "-" * (w + 1)) for w, num in zip(widths, numeric, strict=True)
-        )
-        + "|"
-    )
-    return [line(cells[0]), rule, *[line(row) for row in cells[1:]]]
-
-
-def _md(text: Any) -> str:
-    """Text safe in a markdown table cell or list item: no pipes, no line breaks, no markup."""
-    out = str(text).replace("\\", "\\\\").replace("\r", " ").replace("\n", " ")
-    for char in "|*_`<>[]":
-        out = out.replace(char, "\\" + char)
-    return out
+    return md_table([md_text(c) for c in header], [[md_text(c) for c in row] for row in rows], numeric)
 
 
 def _code(text: str) -> str:

@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pandas as pd
 from rich.table import Table
 
+from ..fmt import pct, spec
+
 STATUS_STYLE = {"ok": "green", "skipped": "yellow"}
-
-
-def _num(value: Any, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return format(value, fmt)
-
-
-def _pct(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:+.1f}%"
 
 
 def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
@@ -40,7 +29,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
     for row in summary.to_dict("records"):
         status = row["status"]
         style = STATUS_STYLE.get(status, "red")
-        sps = _num(row["samples_per_s"], ".2f")
+        sps = spec(row["samples_per_s"], ".2f")
         cv = row.get("samples_per_s_cv_pct")
         if isinstance(cv, float) and not math.isnan(cv):
             sps += f" ±{cv:.1f}%"
@@ -48,10 +37,10 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
             row["scenario"],
             f"[{style}]{status}[/{style}]",
             sps,
-            _pct(row["samples_per_s_vs_baseline_pct"]),
-            _num(row["peak_mem_mb"], ".0f"),
-            _pct(row["peak_mem_mb_vs_baseline_pct"]),
-            _num(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
+            pct(row["samples_per_s_vs_baseline_pct"]),
+            spec(row["peak_mem_mb"], ".0f"),
+            pct(row["peak_mem_mb_vs_baseline_pct"]),
+            spec(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
             str(row.get("error") or "")[:60],
         )
     return table

@@ -237,7 +237,8 @@ def _row(
     peaks: MemoryPeaks | None,
 ) -> dict[str, Any]:
     row: dict[str, Any] = {"scenario": sc.name, "repeat": repeat, "status": status, "error": error}
-    row.update({k: v for k, v in sc.settings().items() if k != "name"})
+    # name is the scenario column; inject_fault (a harness test, bench/worker/run.py) is not a result
+    row.update({k: v for k, v in sc.settings().items() if k not in ("name", "inject_fault")})
     row.update({"model_resolved": model, "device": device})
     row.update(figures)
     if status == "skipped":

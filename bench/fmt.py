@@ -1,0 +1,94 @@
+"""Numbers and markdown as every renderer writes them (terminal tables, markdown, HTML, history).
+
+A missing figure (None, NaN, inf) is `dash`: "-" in plain text, "–" in the report's typography.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+MINUS = "−"  # the report's typographic minus
+
+
+def missing(value: Any) -> bool:
+    """None, or a float that is not a finite number."""
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
+def num(value: Any, decimals: int = 2, *, dash: str = "-") -> str:
+    """1234.5 -> '1,234.50'; missing -> dash."""
+    return dash if missing(value) else f"{float(value):,.{decimals}f}"
+
+
+def spec(value: Any, format_spec: str, *, dash: str = "-") -> str:
+    """format(value, format_spec); missing -> dash."""
+    return dash if missing(value) else format(value, format_spec)
+
+
+def pct(value: Any, *, sign: bool = True, typographic: bool = False, dash: str = "-") -> str:
+    """12.34 -> '+12.3%' ('12.3%' without sign; '−12.3%' with the typographic minus); missing -> dash."""
+    if missing(value):
+        return dash
+    text = f"{float(value):+.1f}%" if sign else f"{float(value):.1f}%"
+    return text.replace("-", MINUS) if typographic else text
+
+
+def utc_minute(value: Any) -> str:
+    """An ISO timestamp as "YYYY-MM-DD HH:MM UTC"; other text as is; "" for nothing."""
+    if not isinstance(value, str) or not value:
+        return ""
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if stamp.tzinfo is not None:
+        stamp = stamp.astimezone(UTC)
+    return stamp.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def md_cell(text: Any) -> str:
+    """Text safe in a markdown table cell: no pipes, no line breaks (other markup kept)."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def md_text(text: Any) -> str:
+    """Text safe in a markdown table cell or list item: no pipes, no line breaks, no markup."""
+    out = str(text).replace("\\", "\\\\").replace("\r", " ").replace("\n", " ")
+    for char in "|*_`<>[]":
+        out = out.replace(char, "\\" + char)
+    return out
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool] | None = None) -> list[str]:
+    """A GitHub markdown table of cells already escaped. With `numeric`, padded to line up (text
+    left-aligned, numbers right-aligned); without, compact."""
+    if numeric is None:
+        return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
+            "| " + " | ".join(row) + " |" for row in rows
+        ]
+    cells = [list(header), *[list(row) for row in rows]]
+    widths = [max(3, *(len(row[i]) for row in cells)) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        padded = (c.rjust(w) if right else c.ljust(w) for c, w, right in zip(row, widths, numeric, strict=True))
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|".join(
+        ("-" * (w + 1) + ":") if right else (":" + "-" * (w + 1)) for w, right in zip(widths, numeric, strict=True)
+    )
+    return [line(cells[0]), "|" + rule + "|", *[line(row) for row in cells[1:]]]
+
+
+# -- the report's typography (HTML, markdown, charts): an en dash for nothing, a true minus --------
+def fmt_num(value: Any, decimals: int) -> str:
+    return num(value, decimals, dash="–")
+
+
+def fmt_pct(value: Any) -> str:
+    return pct(value, typographic=True, dash="–")
+
+
+fmt_date = utc_minute
