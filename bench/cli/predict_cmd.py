@@ -58,7 +58,7 @@ def predict(
     """Predict each scenario's GPU memory by term and phase, without a GPU.
 
     Weights, gradients, optimizer states, activations and cuBLAS workspaces are computed from the
-    model's config and the scenario (the README section "Memory, explained" gives every formula and its source); the
+    model's config and the scenario (docs/memory.md gives every formula and its source); the
     peak is the largest of the forward, backward and optimizer-step phases. The CUDA context and
     the allocator's slack are not predicted: --calibrate DIR takes them from a run on the same GPU.
 

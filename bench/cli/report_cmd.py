@@ -47,7 +47,7 @@ def report_command(
 
     Examples:
       gpubench report results/2026-11-29T10-00-00/
-      gpubench report results/h200-bert-large --format markdown >> "$GITHUB_STEP_SUMMARY"
+      gpubench report results/h200-bert-large/full --format markdown >> "$GITHUB_STEP_SUMMARY"
     """
     err = Console(stderr=True)
     if fmt is ReportFormat.html:

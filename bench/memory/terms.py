@@ -1,6 +1,6 @@
 """Bytes per memory term for a BERT classifier on a CUDA GPU: pure arithmetic, no torch.
 
-Sources (README, "Memory, explained", says more): the HF guide "Model training anatomy" (4 B/param fp32 weights,
+Sources (docs/memory.md says more): the HF guide "Model training anatomy" (4 B/param fp32 weights,
 4 B grads, 8 B AdamW, ~2 B 8-bit AdamW), the ZeRO paper (16 B/param for mixed-precision Adam),
 bitsandbytes' optimizer code (block-wise 8-bit states, blocksize 256, 32-bit states under 4096
 elements), transformers' Adafactor (factored second moment, no first moment when beta1 is None),
