@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from harness import leftover_temp_files
 
 from bench import fsio
@@ -125,13 +128,23 @@ def test_columns_are_locked() -> None:
     assert len(set(COLUMNS)) == len(COLUMNS)
 
 
-def test_header_is_exactly_the_columns_whatever_the_rows_hold(tmp_path: Path) -> None:
+def test_header_is_exactly_the_columns(tmp_path: Path) -> None:
     path = tmp_path / "results.csv"
-    write_results(path, [row("a", not_a_column=1)])
+    write_results(path, [row("a", samples_per_s=1.0)])
     assert path.read_text().splitlines()[0] == ",".join(EXPECTED_COLUMNS)
     write_results(path, [])  # an empty run still writes a readable file
     assert path.read_text().splitlines() == [",".join(EXPECTED_COLUMNS)]
     assert len(read_results(path)) == 0
+
+
+@given(st.text(min_size=1).filter(lambda k: k not in EXPECTED_COLUMNS))
+def test_a_row_with_an_unknown_column_is_refused_and_nothing_is_written(key: str) -> None:
+    """A worker figure missing from COLUMNS used to be dropped without a word."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "results.csv"
+        with pytest.raises(ValueError, match="unknown column"):
+            write_results(path, [row("a"), row("b", **{key: 1})])
+        assert not path.exists()
 
 
 def test_round_trip_keeps_every_value(tmp_path: Path) -> None:
