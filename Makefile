@@ -10,14 +10,21 @@ BENCH_LIMIT ?=
 
 .PHONY: install run test test-gpu lint bench clean
 
+# CONSTRAINTS=constraints/h200-2026-11.txt installs the versions behind the published H200 results
+# (pip -c; on a CUDA machine); set, it reinstalls even when .venv is up to date.
+CONSTRAINTS ?=
+PIP_C := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
+
 install: $(STAMP)
 
-$(STAMP): pyproject.toml tools/torch_spec.py
+$(STAMP): pyproject.toml setup.py tools/torch_spec.py $(if $(CONSTRAINTS),$(CONSTRAINTS) FORCE)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$$($(PYTHON) tools/torch_spec.py)"
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q $(PIP_C) "$$($(PYTHON) tools/torch_spec.py)"
+	$(BIN)/python -m pip install -q $(PIP_C) -e ".[dev]"
 	touch $(STAMP)
+
+FORCE:
 
 run: install
 	$(BIN)/gpubench run --matrix quick $(RUN_ARGS)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from .errors import BadInput, did_you_mean
 from .scenario import SETTING_KEYS, Scenario
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 TOP_LEVEL_KEYS = ("matrix", "base", "scenarios")
 MATRIX_KEYS = ("description",)
 # Accepted for readers of the guide's TrainingArguments; mapped onto `precision`.
@@ -28,12 +28,22 @@ class Matrix:
         return [s.name for s in self.scenarios]
 
 
-def available_matrices(directory: Path = SCENARIO_DIR) -> list[str]:
-    return sorted(p.stem for p in directory.glob("*.toml"))
+def scenario_dir() -> Path:
+    """The folder of the shipped matrices: bench/scenarios inside an installed wheel (setup.py maps
+    the repository's scenarios/ there), else scenarios/ beside the package (a checkout, an editable
+    install)."""
+    package = Path(str(resources.files("bench")))
+    shipped = package / "scenarios"
+    return shipped if shipped.is_dir() else package.parent / "scenarios"
 
 
-def resolve_matrix_path(name_or_path: str, directory: Path = SCENARIO_DIR) -> Path:
+def available_matrices(directory: Path | None = None) -> list[str]:
+    return sorted(p.stem for p in (directory or scenario_dir()).glob("*.toml"))
+
+
+def resolve_matrix_path(name_or_path: str, directory: Path | None = None) -> Path:
     """A matrix name (scenarios/NAME.toml) or a path to a TOML file."""
+    directory = directory or scenario_dir()
     candidate = Path(name_or_path)
     if candidate.suffix == ".toml" or candidate.exists():
         if not candidate.is_file():
@@ -50,7 +60,7 @@ def resolve_matrix_path(name_or_path: str, directory: Path = SCENARIO_DIR) -> Pa
     return path
 
 
-def load_matrix(name_or_path: str, directory: Path = SCENARIO_DIR) -> Matrix:
+def load_matrix(name_or_path: str, directory: Path | None = None) -> Matrix:
     path = resolve_matrix_path(name_or_path, directory)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Annotated
 
 import typer
 
+from .. import version
 from ..errors import ExitCode, GpubenchError
 from . import compare_cmd, history_cmd, predict_cmd, report_cmd, run_cmd
 
@@ -24,6 +26,22 @@ compare_cmd.register(app)
 history_cmd.register(app)
 predict_cmd.register(app)
 report_cmd.register(app)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"gpubench {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    _version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print gpubench's version and exit."),
+    ] = False,
+) -> None:
+    pass
 
 
 def main() -> None:

@@ -156,7 +156,14 @@ def open_store(target: str, *, write: bool) -> Store:
     else:
         try:
             engine = create_engine(url, connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S})
-        except (ArgumentError, ImportError) as exc:
+        except ImportError as exc:
+            if exc.name == "psycopg":  # an optional dependency since gpubench[postgres]
+                raise BadInput(
+                    f"--db {shown(url)}: PostgreSQL needs the psycopg driver, which is not installed here",
+                    hint="install it with: pip install 'gpubench[postgres]'",
+                ) from None
+            raise BadInput(f"--db {shown(url)}: {exc}") from None
+        except ArgumentError as exc:
             raise BadInput(f"--db {shown(url)}: {exc}") from None
     store = Store(engine, url)
     try:

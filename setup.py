@@ -1,0 +1,15 @@
+"""Which files the wheel holds (the rest of the metadata is in pyproject.toml).
+
+The matrices stay in the repository's top-level scenarios/ folder, their one copy; the wheel carries
+them as the package data bench/scenarios/*.toml, where bench.matrix.scenario_dir() finds them. A
+folder mapped under another name cannot be expressed beside `packages.find` in pyproject.toml,
+hence this file.
+"""
+
+from setuptools import find_namespace_packages, setup
+
+setup(
+    packages=[*find_namespace_packages(include=["bench", "bench.*"]), "bench.scenarios"],
+    package_dir={"bench.scenarios": "scenarios"},
+    package_data={"bench.scenarios": ["*.toml"]},
+)
