@@ -1,10 +1,10 @@
 """Fidelity of gpubench's figures on a GPU, measured side by side in one job:
 
 1. the Accelerate engine (`gpubench run --matrix fidelity`) against the hand-written reference loop
-   (benchmarks/reference_loop.py) for the same scenarios: the ratio must be within 3%;
+   (validation/reference_loop.py) for the same scenarios: the ratio must be within 3%;
 2. the cost of the NVML memory sampler: the same scenarios with sampling on and off.
 
-    python benchmarks/fidelity.py --out results/h200-fidelity --repeats 3
+    python -m validation.fidelity --out results/h200-bert-large/fidelity --repeats 3
 
 The yardstick is the loop with the engine's own data path: accelerate's DataLoader (like the
 Trainer, and like a plain `batch.to("cuda")`) copies each batch with a blocking copy, which waits
@@ -25,16 +25,13 @@ sampler's cost, and the median CPU probe around the engine's and the blocking lo
 `engine_cpu_loop_ms`, `blocking_cpu_loop_ms`) once every repeat is done, and prints it.
 `within_3pct` judges the engine's median against the blocking loop's where that ran, else
 against the non-blocking loop's. On a host whose CPU speed drifts (a launch-bound step follows
-it), a ratio of medians can pass or fail by chance; so the table also gives:
-- `cpu_adjusted_ratio`: engine / blocking loop at equal CPU speed, fitted over the repeats' pairs
-  with each side's CPU probe (benchmarks/cpu_adjust.py), its 95% interval (`cpu_adjusted_ci_low`,
-  `cpu_adjusted_ci_high`), `cpu_slope`, and `within_3pct_at_matched_cpu`: the whole interval
-  within 3%;
-- `pair_geomean_ratio`, needing no model: the geometric mean of the per-repeat ratios, with its
-  95% interval (`pair_ci_low`, `pair_ci_high`).
-`--no-non-blocking-loop` runs the yardstick only, for more pairs in the same time. Arguments after
-`--` go to each `gpubench run` (e.g. `-- --model bert-base`). `--device cpu` runs the whole thing
-on the CPU with the tiny model, to test the script; its figures mean nothing.
+it), a ratio of medians can pass or fail by chance; so the table also gives
+`pair_geomean_ratio`: the geometric mean of the per-repeat ratios engine / blocking loop, with its
+95% interval (`pair_ci_low`, `pair_ci_high`; validation/interleave_stats.py), from 4 repeats up.
+validation/interleaved.py measures the same ratio with both sides in one process, which a
+drifting CPU cannot bias. Arguments after `--` go to each `gpubench run` (e.g. `-- --model
+bert-base`). `--device cpu` runs the whole thing on the CPU with the tiny model, to test the
+script; its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -42,36 +39,33 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
-from cpu_adjust import cpu_adjusted_ratio, interval_within, paired_ratio
-from parts import TIME_LIMIT, expired, gpubench_run
 
 from bench.fsio import atomic_write_text
 from bench.results import read_results, row_cpu_loop_ms
+from validation.interleave_stats import paired_ratio
+from validation.parts import INTERRUPTED, TIME_LIMIT, expired, gpubench_run, run_child, stop_on_sigterm
 
-HERE = Path(__file__).resolve().parent
-TIMEOUT_S = 900
+# One reference loop: seconds on a GPU (bert-large, 128 steps); a hang guard far above that.
+REFERENCE_TIMEOUT_S = 900.0
 
 
-def reference(settings: dict, device: str, out: Path, blocking: bool = False) -> dict:
-    """The reference loop for the settings of one engine row; its JSON result (kept if present).
-    `blocking`: copy each batch as accelerate's DataLoader does (reference_loop.py --blocking-copy)."""
-    if not out.is_file():
-        cmd = [sys.executable, str(HERE / "reference_loop.py"), "--device", device, "--out", str(out)]
-        cmd += ["--blocking-copy"] if blocking else []
-        for key in ("batch_size", "precision", "optimizer", "attn_implementation", "samples", "seq_len"):
-            cmd += [f"--{key.replace('_', '-')}", str(settings[key])]
-        cmd += ["--model", str(settings["model_resolved"]), "--warmup-steps", str(settings["warmup_steps"])]
-        cmd += ["--tf32"] if settings["tf32"] else []
-        print("+ " + " ".join(cmd), file=sys.stderr)
-        subprocess.run(cmd, timeout=TIMEOUT_S, check=True, stdout=subprocess.DEVNULL)
-    result: dict = json.loads(out.read_text())
-    return result
+def reference(settings: dict, device: str, out: Path, blocking: bool = False) -> int:
+    """Run the reference loop for the settings of one engine row into `out` (kept if present); its
+    exit code. `blocking`: copy each batch as accelerate's DataLoader does (--blocking-copy)."""
+    if out.is_file():
+        return 0
+    cmd = [sys.executable, "-m", "validation.reference_loop", "--device", device, "--out", str(out)]
+    cmd += ["--blocking-copy"] if blocking else []
+    for key in ("batch_size", "precision", "optimizer", "attn_implementation", "samples", "seq_len"):
+        cmd += [f"--{key.replace('_', '-')}", str(settings[key])]
+    cmd += ["--model", str(settings["model_resolved"]), "--warmup-steps", str(settings["warmup_steps"])]
+    cmd += ["--tf32"] if settings["tf32"] else []
+    return run_child(f"reference loop {out.stem}", cmd, REFERENCE_TIMEOUT_S, quiet=True)
 
 
 def cv_pct(values: pd.Series) -> float:
@@ -84,7 +78,7 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
         engine = read_results(out / f"engine-r{r}")
         off = read_results(out / f"engine-no-sampler-r{r}").set_index("scenario") if sampler_off else None
         for row in engine[engine["status"] == "ok"].to_dict("records"):
-            ref_json = out / f"reference-{row['scenario']}-r{r}.json"  # absent with --no-non-blocking-loop
+            ref_json = out / f"reference-{row['scenario']}-r{r}.json"
             ref = json.loads(ref_json.read_text()) if ref_json.is_file() else {}
             blocking_json = out / f"reference-blocking-{row['scenario']}-r{r}.json"
             blocking = json.loads(blocking_json.read_text()) if blocking_json.is_file() else {}
@@ -131,14 +125,7 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
             # How fast the CPU was around each side's windows: where the two differ, so may the speeds
             for side in ("engine", "blocking"):
                 row[f"{side}_cpu_loop_ms"] = pd.to_numeric(g[f"{side}_cpu_ms"], errors="coerce").median()
-            names = ("engine", "blocking", "engine_cpu_ms", "blocking_cpu_ms")
-            cols = [pd.to_numeric(g[c], errors="coerce") for c in names]
-            adjusted = cpu_adjusted_ratio(*cols)  # engine / blocking loop at the same CPU speed (cpu_adjust.py)
-            row["cpu_adjusted_ratio"] = adjusted["ratio"]
-            row["cpu_adjusted_ci_low"], row["cpu_adjusted_ci_high"] = adjusted["ci_low"], adjusted["ci_high"]
-            row["cpu_slope"] = adjusted["cpu_slope"]
-            row["within_3pct_at_matched_cpu"] = interval_within(adjusted)
-            paired = paired_ratio(cols[0], cols[1])  # the geometric mean of the per-repeat ratios, no model
+            paired = paired_ratio(g["engine"], pd.to_numeric(g["blocking"], errors="coerce"))
             row["pair_geomean_ratio"] = paired["ratio"]
             row["pair_ci_low"], row["pair_ci_high"] = paired["ci_low"], paired["ci_high"]
         no_sampler = pd.to_numeric(g["no_sampler"], errors="coerce").dropna()
@@ -146,14 +133,18 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
             row["no_sampler_samples_per_s"] = no_sampler.median()
             row["sampler_cost_pct"] = (1 - engine / no_sampler.median()) * 100
         rows.append(row)
-    result = pd.DataFrame(rows)
-    if frame["reference"].isna().all():  # --no-non-blocking-loop: no columns of a loop that did not run
-        gone = ["reference_samples_per_s", "engine_over_reference", "ratio_min", "ratio_max", "reference_cv_pct"]
-        result = result.drop(columns=[*gone, "reference_max_allocated_mb"])
-    return result
+    return pd.DataFrame(rows)
 
 
 def main() -> int:
+    stop_on_sigterm()
+    try:
+        return _main()
+    except KeyboardInterrupt:  # between children: what finished is kept
+        return INTERRUPTED
+
+
+def _main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--only", default=None, help="comma-separated scenarios of the fidelity matrix")
@@ -167,13 +158,6 @@ def main() -> int:
         default="all",
         help="scenarios whose reference loop also runs with accelerate's blocking batch copy, the yardstick "
         "('all', the default, or a comma-separated list; '' for none)",
-    )
-    p.add_argument(
-        "--non-blocking-loop",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also run the loop with non_blocking=True, the cost of the blocking copy (--no-non-blocking-loop: "
-        "the yardstick only, more pairs in the same time)",
     )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -197,12 +181,15 @@ def main() -> int:
         for row in engine[engine["status"] == "ok"].to_dict("records"):
             blocking = a.blocking_copy == "all" or row["scenario"] in a.blocking_copy.split(",")
             loops = [("reference-blocking", True)] if blocking else []
-            loops += [("reference", False)] if a.non_blocking_loop or not blocking else []
+            loops += [("reference", False)]
             for prefix, blocking in loops:
                 ref_out = a.out / f"{prefix}-{row['scenario']}-r{r}.json"
                 if not ref_out.is_file() and expired(deadline):
                     return TIME_LIMIT
-                reference(row, a.device, ref_out, blocking)
+                code = reference(row, a.device, ref_out, blocking)
+                if code != 0:
+                    print(f"{ref_out.stem}: the reference loop ended with exit {code}", file=sys.stderr)
+                    return code
     result = table(a.out, a.repeats, bool(a.sampler_off))
     atomic_write_text(a.out / "fidelity.csv", result.to_csv(index=False))
     print(result.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

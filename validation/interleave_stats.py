@@ -1,9 +1,12 @@
-"""The figures of benchmarks/interleaved.py: one result's blocks summarised, and every result under
-a directory collected, with the units of each scenario and kind pooled over the runs.
+"""The ratio statistics of the validation suite: an a/b ratio over pairs measured side by side in
+time, with a 95% bootstrap interval (paired_ratio; grouped_ratio when the pairs come from several
+processes); and the figures of validation/interleaved.py built on them: one result's blocks
+summarised, and every result under a directory collected, with the units of each scenario and
+kind pooled over the runs.
 
 A result's blocks alternate a b | b a | a b ...; two pairs (a b b a) make one unit, so a speed that
 drifts steadily within a unit favours neither side. The ratio a/b is the geometric mean over the
-units, with a 95% interval from resampling the units (benchmarks/cpu_adjust.py).
+units, with a 95% interval from resampling the units.
 """
 
 from __future__ import annotations
@@ -11,11 +14,56 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
-from cpu_adjust import grouped_ratio, interval_within, paired_ratio
+
+MIN_PAIRS = 4  # fewer complete pairs give no ratio
+RESAMPLES = 2000
+
+
+def _complete(*columns: Sequence[float]) -> np.ndarray:
+    """The pairs (rows) whose figures are all finite and positive, as one array of columns."""
+    data = np.array(columns, dtype=float).T
+    return data[np.isfinite(data).all(axis=1) & (data > 0).all(axis=1)]
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """The geometric mean of the per-pair ratios a/b (each pair ran side by side in time) and its
+    95% interval from resampled pairs (`ratio`, `ci_low`, `ci_high`); NaN for fewer than 4 pairs."""
+    data = _complete(a, b)
+    if len(data) < MIN_PAIRS:
+        return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+    logs = np.log(data[:, 0] / data[:, 1])
+    rng = np.random.default_rng(0)  # the same data give the same interval
+    low, high = np.percentile(logs[rng.integers(0, len(logs), (RESAMPLES, len(logs)))].mean(axis=1), [2.5, 97.5])
+    return {"ratio": math.exp(logs.mean()), "ci_low": math.exp(low), "ci_high": math.exp(high)}
+
+
+def grouped_ratio(groups: Sequence[tuple[Sequence[float], Sequence[float]]]) -> dict[str, float]:
+    """paired_ratio over the pairs of several processes pooled, with a 95% interval that resamples
+    the processes first and then the pairs within each: where processes differ by more than their
+    own pairs say (each lays out its memory its own way), the interval widens to show it. With two
+    or three processes the outer resampling is coarse; as it resamples the pairs too, it comes out
+    at least about as wide as paired_ratio's."""
+    logs = [np.log(d[:, 0] / d[:, 1]) for d in (_complete(a, b) for a, b in groups) if len(d)]
+    if sum(len(g) for g in logs) < MIN_PAIRS:
+        return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+    rng = np.random.default_rng(0)
+    means = np.empty(RESAMPLES)
+    for i in range(RESAMPLES):
+        picked = [logs[j] for j in rng.integers(0, len(logs), len(logs))]
+        means[i] = np.concatenate([g[rng.integers(0, len(g), len(g))] for g in picked]).mean()
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {"ratio": math.exp(np.concatenate(logs).mean()), "ci_low": math.exp(low), "ci_high": math.exp(high)}
+
+
+def interval_within(ratio: dict[str, float], tolerance: float = 0.03) -> bool:
+    """The whole 95% interval of a ratio above lies within `tolerance` of 1 (false where it is NaN)."""
+    return bool(ratio["ci_low"] >= 1 - tolerance and ratio["ci_high"] <= 1 + tolerance)
 
 
 def geomean(values: list[float]) -> float:

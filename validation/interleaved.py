@@ -1,35 +1,32 @@
 """The Accelerate engine against the hand-written loop in one process, in alternating blocks.
 
-On a host whose CPU speed swings from one few-second window to the next (results/README.md,
-`cpu-noise/`), a launch-bound step follows it, and an engine run set beside a loop run a minute
-later differs by up to 20% either way (`fidelity-matched-cpu/`). Here both sides live in one
-process on one GPU and take turns every `--block-steps` steps (about half a second at batch 4):
+On a host whose CPU speed swings from one few-second window to the next, a launch-bound step
+follows it, and an engine run set beside a loop run a minute later differs by up to 20% either
+way (measured on the H200 virtual machines; the data are archived at the tag lab-h200-2026-11).
+Here both sides live in one process on one GPU and take turns every `--block-steps` steps (about
+half a second at batch 4):
 
 - the engine side is gpubench's own Accelerate engine (bench/worker/accelerate_engine.py: the
   same `setup` and `step` a worker runs, with the worker's clock, loss tracker and memory hooks),
   with the NVML memory sampler (bench/measure/nvml.py, 200 Hz, in a process of its own as in a
   run) switched on for the engine's blocks only;
-- the loop side is benchmarks/reference_loop.py's `ReferenceLoop`, with the engine's data path
-  (a blocking batch copy, `--blocking-copy`): the yardstick of benchmarks/fidelity.py.
+- the loop side is validation/reference_loop.py's `ReferenceLoop`, with the engine's data path
+  (a blocking batch copy, `--blocking-copy`): the yardstick of validation/fidelity.py.
 
 Each block is timed with a device synchronisation at both ends. Pair i runs engine then loop for
 even i, loop then engine for odd i, so a speed that drifts during a pair favours neither side.
 Two consecutive pairs (engine, loop, loop, engine) make one unit; the engine/loop ratio is the
 geometric mean over the units, and its 95% interval comes from resampling the units
-(benchmarks/cpu_adjust.py). `within_3pct` is true when the whole interval lies within 3%.
+(validation/interleave_stats.py). `within_3pct` is true when the whole interval lies within 3%.
 
 More kinds of result use the same alternation with other sides (interleave_sides.KINDS):
 `--control S` (A/A: the loop against a second copy of itself; its ratio should be 1, and shows
 what the method alone gives), `--sampler-cost S` (the loop with the sampler on against itself
 without), `--bare-engine S` (the engine with its clock, loss tracking and memory marks replaced
-by stand-ins that do nothing, against the loop: accelerate's share), `--trackers S` (the
-engine against the bare engine: gpubench's share), `--tracker-change S` (the engine with the
-trackers as they were up to 70eb50d, a loss check of four kernels and a forward hook every step,
-against today's, which cost no kernel) and `--accelerate-steps S` (the engine against its own
-model, optimizer and data stepped the loop's way, without accelerate's per-step code but with
-gpubench's trackers: accelerate's per-step share, in place).
+by stand-ins that do nothing, against the loop: accelerate's share) and `--trackers S` (the
+engine against the bare engine: gpubench's share).
 
-    python benchmarks/interleaved.py --out results/h200-bert-large/interleaved --control tf32-b4
+    python -m validation.interleaved --out results/h200-bert-large/interleaved --control tf32-b4
 
 On the CPU, the side whose model was built first in the process ran 1-2% slower. So by default
 (`--build-first both`) each scenario runs in two processes, half the pairs each, the loop's model
@@ -48,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -56,16 +54,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from interleave_sides import KINDS, SIDES, WARMUP_STEPS, build_sides, scenario_names
-from interleave_stats import collect, summarize
-from parts import TIME_LIMIT, expired
-
 from bench.errors import BadInput
 from bench.fsio import atomic_write_json, atomic_write_text
 from bench.proc import run_subprocess
+from validation.interleave_sides import KINDS, SIDES, WARMUP_STEPS, build_sides, scenario_names
+from validation.interleave_stats import collect, summarize
+from validation.parts import INTERRUPTED, TIME_LIMIT, expired, stop_on_sigterm
 
-HERE = Path(__file__).resolve()
-CHILD_TIMEOUT_S = 900
+MODULE = [sys.executable, "-m", "validation.interleaved"]
+# One scenario's process: about a minute on a GPU at 40-100 pairs of 10 steps; a hang guard far above.
+CHILD_TIMEOUT_S = 900.0
+ANSWER_TIMEOUT_S = 60.0  # the sampler helper answers a command within milliseconds
 
 
 # ---------------------------------------------------------------- the sampler, on for the engine
@@ -76,14 +75,19 @@ class SamplerSwitch:
     this process group, switched on and off by a line on its stdin; it answers once it has."""
 
     def __init__(self, uuid: str) -> None:
-        cmd = [sys.executable, str(HERE), "--sampler-helper", uuid, "--pgid", str(os.getpgid(0))]
+        cmd = [*MODULE, "--sampler-helper", uuid, "--pgid", str(os.getpgid(0))]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._ask("ready")
 
     def _ask(self, command: str) -> str:
+        """Send one command; its one-line answer, waited for at most ANSWER_TIMEOUT_S."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(command + "\n")
         self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], ANSWER_TIMEOUT_S)
+        if not ready:
+            self.proc.kill()
+            raise RuntimeError(f"NVML sampler helper gave no answer to {command!r} within {ANSWER_TIMEOUT_S:g} s")
         answer = self.proc.stdout.readline().strip()
         if not answer.startswith("ok"):
             raise RuntimeError(f"NVML sampler helper answered {answer!r} to {command!r}")
@@ -210,11 +214,14 @@ def result_path(out: Path, name: str, kind: str, first: str = "b") -> Path:
 
 
 def main() -> int:
+    stop_on_sigterm()
     try:
         return _main()
     except BadInput as exc:  # a scenario the matrix does not have, ...: one line, exit 2
-        print(f"interleaved.py: error: {exc}", file=sys.stderr)
+        print(f"validation.interleaved: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)
+    except KeyboardInterrupt:  # finished results are kept
+        return INTERRUPTED
 
 
 def _main() -> int:
@@ -230,15 +237,6 @@ def _main() -> int:
     p.add_argument("--sampler-cost", default="", help="comma-separated scenarios to run the sampler's A/B on")
     p.add_argument("--bare-engine", default="", help="comma-separated scenarios to run the bare engine on")
     p.add_argument("--trackers", default="", help="comma-separated scenarios: the engine against the bare engine")
-    p.add_argument(
-        "--tracker-change", default="", help="comma-separated scenarios: the trackers up to 70eb50d against today's"
-    )
-    p.add_argument(
-        "--accelerate-steps",
-        default="",
-        help="comma-separated scenarios: the engine against its own model, optimizer and data stepped without "
-        "accelerate's per-step code",
-    )
     p.add_argument("--pairs", type=int, default=40, help="block pairs per scenario (even)")
     p.add_argument("--block-steps", type=int, default=10, help="optimizer steps per block")
     p.add_argument(
@@ -286,8 +284,6 @@ def _main() -> int:
     jobs += [(n, "sampler-cost") for n in scenario_names(a.sampler_cost)] if a.sampler_cost else []
     jobs += [(n, "bare-engine") for n in scenario_names(a.bare_engine)] if a.bare_engine else []
     jobs += [(n, "trackers") for n in scenario_names(a.trackers)] if a.trackers else []
-    jobs += [(n, "tracker-change") for n in scenario_names(a.tracker_change)] if a.tracker_change else []
-    jobs += [(n, "accelerate-steps") for n in scenario_names(a.accelerate_steps)] if a.accelerate_steps else []
     a.out.mkdir(parents=True, exist_ok=True)
     for name, kind, first in ((n, k, f) for n, k in jobs for f in orders):
         path = result_path(a.out, name, kind, first)
@@ -295,16 +291,17 @@ def _main() -> int:
             continue
         if expired(deadline):
             return TIME_LIMIT
-        cmd = [sys.executable, str(HERE), "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(pairs)]
+        cmd = [*MODULE, "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(pairs)]
         cmd += ["--block-steps", str(a.block_steps), "--device", a.device, "--sampler" if a.sampler else "--no-sampler"]
         cmd += ["--build-first", first]
         print("+ " + " ".join(cmd), file=sys.stderr)
         log = path.with_suffix(".log")
         done = run_subprocess(cmd, timeout_s=CHILD_TIMEOUT_S, log_path=log)
+        if done.interrupted:
+            return INTERRUPTED
         if done.returncode != 0:
-            print(
-                f"{name}: exit {done.returncode}{' (timed out)' if done.timed_out else ''}; see {log}", file=sys.stderr
-            )
+            timed_out = f" (still running after its {CHILD_TIMEOUT_S:g} s timeout; stopped)" if done.timed_out else ""
+            print(f"{name}: exit {done.returncode}{timed_out}; see {log}", file=sys.stderr)
             return 1
     return write_table(a.out)
 

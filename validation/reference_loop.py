@@ -12,7 +12,7 @@ Each batch goes to the GPU with `non_blocking=True`, so the CPU may run ahead of
 which waits for the GPU to finish the work already queued, once per step. Running both on one
 scenario shows what that wait costs.
 
-    python benchmarks/reference_loop.py --model bert-large --batch-size 4 --precision bf16 --out ref.json
+    python -m validation.reference_loop --model bert-large --batch-size 4 --precision bf16 --out ref.json
 """
 
 from __future__ import annotations
