@@ -145,7 +145,9 @@ def main() -> int:
 
 
 def _main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m validation.fidelity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--only", default=None, help="comma-separated scenarios of the fidelity matrix")
     p.add_argument(

@@ -225,7 +225,11 @@ def main() -> int:
 
 
 def _main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m validation.interleaved",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--out", type=Path)
     p.add_argument(
         "--only",

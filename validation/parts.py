@@ -82,7 +82,7 @@ def run_child(name: str, cmd: Sequence[str], timeout_s: float, quiet: bool = Fal
         return proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         kill_group(proc, STOP_GRACE_S)
-        print(f"{name}: still running after its {timeout_s:.0f} s timeout; stopped", file=sys.stderr)
+        print(f"{name}: still running after its {timeout_s:g} s timeout; stopped", file=sys.stderr)
         return TIMED_OUT
     except KeyboardInterrupt:  # the child is in its own session: a terminal's Ctrl-C reached us only
         kill_group(proc, STOP_GRACE_S)

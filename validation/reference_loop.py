@@ -30,7 +30,11 @@ from bench.worker.clock import step_time_ms
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m validation.reference_loop",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", default="bert-large", choices=sorted(PRESETS))
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])

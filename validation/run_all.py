@@ -117,7 +117,9 @@ def main() -> int:
 
 
 def _main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m validation.run_all", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument(
         "--parts",
