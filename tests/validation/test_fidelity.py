@@ -19,7 +19,7 @@ from validation import fidelity
 
 FIDELITY = [sys.executable, "-m", "validation.fidelity"]
 SMALL = ["--", "--samples", "16", "--seq-len", "32", "--warmup-steps", "1"]
-HANG_GUARD_S = 1800  # the runs below take 1-3 minutes on a busy 2-core CPU; only a hang reaches this
+HANG_GUARD_S = 3600  # only a hang reaches this: each run below takes 1-3 minutes on a busy 2-core CPU
 
 
 def run_fidelity(out: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ from harness import REPO
 pytestmark = pytest.mark.validation
 
 SCRIPT = [sys.executable, "-m", "validation.interleaved"]
-HANG_GUARD_S = 1200  # the run below takes about 1-2 minutes on a busy 2-core CPU; only a hang reaches this
+HANG_GUARD_S = 3600  # only a hang reaches this: the run below takes minutes even on a busy 2-core CPU
 
 
 def run(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -26,15 +26,17 @@ def run(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_interleaved_runs_each_kind_in_both_build_orders_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "il"
-    args = ["--only", "fp32-b4,tf32-b4", "--control", "fp32-b4", "--trackers", "fp32-b4", "--pairs", "8"]
+    # kept small: each result is a process of its own (torch, transformers, two models); the A/A
+    # control and the sampler's cost pair the loop with itself, which the engine kind already runs
+    args = ["--only", "fp32-b4,tf32-b4", "--trackers", "fp32-b4", "--pairs", "8"]
     done = run(out, *args, "--block-steps", "1")
     assert done.returncode == 0, done.stderr[-3000:]
     names = {p.name for p in out.glob("*.json")}
-    for stem in ("fp32-b4", "tf32-b4", "fp32-b4-control", "fp32-b4-trackers"):  # half the pairs in each order
+    for stem in ("fp32-b4", "tf32-b4", "fp32-b4-trackers"):  # half the pairs in each order
         assert {f"{stem}.json", f"{stem}-a-first.json"} <= names
     table = pd.read_csv(out / "interleaved.csv")
     pooled = table[table["run"] == "pooled"].set_index("kind")
-    assert sorted(pooled.index) == ["control", "engine", "trackers"]
+    assert sorted(pooled.index) == ["engine", "trackers"]
     assert set(pooled["built_first"]) == {"a,b"} and set(pooled["units"]) == {4}  # 2 processes x 4 pairs
     assert "CUDA" in table.dropna(subset=["skipped"]).set_index("scenario").loc["tf32-b4", "skipped"].iloc[0]
     engine = json.loads((out / "fp32-b4.json").read_text())
