@@ -5,10 +5,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUN_ARGS ?=
 BENCH_OUT ?= results/h200-bert-large
-BENCH_PARTS ?=  # empty: every part (benchmarks/run_all.py's --parts default)
+BENCH_PARTS ?=  # empty: every part (validation/run_all.py's --parts default)
 BENCH_LIMIT ?=
 
-.PHONY: install run test test-gpu lint bench clean
+.PHONY: install run test test-validation test-gpu lint bench clean
 
 # CONSTRAINTS=constraints/h200-2026-11.txt installs the versions behind the published H200 results
 # (pip -c; on a CUDA machine); set, it reinstalls even when .venv is up to date.
@@ -30,19 +30,23 @@ run: install
 	$(BIN)/gpubench run --matrix quick $(RUN_ARGS)
 
 test: install
-	$(BIN)/python -m pytest -m "not gpu" -q
+	$(BIN)/python -m pytest -m "not gpu and not validation" -q
+
+# End-to-end runs of the validation scripts (validation/) on the CPU with the tiny model.
+test-validation: install
+	$(BIN)/python -m pytest -m validation -q
 
 test-gpu: install
 	$(BIN)/python -m pytest -m gpu -q
 
 lint: install
-	$(BIN)/ruff check bench tests tools benchmarks
-	$(BIN)/ruff format --check bench tests tools benchmarks
-	$(BIN)/mypy bench benchmarks
+	$(BIN)/ruff check bench tests tools validation
+	$(BIN)/ruff format --check bench tests tools validation
+	$(BIN)/mypy bench validation
 
 # The published GPU results (results/README.md); resumable, run again until it reports all parts done.
 bench: install
-	$(BIN)/python benchmarks/run_all.py --out $(BENCH_OUT) $(if $(BENCH_PARTS),--parts $(BENCH_PARTS)) $(if $(BENCH_LIMIT),--time-limit $(BENCH_LIMIT))
+	$(BIN)/python -m validation.run_all --out $(BENCH_OUT) $(if $(BENCH_PARTS),--parts $(BENCH_PARTS)) $(if $(BENCH_LIMIT),--time-limit $(BENCH_LIMIT))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,82 @@
+"""`validation/interleave_stats.py`: the ratio statistics, on made-up numbers (a drifting CPU, a
+real gap, processes that disagree). Pure and fast: part of the default suite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from validation import interleave_stats as il
+
+
+def blocks(speed_at: Any, a_factor: float, pairs: int = 40, seconds: float = 0.5) -> list[dict[str, Any]]:
+    """Blocks as measure() records them, a b | b a | a b ...: each block's samples/s is the CPU's
+    speed at its start (speed_at(i), i counting blocks) times a_factor for side a."""
+    out, i = [], 0
+    for pair in range(pairs):
+        for side in ("a", "b") if pair % 2 == 0 else ("b", "a"):
+            rate = speed_at(i) * (a_factor if side == "a" else 1.0)
+            out.append(
+                {"pair": pair, "side": side, "start_s": i * seconds, "seconds": seconds, "samples": rate * seconds}
+            )
+            i += 1
+    return out
+
+
+def test_paired_ratio_is_the_geometric_mean_of_the_pairs_with_an_interval_and_needs_four() -> None:
+    pairs = il.paired_ratio([2.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 2.0])
+    assert pairs["ratio"] == pytest.approx(1.0) and pairs["ci_low"] < 1.0 < pairs["ci_high"]
+    steady = il.paired_ratio([0.95, 1.90, 0.95, 1.90], [1.0, 2.0, 1.0, 2.0])
+    assert steady["ratio"] == pytest.approx(0.95) == steady["ci_low"] == steady["ci_high"]
+    assert not il.interval_within(steady) and il.interval_within({"ratio": 1, "ci_low": 0.98, "ci_high": 1.02})
+    three = il.paired_ratio([1.0, 1.0, 1.0, float("nan")], [1.0, 1.0, 1.0, 1.0])  # a NaN pair does not count
+    assert all(v != v for v in three.values()) and not il.interval_within(three)
+
+
+def test_alternating_units_cancel_a_drifting_cpu_and_find_a_real_gap() -> None:
+    slowing = lambda i: 60.0 * 0.99**i  # noqa: E731 - 1% slower every block: 0.45x over the run
+    same = il.summarize(blocks(slowing, 1.0))
+    assert same["ratio"] == pytest.approx(1.0, abs=1e-9)  # a b b a: a linear (in log) drift cancels
+    assert same["within_3pct"] is True and same["ci_low"] <= 1.0 <= same["ci_high"]
+    # each pair alone blames whichever side ran first; only the units are fair
+    assert same["ratio_a_first"] == pytest.approx(1 / 0.99) and same["ratio_b_first"] == pytest.approx(0.99)
+
+    swinging = lambda i: 60.0 * (1.8 if (i // 2) % 3 == 0 else 1.0)  # noqa: E731 - 1.8x swings, pair by pair
+    gap = il.summarize(blocks(swinging, 0.95))
+    assert gap["ratio"] == pytest.approx(0.95, abs=1e-9) and gap["within_3pct"] is False
+    assert gap["a_block_cv_pct"] > 30  # each side's blocks swing; the ratio does not
+    assert gap["units"] == 20 and gap["pairs"] == 40
+
+
+def test_collect_pools_the_units_of_every_run(tmp_path: Path) -> None:
+    for run, factor, first in (("run1", 0.96, "b"), ("run2", 0.97, "a")):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "env.json").write_text(json.dumps({"gpu": {"uuid": f"GPU-{run}"}}))
+        result = {"scenario": "fp16-b4", "kind": "engine", "sampler": True, "blocks": blocks(lambda i: 50.0, factor)}
+        result |= {"built_first": first} if first == "a" else {}  # a result from before --build-first: b
+        (tmp_path / run / "fp16-b4.json").write_text(json.dumps(result))
+    frame = il.collect(tmp_path).set_index("run")
+    assert frame.loc["run1", "gpu_uuid"] == "GPU-run1" and frame.loc["run2", "ratio"] == pytest.approx(0.97)
+    assert frame.loc["run1", "built_first"] == "b" and frame.loc["run2", "built_first"] == "a"
+    assert frame.loc["pooled", "units"] == 40 and frame.loc["pooled", "built_first"] == "a,b"
+    assert frame.loc["pooled", "ratio"] == pytest.approx((0.96 * 0.97) ** 0.5)
+    assert frame.loc["pooled", "processes"] == 2
+    assert frame.loc["pooled", "process_ci_low"] <= frame.loc["pooled", "ci_low"]  # never narrower
+
+
+def test_pooled_interval_widens_when_the_processes_disagree(tmp_path: Path) -> None:
+    """Three processes, each steady in itself (0.95, 1.00, 1.05): the units alone put the pooled
+    ratio within 3%; resampled by process, it is not, and the row says so."""
+    for run, factor in (("run1", 0.95), ("run2", 1.0), ("run3", 1.05)):
+        (tmp_path / run).mkdir()
+        result = {"scenario": "bf16-b4", "kind": "engine", "sampler": True, "blocks": blocks(lambda i: 50.0, factor)}
+        (tmp_path / run / "bf16-b4.json").write_text(json.dumps(result))
+    pooled = il.collect(tmp_path).set_index("run").loc["pooled"]
+    assert pooled["processes"] == 3 and pooled["units"] == 60
+    assert pooled["ratio"] == pytest.approx((0.95 * 1.0 * 1.05) ** (1 / 3))
+    assert pooled["ci_low"] >= 0.97 and pooled["ci_high"] <= 1.03  # the units alone: within 3%
+    assert pooled["process_ci_low"] < 0.97 and pooled["process_ci_high"] > 1.03
+    assert not pooled["within_3pct"]

@@ -1,0 +1,66 @@
+"""`python -m validation.interleaved`: the engine and the loop in one process, in alternating
+blocks, end to end on the CPU with the tiny model, where its figures mean nothing (the GPU figures
+are in results/h200-bert-large/interleaved). The statistics: test_interleave_stats.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from harness import REPO
+
+pytestmark = pytest.mark.validation
+
+SCRIPT = [sys.executable, "-m", "validation.interleaved"]
+HANG_GUARD_S = 3600  # only a hang reaches this: the run below takes minutes even on a busy 2-core CPU
+
+
+def run(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [*SCRIPT, "--out", str(out), "--device", "cpu", *args]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, stdin=subprocess.DEVNULL)
+
+
+def test_interleaved_runs_each_kind_in_both_build_orders_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "il"
+    # kept small: each result is a process of its own (torch, transformers, two models); the A/A
+    # control and the sampler's cost pair the loop with itself, which the engine kind already runs
+    args = ["--only", "fp32-b4,tf32-b4", "--trackers", "fp32-b4", "--pairs", "8"]
+    done = run(out, *args, "--block-steps", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = {p.name for p in out.glob("*.json")}
+    for stem in ("fp32-b4", "tf32-b4", "fp32-b4-trackers"):  # half the pairs in each order
+        assert {f"{stem}.json", f"{stem}-a-first.json"} <= names
+    table = pd.read_csv(out / "interleaved.csv")
+    pooled = table[table["run"] == "pooled"].set_index("kind")
+    assert sorted(pooled.index) == ["engine", "trackers"]
+    assert set(pooled["built_first"]) == {"a,b"} and set(pooled["units"]) == {4}  # 2 processes x 4 pairs
+    assert "CUDA" in table.dropna(subset=["skipped"]).set_index("scenario").loc["tf32-b4", "skipped"].iloc[0]
+    engine = json.loads((out / "fp32-b4.json").read_text())
+    assert engine["a"] == "the Accelerate engine" and engine["b"].startswith("the reference loop")
+    assert engine["built_first"] == "b" and json.loads((out / "fp32-b4-a-first.json").read_text())["built_first"] == "a"
+    assert [b["side"] for b in engine["blocks"][:4]] == ["a", "b", "b", "a"]
+    assert len(engine["blocks"]) == 8 and all(b["seconds"] > 0 and b["samples"] == 4 for b in engine["blocks"])
+    assert json.loads((out / "fp32-b4-trackers.json").read_text())["b"].startswith("the Accelerate engine without")
+
+    # run again: every result is kept, nothing runs
+    before = {p.name: p.stat().st_mtime for p in out.glob("*.json")}
+    again = run(out, *args)
+    assert again.returncode == 0 and "+ " not in again.stderr
+    assert {p.name: p.stat().st_mtime for p in out.glob("*.json")} == before
+
+
+def test_interleaved_refuses_an_odd_number_of_pairs_an_unknown_scenario_and_a_removed_kind(tmp_path: Path) -> None:
+    odd = run(tmp_path / "x", "--pairs", "3")
+    assert odd.returncode == 2 and "--pairs must be even" in odd.stderr
+    not_split = run(tmp_path / "x", "--pairs", "6")  # 3 pairs per build order
+    assert not_split.returncode == 2 and "multiple of 4" in not_split.stderr
+    assert run(tmp_path / "x", "--pairs", "6", "--build-first", "b", "--time-limit", "0").returncode == 4
+    unknown = run(tmp_path / "x", "--only", "fp32-b5", "--time-limit", "0")
+    assert unknown.returncode == 2 and "fp32-b5" in unknown.stderr and "fp32-b4" in unknown.stderr
+    assert unknown.stderr.startswith("validation.interleaved: error:")
+    removed = run(tmp_path / "x", "--tracker-change", "fp16-b4")  # research, archived at lab-h200-2026-11
+    assert removed.returncode == 2 and "unrecognized arguments: --tracker-change" in removed.stderr

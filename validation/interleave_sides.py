@@ -1,0 +1,112 @@
+"""The two sides of validation/interleaved.py, each with its own model, optimizer and data in one
+process: gpubench's Accelerate engine (the worker's own `setup` and `step`), the bare engine (its
+clock, loss tracking and memory marks replaced by stand-ins that do nothing), and the reference
+loop (validation/reference_loop.py)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench.errors import BadInput
+from bench.matrix import load_matrix, select
+from bench.models import resolve_model
+
+MATRIX = "fidelity"
+WARMUP_STEPS = 12  # per side, untimed: past the engine's own warm-up (10 steps, 4 at batch 32)
+
+
+def scenario_names(option: str | None) -> list[str]:
+    """The fidelity matrix's scenarios named in a comma-separated option (all for None); BadInput
+    for a name it does not have."""
+    only = option.split(",") if option else None
+    return [s.name for s in select(load_matrix(MATRIX).scenarios, only, MATRIX)]
+
+
+def scenario(name: str) -> Any:
+    """The fidelity matrix's scenario `name`; BadInput if it has none."""
+    return select(load_matrix(MATRIX).scenarios, [name], MATRIX)[0]
+
+
+def loop_args(sc: Any, model: str, device: str) -> argparse.Namespace:
+    """reference_loop.py's arguments for the scenario: the engine's data path (blocking copy)."""
+    from validation.reference_loop import parser  # transformers: only in the process that trains
+
+    args = ["--model", model, "--batch-size", str(sc.batch_size), "--precision", sc.precision]
+    args += ["--optimizer", sc.optimizer, "--attn-implementation", sc.attn_implementation]
+    args += ["--samples", str(sc.samples), "--seq-len", str(sc.seq_len), "--seed", str(sc.seed)]
+    args += ["--blocking-copy", "--device", device, "--out", os.devnull, *(["--tf32"] if sc.tf32 else [])]
+    return parser().parse_args(args)
+
+
+SIDES = {
+    "engine": "the Accelerate engine",
+    "bare-engine": "the Accelerate engine without gpubench's clock, loss tracking and memory marks",
+    "loop": "the reference loop (blocking batch copy)",
+}
+KINDS = {  # side a, side b, and the NVML sampler in side a's blocks (None: as --sampler says)
+    "engine": ("engine", "loop", None),
+    "control": ("loop", "loop", False),  # A/A: what the method alone gives
+    "sampler-cost": ("loop", "loop", True),  # the sampler's cost on a launch-bound step
+    "bare-engine": ("bare-engine", "loop", False),  # accelerate's share of the engine's cost
+    "trackers": ("engine", "bare-engine", False),  # gpubench's share
+}
+
+
+class _Nothing:
+    """Stands in for the clock, loss tracker and memory marks of a bare engine: every call does nothing."""
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Callable[[], None]:
+    """One training step of `side` (SIDES) per call, each side with its own model and data."""
+    from bench.worker import accelerate_engine
+    from bench.worker.data import make_dataset
+    from bench.worker.inputs import EngineInputs
+    from bench.worker.model import build_model
+    from bench.worker.precision import set_tf32
+    from bench.worker.run import build_inputs
+    from validation.reference_loop import ReferenceLoop
+
+    if side == "loop":
+        loop = ReferenceLoop(loop_args(sc, model, device.type))
+        steps = iter(range(10**9))
+        return lambda: loop.step(next(steps))
+    if side == "engine":
+        inputs = build_inputs(sc, model, device, scratch, {})
+        engine = accelerate_engine.setup(inputs)
+        inputs.clock.train_begin()
+    else:
+        set_tf32(sc.tf32)
+        torch.manual_seed(sc.seed)
+        bare_model = build_model(model, device, sc.attn_implementation)
+        dataset = make_dataset(sc.samples, sc.seq_len, bare_model.config.vocab_size, sc.seed, sc.data_source)
+        nothing: Any = _Nothing()
+        engine = accelerate_engine.setup(
+            EngineInputs(sc, bare_model, dataset, device, nothing, nothing, nothing, scratch)
+        )
+    batches = iter(engine.loader)
+    return lambda: engine.step(next(batches))
+
+
+def build_sides(
+    name: str, kind: str, steps: int, device: Any, scratch: Path, first: str = "b"
+) -> tuple[Any, str, dict[str, Any]]:
+    """The scenario (with data for `steps` steps a side), its model, and the two sides' step
+    functions, side `first` built first (the order can matter: see --build-first)."""
+    base = scenario(name)
+    if base.grad_accum_steps != 1 or base.engine != "accelerate":
+        raise BadInput(f"scenario {name}: interleaving needs the accelerate engine and no gradient accumulation")
+    model = resolve_model(base.model, device.type)
+    sc = dataclasses.replace(base, samples=steps * base.batch_size, warmup_steps=min(base.warmup_steps, WARMUP_STEPS))
+    named = dict(zip("ab", KINDS[kind][:2], strict=True))
+    order = (first, "b" if first == "a" else "a")
+    return sc, model, {side: make_side(named[side], sc, model, device, scratch) for side in order}

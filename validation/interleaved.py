@@ -1,0 +1,322 @@
+"""The Accelerate engine against the hand-written loop in one process, in alternating blocks.
+
+On a host whose CPU speed swings from one few-second window to the next, a launch-bound step
+follows it, and an engine run set beside a loop run a minute later differs by up to 20% either
+way (measured on the H200 virtual machines; the data are archived at the tag lab-h200-2026-11).
+Here both sides live in one process on one GPU and take turns every `--block-steps` steps (about
+half a second at batch 4):
+
+- the engine side is gpubench's own Accelerate engine (bench/worker/accelerate_engine.py: the
+  same `setup` and `step` a worker runs, with the worker's clock, loss tracker and memory hooks),
+  with the NVML memory sampler (bench/measure/nvml.py, 200 Hz, in a process of its own as in a
+  run) switched on for the engine's blocks only;
+- the loop side is validation/reference_loop.py's `ReferenceLoop`, with the engine's data path
+  (a blocking batch copy, `--blocking-copy`): the yardstick of validation/fidelity.py.
+
+Each block is timed with a device synchronisation at both ends. Pair i runs engine then loop for
+even i, loop then engine for odd i, so a speed that drifts during a pair favours neither side.
+Two consecutive pairs (engine, loop, loop, engine) make one unit; the engine/loop ratio is the
+geometric mean over the units, and its 95% interval comes from resampling the units
+(validation/interleave_stats.py). `within_3pct` is true when the whole interval lies within 3%.
+
+More kinds of result use the same alternation with other sides (interleave_sides.KINDS):
+`--control S` (A/A: the loop against a second copy of itself; its ratio should be 1, and shows
+what the method alone gives), `--sampler-cost S` (the loop with the sampler on against itself
+without), `--bare-engine S` (the engine with its clock, loss tracking and memory marks replaced
+by stand-ins that do nothing, against the loop: accelerate's share) and `--trackers S` (the
+engine against the bare engine: gpubench's share).
+
+    python -m validation.interleaved --out results/h200-bert-large/interleaved --control tf32-b4
+
+On the CPU, the side whose model was built first in the process ran 1-2% slower. So by default
+(`--build-first both`) each scenario runs in two processes, half the pairs each, the loop's model
+built first in one (OUT/SCENARIO.json) and side a's in the other (OUT/SCENARIO-a-first.json),
+and the table pools their units. Each result holds every block. OUT/interleaved.csv
+(interleave_stats.collect; `--collect DIR` rewrites it for any directory of results) has a row
+per result and a pooled row per scenario and kind. Finished results are kept: running the
+command again goes on where it stopped; with --time-limit it starts nothing once the time is up
+and exits 4. `--device cpu` runs it on the CPU with the tiny model, to test the script; its
+figures mean nothing.
+
+The sides are built in interleave_sides.py; the figures are computed in interleave_stats.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.errors import BadInput
+from bench.fsio import atomic_write_json, atomic_write_text
+from bench.proc import run_subprocess
+from validation.interleave_sides import KINDS, SIDES, WARMUP_STEPS, build_sides, scenario_names
+from validation.interleave_stats import collect, summarize
+from validation.parts import INTERRUPTED, TIME_LIMIT, expired, stop_on_sigterm
+
+MODULE = [sys.executable, "-m", "validation.interleaved"]
+# One scenario's process: about a minute on a GPU at 40-100 pairs of 10 steps; a hang guard far above.
+CHILD_TIMEOUT_S = 900.0
+ANSWER_TIMEOUT_S = 60.0  # the sampler helper answers a command within milliseconds
+
+
+# ---------------------------------------------------------------- the sampler, on for the engine
+
+
+class SamplerSwitch:
+    """bench/measure/nvml.py's MemorySampler in a process of its own (as a run has it), watching
+    this process group, switched on and off by a line on its stdin; it answers once it has."""
+
+    def __init__(self, uuid: str) -> None:
+        cmd = [*MODULE, "--sampler-helper", uuid, "--pgid", str(os.getpgid(0))]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._ask("ready")
+
+    def _ask(self, command: str) -> str:
+        """Send one command; its one-line answer, waited for at most ANSWER_TIMEOUT_S."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], ANSWER_TIMEOUT_S)
+        if not ready:
+            self.proc.kill()
+            raise RuntimeError(f"NVML sampler helper gave no answer to {command!r} within {ANSWER_TIMEOUT_S:g} s")
+        answer = self.proc.stdout.readline().strip()
+        if not answer.startswith("ok"):
+            raise RuntimeError(f"NVML sampler helper answered {answer!r} to {command!r}")
+        return answer
+
+    def on(self) -> None:
+        self._ask("on")
+
+    def off(self) -> float:
+        """Switch off; the rate (Hz) the sampler reached while it was on."""
+        return float(self._ask("off").split()[1])
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def sampler_helper(uuid: str, pgid: int) -> int:
+    from bench.measure.nvml import MemorySampler, Nvml
+
+    nvml = Nvml(uuid)
+    sampler = None
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "on":
+            sampler = MemorySampler(nvml)
+            sampler.idle_mb = nvml.used_mb()
+            sampler.start(pgid)
+            print("ok", flush=True)
+        elif command == "off" and sampler is not None:
+            print(f"ok {sampler.stop().sample_hz:.1f}", flush=True)
+            sampler = None
+        else:
+            print("ok" if command == "ready" else f"unknown command {command!r}", flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------- one scenario, in this process
+
+
+def timed_block(step: Callable[[], None], steps: int, sync: Callable[[], None]) -> float:
+    sync()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return time.perf_counter() - start
+
+
+def alternate(
+    sides: dict[str, Callable[[], None]],
+    pairs: int,
+    block_steps: int,
+    batch_size: int,
+    sync: Callable[[], None],
+    switch: SamplerSwitch | None,
+) -> list[dict[str, Any]]:
+    """Warm both sides up, then time `pairs` pairs of blocks, a b | b a | ...; the sampler (if
+    any) on in side a's blocks only, outside their timing."""
+    for side in ("a", "b"):
+        timed_block(sides[side], WARMUP_STEPS, sync)
+    blocks, t0 = [], time.perf_counter()
+    for pair in range(pairs):
+        for side in ("a", "b") if pair % 2 == 0 else ("b", "a"):
+            sampler = switch if side == "a" else None
+            if sampler is not None:
+                sampler.on()
+            start = time.perf_counter() - t0
+            seconds = timed_block(sides[side], block_steps, sync)
+            hz = sampler.off() if sampler is not None else None
+            block = {"pair": pair, "side": side, "start_s": start, "seconds": seconds}
+            blocks.append({**block, "samples": block_steps * batch_size, "sampler_hz": hz})
+    return blocks
+
+
+def measure(a: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    device = torch.device("cuda:0" if a.device == "cuda" else "cpu")  # a worker gets an index too
+    cuda = device.type == "cuda"
+    # enough data that no side wraps, and one spare block so the engine clock's end never falls in one
+    steps = WARMUP_STEPS + (a.pairs + 1) * a.block_steps
+    with tempfile.TemporaryDirectory() as scratch:
+        sc, model, sides = build_sides(a.one, a.kind, steps, device, Path(scratch), a.build_first)
+        sync = torch.cuda.synchronize if cuda else (lambda: None)
+        sampler = KINDS[a.kind][2]
+        switch = SamplerSwitch(gpu_uuid(torch)) if cuda and (a.sampler if sampler is None else sampler) else None
+        try:
+            blocks = alternate(sides, a.pairs, a.block_steps, sc.batch_size, sync, switch)
+        finally:
+            if switch is not None:
+                switch.close()
+    return {
+        "scenario": a.one,
+        "kind": a.kind,
+        "a": SIDES[KINDS[a.kind][0]] + (", NVML sampler on" if switch is not None else ""),
+        "b": SIDES[KINDS[a.kind][1]],
+        "model": model,
+        "batch_size": sc.batch_size,
+        "precision": sc.precision,
+        "tf32": sc.tf32,
+        "block_steps": a.block_steps,
+        "built_first": a.build_first,
+        "sampler": switch is not None,
+        "device": a.device,
+        "gpu": torch.cuda.get_device_name(device) if cuda else "",
+        "torch": torch.__version__,
+        "summary": summarize(blocks),
+        "blocks": blocks,
+    }
+
+
+def gpu_uuid(torch: Any) -> str:
+    return "GPU-" + str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def result_path(out: Path, name: str, kind: str, first: str = "b") -> Path:
+    stem = name if kind == "engine" else f"{name}-{kind}"
+    return out / f"{stem}{'-a-first' if first == 'a' else ''}.json"
+
+
+def main() -> int:
+    stop_on_sigterm()
+    try:
+        return _main()
+    except BadInput as exc:  # a scenario the matrix does not have, ...: one line, exit 2
+        print(f"validation.interleaved: error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:  # finished results are kept
+        return INTERRUPTED
+
+
+def _main() -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m validation.interleaved",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", type=Path)
+    p.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated scenarios of the fidelity matrix to run the engine against the loop on "
+        "(default: all; '' for none, to run only the other kinds asked for)",
+    )
+    p.add_argument("--control", default="", help="comma-separated scenarios to run as an A/A test as well")
+    p.add_argument("--sampler-cost", default="", help="comma-separated scenarios to run the sampler's A/B on")
+    p.add_argument("--bare-engine", default="", help="comma-separated scenarios to run the bare engine on")
+    p.add_argument("--trackers", default="", help="comma-separated scenarios: the engine against the bare engine")
+    p.add_argument("--pairs", type=int, default=40, help="block pairs per scenario (even)")
+    p.add_argument("--block-steps", type=int, default=10, help="optimizer steps per block")
+    p.add_argument(
+        "--sampler", action=argparse.BooleanOptionalAction, default=True, help="NVML sampler on in the engine's blocks"
+    )
+    p.add_argument(
+        "--build-first",
+        default="both",
+        choices=["both", "a", "b"],
+        help="the side whose model is built first in the process; on the CPU the side built first ran 1-2%% "
+        "slower, so 'both' (the default) runs half the pairs in each order, in two processes, and pools them",
+    )
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--time-limit", type=float, default=None, help="seconds; then exit 4, run again to go on")
+    p.add_argument("--collect", type=Path, default=None, help="write DIR/interleaved.csv from every result under DIR")
+    p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # the child: one scenario, in this process
+    p.add_argument("--kind", default="engine", choices=sorted(KINDS), help=argparse.SUPPRESS)  # the child's side a
+    p.add_argument("--sampler-helper", default=None, help=argparse.SUPPRESS)  # the sampler's process: a GPU UUID
+    p.add_argument("--pgid", type=int, default=0, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.sampler_helper:
+        return sampler_helper(a.sampler_helper, a.pgid)
+    if a.collect:
+        return write_table(a.collect)
+    if a.out is None:
+        p.error("--out is required (or --collect DIR)")
+    orders = ["b", "a"] if a.build_first == "both" else [a.build_first]
+    pairs = a.pairs // len(orders)  # each process's share
+    if a.pairs < 2 * len(orders) or pairs % 2 or a.pairs % len(orders) or a.block_steps < 1:
+        p.error("--pairs must be even, and a multiple of 4 with --build-first both; --block-steps at least 1")
+    if a.one:
+        from bench.worker.run import Skip
+
+        if a.build_first == "both":
+            p.error("--one needs --build-first a or b")
+        try:
+            result = measure(a)
+        except Skip as exc:  # e.g. tf32 on the CPU: a row that says why
+            result = {"scenario": a.one, "kind": a.kind, "skipped": str(exc)}
+        atomic_write_json(result_path(a.out, a.one, a.kind, a.build_first), result)
+        return 0
+    deadline = None if a.time_limit is None else time.monotonic() + a.time_limit
+    jobs = [(n, "engine") for n in scenario_names(a.only)] if a.only != "" else []
+    jobs += [(n, "control") for n in scenario_names(a.control)] if a.control else []
+    jobs += [(n, "sampler-cost") for n in scenario_names(a.sampler_cost)] if a.sampler_cost else []
+    jobs += [(n, "bare-engine") for n in scenario_names(a.bare_engine)] if a.bare_engine else []
+    jobs += [(n, "trackers") for n in scenario_names(a.trackers)] if a.trackers else []
+    a.out.mkdir(parents=True, exist_ok=True)
+    for name, kind, first in ((n, k, f) for n, k in jobs for f in orders):
+        path = result_path(a.out, name, kind, first)
+        if path.is_file():
+            continue
+        if expired(deadline):
+            return TIME_LIMIT
+        cmd = [*MODULE, "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(pairs)]
+        cmd += ["--block-steps", str(a.block_steps), "--device", a.device, "--sampler" if a.sampler else "--no-sampler"]
+        cmd += ["--build-first", first]
+        print("+ " + " ".join(cmd), file=sys.stderr)
+        log = path.with_suffix(".log")
+        done = run_subprocess(cmd, timeout_s=CHILD_TIMEOUT_S, log_path=log)
+        if done.interrupted:
+            return INTERRUPTED
+        if done.returncode != 0:
+            timed_out = f" (still running after its {CHILD_TIMEOUT_S:g} s timeout; stopped)" if done.timed_out else ""
+            print(f"{name}: exit {done.returncode}{timed_out}; see {log}", file=sys.stderr)
+            return 1
+    return write_table(a.out)
+
+
+def write_table(root: Path) -> int:
+    """ROOT/interleaved.csv from every result under ROOT (interleave_stats.collect), printed too."""
+    frame = collect(root)
+    atomic_write_text(root / "interleaved.csv", frame.to_csv(index=False))
+    print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
