@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import leftover_temp_files
 from hypothesis import given
 from hypothesis import strategies as st
-from harness import leftover_temp_files
 
 from bench import fsio
 from bench.errors import BadInput

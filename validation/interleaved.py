@@ -56,7 +56,7 @@ from typing import Any
 
 from bench.errors import BadInput
 from bench.fsio import atomic_write_json, atomic_write_text
-from bench.proc import run_subprocess
+from bench.run.proc import run_subprocess
 from validation.interleave_sides import KINDS, SIDES, WARMUP_STEPS, build_sides, scenario_names
 from validation.interleave_stats import collect, summarize
 from validation.parts import INTERRUPTED, TIME_LIMIT, expired, stop_on_sigterm

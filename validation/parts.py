@@ -24,8 +24,8 @@ from pathlib import Path
 from types import FrameType
 
 from bench.errors import ExitCode
-from bench.proc import kill_group
 from bench.results import FINAL_STATUSES, RESULTS_CSV, SCENARIOS_JSON, read_results
+from bench.run.proc import kill_group
 
 TIME_LIMIT = int(ExitCode.TIME_LIMIT)  # gpubench run's exit code when --time-limit stopped it
 INTERRUPTED = int(ExitCode.INTERRUPTED)

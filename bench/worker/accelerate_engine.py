@@ -1,7 +1,7 @@
 """The plain Accelerate loop from the guide: prepare, accumulate, backward, step.
 
 `setup` prepares it and `AccelerateLoop.step` trains one batch; `train` runs them over the data
-set. benchmarks/interleaved.py drives the same two, block by block, beside the reference loop.
+set. validation/interleaved.py drives the same two, block by block, beside the reference loop.
 """
 
 from __future__ import annotations
