@@ -9,7 +9,6 @@ carries a text label, so nothing depends on colour alone.
 from __future__ import annotations
 
 import io
-import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from matplotlib.figure import Figure
 
 from ..fmt import fmt_num, fmt_pct, missing
 from .data import MEMORY_SERIES, Report
+from .labels import place_labels
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 BLUE, ORANGE, GREEN, VERMILLION, SKY, GREY = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#8c8c8c")
@@ -201,7 +201,7 @@ def speed_memory_map(report: Report) -> str:
                 text += "  [front]"
             labels.append((float(r["peak_mem_mb"]), float(r["samples_per_s"]), _plain(text), bool(r["pareto"])))
         legend = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8, frameon=False)
-        _place_labels(fig, ax, labels, [legend, *avoid])
+        place_labels(fig, ax, labels, [legend, *avoid])
         ax.set_xlabel(f"peak memory (MB, {source_label(report.memory_source)}) - lower is better")
         ax.set_ylabel("samples/s (median) - higher is better")
         ax.grid(True, linewidth=0.4, alpha=0.5)
@@ -266,70 +266,6 @@ def _pad_limits(ax: Any, xs: list[float], ys: list[float]) -> None:
 
     ax.set_xlim(*span(xs, 0.12, 0.35))  # room on the right for labels
     ax.set_ylim(*span(ys, 0.12, 0.15))
-
-
-def _place_labels(fig: Figure, ax: Any, labels: list[tuple[float, float, str, bool]], avoid: list[Any]) -> None:
-    """Label each point where it overlaps no other label, point or `avoid` artist (greedy, in
-    pixels); a label pushed far from its point gets a leader line."""
-    canvas = fig.canvas
-    assert isinstance(canvas, FigureCanvasAgg)
-    renderer = canvas.get_renderer()
-    px_per_pt = fig.dpi / 72.0
-    axes_box = ax.get_window_extent(renderer)
-    points = [tuple(ax.transData.transform((x, y))) for x, y, _, _ in labels]
-    taken = [(px - 10, py - 10, px + 10, py + 10) for px, py in points]
-    taken += [tuple(a.get_window_extent(renderer).extents) for a in avoid]
-    for i in sorted(range(len(labels)), key=lambda i: -points[i][1]):
-        x, y, text, bold = labels[i]
-        style = {
-            "fontsize": 8,
-            "fontweight": "bold" if bold else "normal",
-            "bbox": {"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
-        }
-        probe = ax.text(x, y, text, **style)
-        box = probe.get_window_extent(renderer)
-        probe.remove()
-        w, h = box.width, box.height
-        px, py = points[i]
-        dx, dy = 12.0, 0.0  # crowded everywhere: right of the point
-        for cx, cy in _candidates(w, h):
-            rect = (px + cx, py + cy - h / 2, px + cx + w, py + cy + h / 2)
-            inside = (
-                rect[0] >= axes_box.x0 and rect[2] <= axes_box.x1 and rect[1] >= axes_box.y0 and rect[3] <= axes_box.y1
-            )
-            if inside and not any(_overlap(rect, t) for t in taken):
-                dx, dy = cx, cy
-                break
-        far = math.hypot(dx, dy) > 3 * h
-        arrow = {"arrowstyle": "-", "color": GREY, "linewidth": 0.5} if far else None
-        ax.annotate(
-            text,
-            (x, y),
-            xytext=(dx / px_per_pt, dy / px_per_pt),
-            textcoords="offset points",
-            ha="left",
-            va="center",
-            zorder=6,
-            arrowprops=arrow,
-            **style,
-        )
-        taken.append((px + dx, py + dy - h / 2, px + dx + w, py + dy + h / 2))
-
-
-def _candidates(w: float, h: float) -> Iterator[tuple[float, float]]:
-    """Offsets (pixels) of a label's left edge and vertical centre from its point, nearest first."""
-    yield 12.0, 0.0
-    yield -12.0 - w, 0.0
-    yield -w / 2, h * 0.9
-    yield -w / 2, -h * 0.9
-    for k in range(1, 12):
-        for sign in (1, -1):
-            yield 12.0, sign * k * h * 1.05
-            yield -12.0 - w, sign * k * h * 1.05
-
-
-def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 _ID = re.compile(r'\bid="([^"]+)"')
