@@ -29,8 +29,10 @@ FORCE:
 run: install
 	$(BIN)/gpubench run --matrix quick $(RUN_ARGS)
 
+# Two processes (pytest-xdist), a test file each at a time: most tests wait on real subprocesses.
+TEST_JOBS ?= 2
 test: install
-	$(BIN)/python -m pytest -m "not gpu and not validation" -q
+	$(BIN)/python -m pytest -m "not gpu and not validation" -q -n $(TEST_JOBS) --dist loadfile
 
 # End-to-end runs of the validation scripts (validation/) on the CPU with the tiny model.
 test-validation: install

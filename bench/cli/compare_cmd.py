@@ -8,10 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ..compare.core import Thresholds, compare
-from ..compare.render import gate_line, print_table, render, stdout_console
 from ..fsio import atomic_write_text
-from ..results import load_run
 from .options import FormatOpt, MemoryThresholdOpt, OutputFileOpt, OutputFormat, ThresholdOpt
 
 
@@ -56,6 +53,10 @@ def compare_command(
       2  bad input (a missing, empty or malformed results file)
       3  incomparable environments (different GPU models)
     """
+    from ..compare.core import Thresholds, compare  # pandas: only when a command needs it
+    from ..compare.render import gate_line, print_table, render, stdout_console
+    from ..results import load_run
+
     diagnostics = Console(stderr=True)
     base_run, new_run = load_run(base), load_run(new)
     result = compare(

@@ -11,9 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from .. import memory
 from ..fsio import atomic_write_text
-from ..memory import render
 from .options import EngineOpt, MatrixOpt, ModelOpt, OnlyOpt, OutputFileOpt, SeqLenOpt, split_names
 
 
@@ -64,6 +62,9 @@ def predict(
 
     Example: gpubench predict --matrix full --model bert-large --gpu-memory 24GB
     """
+    from .. import memory  # pandas (a calibration run's results): only when the command runs
+    from ..memory import render
+
     report = memory.predict_matrix(
         matrix or "full",
         model=model,

@@ -11,12 +11,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from .. import api
 from ..measure import cpuspeed
-from ..report.table import summary_table
-from ..results import summarize, to_frame
 from ..run.launcher import DEFAULT_LAUNCHER
-from ..run.progress import RichReporter
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from .options import DbOpt, DeviceOpt, EngineOpt, MatrixOpt, ModelOpt, OnlyOpt, SeqLenOpt, db_target, split_names
 
@@ -89,6 +85,11 @@ def run(
     2 bad input, nothing ran; 4 stopped at --time-limit and 130 interrupted (finished scenarios
     saved; finish with --resume DIR).
     """
+    from .. import api  # pandas and the run's machinery: only when a run starts
+    from ..report.table import summary_table
+    from ..results import summarize, to_frame
+    from ..run.progress import RichReporter
+
     err = Console(stderr=True)
     _sigterm_as_interrupt()
     request = RunRequest(
@@ -150,6 +151,8 @@ def list_cmd(
 
     Example: gpubench list --matrix full
     """
+    from .. import api
+
     rows = api.list_scenarios(matrix or "full", {"model": model})
     for item in rows:
         sc, changes = item["scenario"], item["changes"]
@@ -171,6 +174,8 @@ def env(
 
     Example: gpubench env --json
     """
+    from .. import api
+
     info = api.environment(device)
     if as_json:
         typer.echo(json.dumps(info, indent=2))
