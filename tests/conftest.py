@@ -7,6 +7,11 @@ LINES too. The commands size their tables from these, so the tests run without t
 from __future__ import annotations
 
 import os
+import signal
 
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
+
+# pytest-xdist's workers ignore SIGINT (execnet); the Ctrl-C tests need Python's own handler, as
+# in a user's process.
+signal.signal(signal.SIGINT, signal.default_int_handler)

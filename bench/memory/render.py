@@ -32,8 +32,6 @@ def breakdown_table(report: PredictReport) -> Table:
     table = Table(
         title=f"{report.matrix}: predicted torch-allocated memory per scenario (MB = 2^20 bytes)",
         title_justify="left",
-        caption=report.calibration.source,
-        caption_justify="left",
     )
     for name in (
         "scenario",
@@ -98,6 +96,8 @@ def _check(row: ScenarioMemory, key: str) -> str:
 
 def print_report(report: PredictReport, console: Console) -> None:
     console.print(breakdown_table(report))
+    # below the table, never wrapped inside it: the source names a path, which must stay whole
+    console.print(report.calibration.source, highlight=False, markup=False, soft_wrap=True)
     if any(row.measured for row in report.rows):
         console.print(check_table(report))
         console.print(
