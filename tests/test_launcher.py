@@ -88,15 +88,14 @@ def _spec(tmp_path: Path) -> tuple[Path, Path]:
     return spec, tmp_path / "result.json"
 
 
-@pytest.mark.parametrize(
-    "server",
-    [
-        "import sys; sys.exit(1)",  # dies at once
-        'import sys, json; print(json.dumps({"ready": False, "error": "no fork here"}), flush=True); '
-        'print(json.dumps({"error": "no fork here"}), flush=True); sys.stdin.read()',  # refuses to fork
-    ],
-    ids=["server-dies", "server-refuses"],
+# A server that dies at once: test_a_fallback_is_warned_once_and_recorded_in_env_json, a whole run.
+REFUSES = (
+    'import sys, json; print(json.dumps({"ready": False, "error": "no fork here"}), flush=True); '
+    'print(json.dumps({"error": "no fork here"}), flush=True); sys.stdin.read()'
 )
+
+
+@pytest.mark.parametrize("server", [REFUSES], ids=["server-refuses"])
 def test_a_server_that_cannot_serve_is_replaced_by_spawn(tmp_path: Path, server: str) -> None:
     warnings: list[str] = []
     launcher = ForkLauncher(
