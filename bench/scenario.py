@@ -24,7 +24,7 @@ ATTENTION = ("default", "eager", "sdpa")
 COMPILE_SCOPES = ("model", "layers")
 DATA_SOURCES = ("memory", "datasets")
 # Faults the worker can inject on purpose, to test the harness itself (never used by shipped matrices).
-FAULTS = ("none", "hang", "sigkill", "nan", "raise", "oom", "exit3")
+FAULTS = ("none", "hang", "sigkill", "nan", "raise", "oom", "exit3", "slow")
 
 
 @dataclass(frozen=True)

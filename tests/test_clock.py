@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from bench.worker import clock as clock_module
+from bench.worker import run as run_module
 from bench.worker.clock import StepClock, quantiles
 
 
@@ -75,3 +76,33 @@ def test_with_no_warmup_the_window_opens_after_the_probe(monkeypatch: pytest.Mon
 
     s = run_clock(monkeypatch, [0.1] * 2, warmup_steps=0, cpu_probe=probe)
     assert s["warmup_s"] == 0 and s["window_s"] == pytest.approx(0.2) and s["cpu_loop_start_ms"] == 10.0
+
+
+@pytest.mark.parametrize("warmup_steps", [0, 1, 3])
+def test_on_step_time_counts_inside_the_window(monkeypatch: pytest.MonkeyPatch, warmup_steps: int) -> None:
+    """inject_fault = "slow" sleeps in on_step: every timed step is that much longer, and the
+    window's samples/s falls by the matching share."""
+    now = [0.0]
+    monkeypatch.setattr(clock_module.time, "perf_counter", lambda: now[0])
+
+    def slow() -> None:
+        now[0] += run_module.SLOW_STEP_S
+
+    clock = StepClock(torch.device("cpu"), warmup_steps, 6, 4, tokens_per_sample=8, on_step=slow)
+    clock.train_begin()
+    for _ in range(6):
+        now[0] += 0.1
+        clock.step_end()
+    figures = clock.summary()
+    step_ms = (0.1 + run_module.SLOW_STEP_S) * 1000
+    assert figures["step_time_median_ms"] == pytest.approx(step_ms)
+    assert figures["samples_per_s"] == pytest.approx(4 / (step_ms / 1000))
+
+
+def test_slow_is_a_fault_a_scenario_may_inject() -> None:
+    from bench.errors import BadInput
+    from bench.scenario import Scenario
+
+    assert Scenario(name="s", inject_fault="slow").inject_fault == "slow"
+    with pytest.raises(BadInput, match="inject_fault"):
+        Scenario(name="s", inject_fault="sluggish")

@@ -34,6 +34,8 @@ def test_quick_run_exits_0_and_prints_a_summary(quick: tuple[subprocess.Complete
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     assert f"results: {out / RESULTS_CSV}" in done.stderr
+    assert f"report:  {out / 'report.html'}" in done.stderr and (out / "report.html").is_file()
+    assert "a smoke test of the harness, not findings about any hardware" in done.stderr  # on the CPU
     assert "quick on cpu (tiny)" in done.stdout
     for name in load_matrix("quick").names():
         assert name in done.stdout

@@ -16,6 +16,11 @@ from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from .options import DbOpt, DeviceOpt, EngineOpt, MatrixOpt, ModelOpt, OnlyOpt, SeqLenOpt, db_target, split_names
 
+CPU_NOTE = (
+    "note: these figures come from the CPU: a smoke test of the harness, not findings about any hardware; "
+    "run on a GPU to measure the techniques"
+)
+
 
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
@@ -86,6 +91,7 @@ def run(
     saved; finish with --resume DIR).
     """
     from .. import api  # pandas and the run's machinery: only when a run starts
+    from ..report.html import REPORT_HTML
     from ..report.table import summary_table
     from ..results import summarize, to_frame
     from ..run.progress import RichReporter
@@ -121,7 +127,12 @@ def run(
         Console(width=None if sys.stdout.isatty() else 160).print(
             summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})")
         )
-        err.print(f"results: {plan.results_csv}")
+        err.print(f"results: {plan.results_csv}", highlight=False, soft_wrap=True)
+        report = plan.out / REPORT_HTML
+        if report.is_file():
+            err.print(f"report:  {report}", highlight=False, soft_wrap=True)
+        if plan.device == "cpu":
+            err.print(CPU_NOTE, highlight=False, soft_wrap=True)
     else:
         err.print(f"no scenario ran; the plan is in {plan.out}")
     if outcome.interrupted:

@@ -49,6 +49,7 @@ class StepClock:
         tokens_per_sample: int,
         on_first_step: Callable[[], None] | None = None,
         cpu_probe: Callable[[], float] | None = None,
+        on_step: Callable[[], None] | None = None,
     ) -> None:
         self.cuda = device.type == "cuda"
         self.warmup_steps = warmup_steps
@@ -56,6 +57,7 @@ class StepClock:
         self.samples_per_step = samples_per_step
         self.tokens_per_sample = tokens_per_sample
         self.on_first_step = on_first_step
+        self.on_step = on_step  # after every optimizer step, before it is timed (inject_fault = "slow")
         self.cpu_probe = cpu_probe  # ms of a fixed CPU loop, taken at both ends, outside the window
         self.cpu_loop_ms: dict[str, float] = {}
         self.steps_seen = 0
@@ -97,6 +99,8 @@ class StepClock:
 
     def step_end(self) -> None:
         """Call once per optimizer step, after the step."""
+        if self.on_step is not None:
+            self.on_step()
         self.steps_seen += 1
         step = self.steps_seen
         if step > self.warmup_steps:

@@ -51,6 +51,9 @@ def check_runnable(sc: Scenario, device: torch.device) -> None:
         raise Skip("torch.compile on the CPU needs a C compiler (cc or gcc) on PATH")
 
 
+SLOW_STEP_S = 0.05  # inject_fault = "slow": this much longer per optimizer step
+
+
 def inject(fault: str) -> None:
     """Faults on purpose, for testing the harness (scenario field `inject_fault`)."""
     if fault == "hang":
@@ -110,6 +113,7 @@ def build_inputs(
         tokens_per_sample=sc.seq_len,
         on_first_step=lambda: inject(sc.inject_fault),
         cpu_probe=window_probe_ms,
+        on_step=(lambda: time.sleep(SLOW_STEP_S)) if sc.inject_fault == "slow" else None,
     )
     return EngineInputs(sc, model, dataset, device, clock, LossTracker(), phases, scratch)
 
