@@ -1,10 +1,14 @@
-"""Progress on stderr while a run goes: scenario i/n, elapsed, ETA, one line per finished scenario."""
+"""Progress on stderr while a run goes: a live bar (scenario, i/n, elapsed, ETA) on a terminal, and
+one line per finished worker everywhere, `[i/n] status scenario rN figure`, with an ETA where
+there is no live bar (a CI log)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..scenario import Scenario
@@ -27,8 +31,18 @@ class RichReporter:
             transient=True,
         )
         self.task: Any = None
+        self.total = 0
+        self.done = 0
+        self.ran = 0  # workers finished in this process (a resumed run's earlier rows excluded)
+        self.started_at = 0.0
 
     def start(self, total: int, done: int) -> None:
+        self.total, self.done, self.ran, self.started_at = total, done, 0, time.monotonic()
+        if total > done:
+            self.console.print(
+                f"  {total - done} worker(s) to run; the first waits while torch and transformers load",
+                highlight=False,
+            )
         self.progress.start()
         self.task = self.progress.add_task("starting", total=total, completed=done)
 
@@ -40,11 +54,23 @@ class RichReporter:
         style = STATUS_STYLE.get(status, "red")
         sps = row.get("samples_per_s")
         detail = f"{sps:8.2f} samples/s" if status == "ok" and sps else (row.get("error") or "")[:120]
+        self.done += 1
+        self.ran += 1
+        eta = "" if self.console.is_terminal else self.eta_text()
         self.progress.console.print(
-            f"  [{style}]{status:<11}[/{style}] {row['scenario']} r{row['repeat']}  {detail}",
+            f"  \\[{self.done}/{self.total}] [{style}]{status:<11}[/{style}] {escape(str(row['scenario']))} "
+            f"r{row['repeat']}  {escape(detail)}{eta}",
             highlight=False,
         )
         self.progress.advance(self.task)
+
+    def eta_text(self) -> str:
+        """'  ETA 0:01:05': the mean time of this process's workers so far times the workers left."""
+        left = self.total - self.done
+        if left <= 0 or self.ran == 0:
+            return ""
+        seconds = int((time.monotonic() - self.started_at) / self.ran * left)
+        return f"  ETA {seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
     def finish(self) -> None:
         self.progress.stop()
