@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from bench.worker import clock as clock_module
-from bench.worker import run as run_module
 from bench.worker.clock import StepClock, quantiles
 
 
@@ -82,6 +81,8 @@ def test_with_no_warmup_the_window_opens_after_the_probe(monkeypatch: pytest.Mon
 def test_on_step_time_counts_inside_the_window(monkeypatch: pytest.MonkeyPatch, warmup_steps: int) -> None:
     """inject_fault = "slow" sleeps in on_step: every timed step is that much longer, and the
     window's samples/s falls by the matching share."""
+    from bench.worker import run as run_module  # transformers: only in the process that runs this test
+
     now = [0.0]
     monkeypatch.setattr(clock_module.time, "perf_counter", lambda: now[0])
 
