@@ -9,9 +9,32 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
 
 # pytest-xdist's workers ignore SIGINT (execnet); the Ctrl-C tests need Python's own handler, as
 # in a user's process.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The modules that run many real `gpubench run`s go first, so that `make test`'s processes
+# (pytest-xdist, a file each) end together instead of waiting on one long file at the end.
+HEAVY_FIRST = (
+    "test_reliability.py",
+    "test_launcher.py",
+    "test_run_e2e.py",
+    "test_history_cli.py",
+    "test_predict_cli.py",
+    "test_readme.py",
+    "test_report_cli.py",
+    "test_run_cli.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return HEAVY_FIRST.index(name) if name in HEAVY_FIRST else len(HEAVY_FIRST)
+
+    items.sort(key=rank)  # stable: each module keeps its own order
