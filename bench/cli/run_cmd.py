@@ -93,7 +93,7 @@ def run(
     from .. import api  # pandas and the run's machinery: only when a run starts
     from ..report.html import REPORT_HTML
     from ..report.table import summary_table
-    from ..results import summarize, to_frame
+    from ..results import read_env, summarize, to_frame
     from ..run.progress import RichReporter
 
     err = Console(stderr=True)
@@ -133,6 +133,9 @@ def run(
             err.print(f"report:  {report}", highlight=False, soft_wrap=True)
         if plan.device == "cpu":
             err.print(CPU_NOTE, highlight=False, soft_wrap=True)
+        unsteady = cpuspeed.warning((read_env(plan.out) or {}).get("cpu_speed"))
+        if unsteady:
+            err.print(f"warning: {unsteady}", highlight=False, markup=False, soft_wrap=True)
     else:
         err.print(f"no scenario ran; the plan is in {plan.out}")
     if outcome.interrupted:

@@ -15,10 +15,11 @@ STATUS_STYLE = {"ok": "green", "skipped": "yellow"}
 def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
     source = next((s for s in summary.get("peak_mem_source", []) if isinstance(s, str) and s), "")
     table = Table(title=title or None, title_justify="left")
+    cvs = [v for v in summary.get("samples_per_s_cv_pct", []) if isinstance(v, float) and not math.isnan(v)]
     for column, justify in (
         ("scenario", "left"),
         ("status", "left"),
-        ("samples/s", "right"),
+        ("samples/s ± CV" if cvs else "samples/s", "right"),  # CV: over the ok repeats
         ("vs base", "right"),
         (f"peak MB ({source or 'n/a'})", "right"),
         ("vs base", "right"),
