@@ -100,6 +100,7 @@ def test_env_reports_the_cpu_machine() -> None:
     assert info["torch_build"].split("+")[0] == info["packages"]["torch"].split("+")[0]  # the one the worker imports
     assert info["cpu_speed"]["passes"] >= 4 and info["cpu_speed"]["p90_over_p10"] >= 1.0
     assert {"created_at", "host", "python", "cpu", "cpu_count", "cuda_runtime", "git"} <= set(info)
+    assert runner.invoke(local_app(), ["env", "--device", "cpu", "--format", "json"]).output.startswith("{")
     text = runner.invoke(local_app(), ["env", "--device", "cpu"])
     assert text.exit_code == 0
     assert text.output.splitlines()[0].split() == ["device", "cpu"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -180,18 +181,24 @@ def cpu_speed_line(speed: dict[str, Any]) -> str:
     return line + (", unsteady: small-batch figures will be noisy" if cpuspeed.warning(speed) else ", steady")
 
 
+class EnvFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
 def env(
     device: DeviceOpt = "auto",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    fmt: Annotated[EnvFormat, typer.Option("--format", "-f", help="Output format.")] = EnvFormat.table,
+    as_json: Annotated[bool, typer.Option("--json", hidden=True, help="The same as --format json.")] = False,
 ) -> None:
     """Show the environment: GPU, driver, CUDA, torch/transformers/accelerate/bitsandbytes versions.
 
-    Example: gpubench env --json
+    Example: gpubench env --format json
     """
     from .. import api
 
     info = api.environment(device)
-    if as_json:
+    if as_json or fmt is EnvFormat.json:
         typer.echo(json.dumps(info, indent=2))
         return
     gpu = info.get("gpu") or {}
