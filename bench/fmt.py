@@ -36,7 +36,7 @@ def pct(value: Any, *, sign: bool = True, typographic: bool = False, dash: str =
     return text.replace("-", MINUS) if typographic else text
 
 
-def utc_minute(value: Any) -> str:
+def fmt_date(value: Any) -> str:
     """An ISO timestamp as "YYYY-MM-DD HH:MM UTC"; other text as is; "" for nothing."""
     if not isinstance(value, str) or not value:
         return ""
@@ -89,6 +89,3 @@ def fmt_num(value: Any, decimals: int) -> str:
 
 def fmt_pct(value: Any) -> str:
     return pct(value, typographic=True, dash="–")
-
-
-fmt_date = utc_minute

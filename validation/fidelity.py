@@ -48,7 +48,7 @@ import pandas as pd
 from bench.fsio import atomic_write_text
 from bench.results import read_results, row_cpu_loop_ms
 from validation.interleave_stats import paired_ratio
-from validation.parts import INTERRUPTED, TIME_LIMIT, expired, gpubench_run, run_child, stop_on_sigterm
+from validation.parts import TIME_LIMIT, expired, gpubench_run, run_child, run_script
 
 # One reference loop: seconds on a GPU (bert-large, 128 steps); a hang guard far above that.
 REFERENCE_TIMEOUT_S = 900.0
@@ -137,11 +137,7 @@ def table(out: Path, repeats: int, sampler_off: bool) -> pd.DataFrame:
 
 
 def main() -> int:
-    stop_on_sigterm()
-    try:
-        return _main()
-    except KeyboardInterrupt:  # between children: what finished is kept
-        return INTERRUPTED
+    return run_script(_main)
 
 
 def _main() -> int:

@@ -59,7 +59,7 @@ from bench.fsio import atomic_write_json, atomic_write_text
 from bench.run.proc import run_subprocess
 from validation.interleave_sides import KINDS, SIDES, WARMUP_STEPS, build_sides, scenario_names
 from validation.interleave_stats import collect, summarize
-from validation.parts import INTERRUPTED, TIME_LIMIT, expired, stop_on_sigterm
+from validation.parts import INTERRUPTED, TIME_LIMIT, expired, run_script
 
 MODULE = [sys.executable, "-m", "validation.interleaved"]
 # One scenario's process: about a minute on a GPU at 40-100 pairs of 10 steps; a hang guard far above.
@@ -214,14 +214,15 @@ def result_path(out: Path, name: str, kind: str, first: str = "b") -> Path:
 
 
 def main() -> int:
-    stop_on_sigterm()
+    return run_script(_checked_main)
+
+
+def _checked_main() -> int:
     try:
         return _main()
     except BadInput as exc:  # a scenario the matrix does not have, ...: one line, exit 2
         print(f"validation.interleaved: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)
-    except KeyboardInterrupt:  # finished results are kept
-        return INTERRUPTED
 
 
 def _main() -> int:

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -68,6 +68,16 @@ def stop_on_sigterm() -> None:
     """SIGTERM (a timeout above this process, `kill`) stops this script as Ctrl-C does: run_child
     then stops its child too, which lives in a session of its own and so gets no signal of ours."""
     signal.signal(signal.SIGTERM, _interrupt)
+
+
+def run_script(body: Callable[[], int]) -> int:
+    """A validation script's entry point: SIGTERM stops it as Ctrl-C does, and either ends it with
+    INTERRUPTED; what finished is kept."""
+    stop_on_sigterm()
+    try:
+        return body()
+    except KeyboardInterrupt:
+        return INTERRUPTED
 
 
 def run_child(name: str, cmd: Sequence[str], timeout_s: float, quiet: bool = False) -> int:

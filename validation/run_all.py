@@ -48,7 +48,7 @@ from validation.parts import (
     gpubench_run,
     limit_args,
     run_child,
-    stop_on_sigterm,
+    run_script,
 )
 
 PARTS = {
@@ -109,11 +109,7 @@ def run_part(name: str, out: Path, extra: list[str], deadline: float | None, arg
 
 
 def main() -> int:
-    stop_on_sigterm()
-    try:
-        return _main()
-    except KeyboardInterrupt:  # between parts: what finished is kept
-        return INTERRUPTED
+    return run_script(_main)
 
 
 def _main() -> int:

@@ -17,7 +17,7 @@ from ..fsio import atomic_write_json, read_json
 from ..measure import flops, hostmem
 from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, open_nvml
 from ..models import resolve_model
-from ..results import FAILED_STATUSES, FINAL_STATUSES, read_results, write_results
+from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, read_results, write_results
 from ..scenario import Scenario
 from .childenv import worker_env
 from .launcher import Launcher, WorkerJob, open_launcher
@@ -237,8 +237,7 @@ def _row(
     peaks: MemoryPeaks | None,
 ) -> dict[str, Any]:
     row: dict[str, Any] = {"scenario": sc.name, "repeat": repeat, "status": status, "error": error}
-    # name is the scenario column; inject_fault (a harness test, bench/worker/run.py) is not a result
-    row.update({k: v for k, v in sc.settings().items() if k not in ("name", "inject_fault")})
+    row.update({k: v for k, v in sc.settings().items() if k in SETTING_COLUMNS})  # not name, inject_fault
     row.update({"model_resolved": model, "device": device})
     row.update(figures)
     if status == "skipped":
