@@ -13,6 +13,8 @@ from .scenario import SETTING_KEYS, Scenario
 
 TOP_LEVEL_KEYS = ("matrix", "base", "scenarios")
 MATRIX_KEYS = ("description",)
+# Command-line settings that only multi-process scenarios take (a single-GPU row stays one process).
+PARALLEL_OVERRIDES = ("gpus", "nnodes", "node_rank", "rdzv_endpoint")
 # Accepted for readers of the guide's TrainingArguments; mapped onto `precision`.
 ALIASES = ("fp16", "bf16")
 
@@ -109,7 +111,9 @@ def apply_overrides(scenarios: tuple[Scenario, ...], overrides: dict[str, Any]) 
     for key in given:
         if key not in SETTING_KEYS:
             raise BadInput(f"unknown setting '{key}'", hint=_known(key, SETTING_KEYS))
-    return tuple(s.replace(**given) for s in scenarios)
+    common = {k: v for k, v in given.items() if k not in PARALLEL_OVERRIDES}
+    parallel = {k: v for k, v in given.items() if k in PARALLEL_OVERRIDES}
+    return tuple(s.replace(**common, **(parallel if s.distributed else {})) for s in scenarios)
 
 
 def select(scenarios: tuple[Scenario, ...], only: list[str] | None, origin: str) -> tuple[Scenario, ...]:

@@ -25,6 +25,13 @@ COMPILE_SCOPES = ("model", "layers")
 DATA_SOURCES = ("memory", "datasets")
 # Faults the worker can inject on purpose, to test the harness itself (never used by shipped matrices).
 FAULTS = ("none", "hang", "sigkill", "nan", "raise", "oom", "exit3", "slow")
+# Data parallelism through the engines' own integrations (docs/multi-gpu.md).
+STRATEGIES = ("none", "ddp", "fsdp", "deepspeed")
+# FSDP2's reshard_after_forward: full = True (ZeRO-3-like), grad_op = False (ZeRO-2-like).
+FSDP_SHARDINGS = ("full", "grad_op")
+OFFLOADS = ("none", "optimizer", "params")
+MAX_GPUS_PER_NODE = 64
+MAX_NODES = 1024
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,16 @@ class Scenario:
     seed: int = 42
     timeout_s: float | None = None
     inject_fault: str = "none"
+    fault_rank: int = -1  # with inject_fault in a multi-process scenario: only this rank (-1: every rank)
+    # -- beyond one GPU: processes per node ("all": every visible GPU; on the CPU, gloo processes)
+    gpus: int | str = 1
+    strategy: str = "none"
+    zero_stage: int = 0  # 1-3 with strategy = "deepspeed"; 0 otherwise
+    fsdp_sharding: str = "full"
+    offload: str = "none"
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str = ""  # host:port of node 0, with nnodes > 1
     # where the scenario came from, for messages only (not compared, not saved as a setting)
     origin: str = field(default="", compare=False, repr=False)
 
@@ -96,6 +113,7 @@ class Scenario:
             raise bad("timeout_s", self.timeout_s, "must be a positive number of seconds")
         if not isinstance(self.model, str) or not self.model:
             raise bad("model", self.model, "must be a preset name or a local directory")
+        self._check_parallel(bad)
         if self.optimizer_steps <= self.warmup_steps:
             raise bad(
                 "warmup_steps",
@@ -104,6 +122,56 @@ class Scenario:
                 f"accumulation {self.grad_accum_steps} make only {self.optimizer_steps} optimizer "
                 "steps; raise samples or lower warmup_steps",
             )
+
+    def _check_parallel(self, bad: Any) -> None:
+        """The multi-process fields: each in range, and no two that contradict each other."""
+        for key, choices in (("strategy", STRATEGIES), ("offload", OFFLOADS)):
+            if getattr(self, key) not in choices:
+                raise bad(key, getattr(self, key), f"is not one of {', '.join(choices)}")
+        if self.fsdp_sharding == "hybrid":
+            raise bad(
+                "fsdp_sharding",
+                "hybrid",
+                "(HSDP) needs a 2-D device mesh, which gpubench does not build yet; use full or grad_op",
+            )
+        if self.fsdp_sharding not in FSDP_SHARDINGS:
+            raise bad("fsdp_sharding", self.fsdp_sharding, f"is not one of {', '.join(FSDP_SHARDINGS)}")
+        if self.gpus != "all" and not _whole(self.gpus, 1, MAX_GPUS_PER_NODE):
+            raise bad("gpus", self.gpus, f'must be a whole number from 1 to {MAX_GPUS_PER_NODE}, or "all"')
+        if not _whole(self.nnodes, 1, MAX_NODES):
+            raise bad("nnodes", self.nnodes, f"must be a whole number from 1 to {MAX_NODES}")
+        if not _whole(self.node_rank, 0, self.nnodes - 1):
+            raise bad("node_rank", self.node_rank, f"must be a whole number from 0 to nnodes - 1 ({self.nnodes - 1})")
+        if not _whole(self.zero_stage, 0, 3):
+            raise bad("zero_stage", self.zero_stage, "must be 1, 2 or 3 (with strategy = \"deepspeed\")")
+        if not _whole(self.fault_rank, -1, MAX_GPUS_PER_NODE * MAX_NODES):
+            raise bad("fault_rank", self.fault_rank, "must be a rank (0 or more), or -1 for every rank")
+        if not isinstance(self.rdzv_endpoint, str) or (self.rdzv_endpoint and not _endpoint(self.rdzv_endpoint)):
+            raise bad("rdzv_endpoint", self.rdzv_endpoint, "must be HOST:PORT (port 1-65535)")
+        if self.strategy == "none" and (self.gpus != 1 or self.nnodes != 1):
+            raise bad("strategy", "none", "runs one process on one GPU; choose ddp, fsdp or deepspeed for gpus/nnodes above 1")
+        if self.strategy == "deepspeed" and self.zero_stage == 0:
+            raise bad("zero_stage", 0, 'must be 1, 2 or 3 with strategy = "deepspeed"')
+        if self.strategy != "deepspeed" and self.zero_stage != 0:
+            raise bad("zero_stage", self.zero_stage, 'needs strategy = "deepspeed"')
+        if self.strategy != "fsdp" and self.fsdp_sharding != "full":
+            raise bad("fsdp_sharding", self.fsdp_sharding, 'needs strategy = "fsdp"')
+        if self.offload != "none":
+            why = {
+                "none": "needs a strategy that offloads: fsdp or deepspeed",
+                "ddp": "needs a strategy that offloads: fsdp or deepspeed (DDP keeps everything on the GPU)",
+                "fsdp": 'with fsdp must be "params": FSDP\'s CPU offload moves parameters, gradients and the '
+                "optimizer step together" if self.offload != "params" else "",
+                "deepspeed": "needs zero_stage = 3 (ZeRO offloads parameters only at stage 3)"
+                if self.offload == "params" and self.zero_stage != 3
+                else "",
+            }[self.strategy]
+            if why:
+                raise bad("offload", self.offload, why)
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            raise bad("nnodes", self.nnodes, "needs rdzv_endpoint = \"HOST:PORT\" of node 0 (the same on every node)")
+        if self.fault_rank >= 0 and self.inject_fault == "none":
+            raise bad("fault_rank", self.fault_rank, "needs inject_fault")
 
     # -- derived figures ------------------------------------------------------------------
     @property
@@ -117,10 +185,28 @@ class Scenario:
         return self.samples // self.samples_per_step
 
     @property
+    def distributed(self) -> bool:
+        """Started by torchrun (a process group), not by the single-process fork server."""
+        return self.strategy != "none"
+
+    @property
+    def world_size(self) -> int:
+        """Processes in the whole job; `gpus` must be resolved (not "all") first."""
+        if not isinstance(self.gpus, int):
+            raise ValueError(f"scenario '{self.name}': gpus = {self.gpus!r} is not resolved to a number yet")
+        return self.gpus * self.nnodes
+
+    @property
     def needs_cuda(self) -> str | None:
         """Why this scenario cannot run without CUDA, or None."""
         if self.tf32:
             return "tf32 is a CUDA matmul mode (Ampere or newer); it has no meaning on the CPU"
+        if self.strategy == "deepspeed":
+            return "DeepSpeed's engine needs a GPU here (its CPU accelerator needs Intel's extension for PyTorch)"
+        if self.strategy == "fsdp" and self.engine == "trainer":
+            return "the Trainer runs FSDP only on accelerators; on the CPU it would silently train with DDP"
+        if self.offload != "none":
+            return "offloading to the CPU has no meaning when training on the CPU"
         return None
 
     def settings(self) -> dict[str, Any]:
@@ -129,6 +215,15 @@ class Scenario:
 
     def replace(self, **changes: Any) -> Scenario:
         return dataclasses.replace(self, **changes)
+
+
+def _whole(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _endpoint(value: str) -> bool:
+    host, _, port = value.rpartition(":")
+    return bool(host) and port.isdigit() and 1 <= int(port) <= 65535
 
 
 SETTING_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Scenario) if f.name != "origin")

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from ..errors import BadInput
 from ..measure import cpuspeed
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
@@ -21,6 +22,15 @@ CPU_NOTE = (
     "note: these figures come from the CPU: a smoke test of the harness, not findings about any hardware; "
     "run on a GPU to measure the techniques"
 )
+
+
+def _gpus(text: str | None) -> int | str | None:
+    """--gpus: "all" or a whole number (the scenario checks its range)."""
+    if text is None or text == "all":
+        return text
+    if not text.isdigit():
+        raise BadInput(f'--gpus {text!r} must be a whole number or "all"')
+    return int(text)
 
 
 def register(app: typer.Typer) -> None:
@@ -43,6 +53,15 @@ def run(
     seq_len: SeqLenOpt = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Optimizer steps kept out of the timed window.")] = None,
     engine: EngineOpt = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(help='Processes per node for every multi-process scenario: a number or "all" (GPUs; gloo on the CPU).'),
+    ] = None,
+    nnodes: Annotated[int | None, typer.Option(help="Nodes in each multi-process scenario (run gpubench on each).")] = None,
+    node_rank: Annotated[int | None, typer.Option("--node-rank", help="This node's rank, 0 to nnodes - 1.")] = None,
+    rdzv_endpoint: Annotated[
+        str | None, typer.Option("--rdzv-endpoint", help="HOST:PORT of node 0, the same on every node.")
+    ] = None,
     exclusive: Annotated[bool, typer.Option(help="Refuse to run if other processes use the GPU.")] = False,
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted run in this directory.")] = None,
     memory_sampling: Annotated[
@@ -107,7 +126,16 @@ def run(
         repeats=repeats,
         out=out,
         timeout_s=timeout,
-        overrides={"samples": samples, "seq_len": seq_len, "warmup_steps": warmup_steps, "engine": engine},
+        overrides={
+            "samples": samples,
+            "seq_len": seq_len,
+            "warmup_steps": warmup_steps,
+            "engine": engine,
+            "gpus": _gpus(gpus),
+            "nnodes": nnodes,
+            "node_rank": node_rank,
+            "rdzv_endpoint": rdzv_endpoint,
+        },
         exclusive=exclusive,
         resume=resume,
         sample_memory=memory_sampling,

@@ -88,7 +88,9 @@ def figures(
     gpu_name: str | None,
     precision: str,
     tf32: bool,
+    gpus: int = 1,
 ) -> dict[str, Any]:
+    """FLOPs and MFU; with several GPUs `samples_per_s` is the job's and the peak is all GPUs'."""
     out: dict[str, Any] = {
         "flops_per_sample": None,
         "achieved_tflops": None,
@@ -103,6 +105,8 @@ def figures(
     per_sample = flops_per_sample(total_params, dims, seq_len)
     out["flops_per_sample"] = per_sample
     peak, source = peak_tflops(gpu_name, precision, tf32)
+    if peak and gpus > 1:
+        peak, source = peak * gpus, f"{gpus} x {source}"
     out["peak_tflops"], out["peak_source"] = peak, source
     if samples_per_s:
         out["achieved_tflops"] = per_sample * samples_per_s / 1e12

@@ -137,3 +137,67 @@ class MemorySampler:
             samples=self._samples,
             sample_hz=self._samples / elapsed,
         )
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = open(f"/proc/{pid}/stat", encoding="ascii", errors="replace").read()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the command name
+
+
+class TreeSampler:
+    """A multi-process scenario's GPU memory: one MemorySampler-like watch over several GPUs, counting
+    the processes descended from torchrun (each rank leads a session of its own, so the process
+    group does not find them). Per GPU: the process peak and the device peak minus idle."""
+
+    def __init__(self, handles: list[Nvml], hz: float = 100.0) -> None:
+        self.handles, self.interval = handles, 1.0 / hz
+        self.idle_mb = [h.used_mb() for h in handles]
+        self._root: int | None = None
+        self._mine: dict[int, bool] = {}
+        self._process_peak: list[float | None] = [None] * len(handles)
+        self._device_peak = [0.0] * len(handles)
+        self._samples = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+
+    def start(self, pid: int) -> None:
+        self._root, self._t0 = pid, time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="nvml-tree-sampler", daemon=True)
+        self._thread.start()
+
+    def _belongs(self, pid: int) -> bool:
+        if pid not in self._mine:
+            seen, current = 0, pid
+            while current not in (None, 0, 1) and current != self._root and seen < 32:
+                current, seen = _parent(current), seen + 1
+            self._mine[pid] = current == self._root
+        return self._mine[pid]
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for i, handle in enumerate(self.handles):
+                try:
+                    used = handle.used_mb()
+                    mine = [mb for pid, mb in handle.processes() if mb is not None and self._belongs(pid)]
+                except Exception:
+                    continue
+                self._device_peak[i] = max(self._device_peak[i], used - self.idle_mb[i])
+                if mine:
+                    peak = self._process_peak[i]
+                    self._process_peak[i] = sum(mine) if peak is None else max(peak, sum(mine))
+            self._samples += 1
+            self._stop.wait(self.interval)
+
+    def stop(self) -> list[MemoryPeaks]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        hz = self._samples / max(time.monotonic() - self._t0, 1e-9)
+        return [
+            MemoryPeaks(self._process_peak[i], max(self._device_peak[i], 0.0), self.idle_mb[i], self._samples, hz)
+            for i in range(len(self.handles))
+        ]

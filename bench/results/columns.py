@@ -15,7 +15,7 @@ FAILED_STATUSES = ("oom", "timeout", "error", "crashed", "diverged", "interrupte
 FAILURE_SEVERITY = ("interrupted", "crashed", "timeout", "oom", "error", "diverged")  # worst first
 
 ID_COLUMNS = ["scenario", "repeat", "status", "error"]
-SETTING_COLUMNS = [k for k in SETTING_KEYS if k not in ("name", "inject_fault")] + ["model_resolved", "device"]
+SETTING_COLUMNS = [k for k in SETTING_KEYS if k not in ("name", "inject_fault", "fault_rank", "rdzv_endpoint")] + ["model_resolved", "device"]
 SPEED_COLUMNS = [
     "samples_per_s",  # steady state: samples in the window / window wall time
     "tokens_per_s",
@@ -33,6 +33,20 @@ SPEED_COLUMNS = [
     "fp32_matmul_precision",  # CUDA fp32 matmuls after training: ieee (plain fp32) or tf32
     "trainer_runtime_s",  # the Trainer's own train_runtime (whole epoch, warm-up included)
     "trainer_samples_per_s",  # the Trainer's own train_samples_per_second
+]
+PARALLEL_COLUMNS = [  # multi-process scenarios (docs/multi-gpu.md); samples_per_s is then the job's
+    "world_size",  # processes in the job (GPUs over all nodes; gloo processes on the CPU)
+    "parallel_wrapper",  # what really wrapped the model: DistributedDataParallel, FSDP2, DeepSpeedEngine
+    "samples_per_s_per_gpu",  # samples_per_s / world_size
+    "scaling_efficiency",  # samples_per_s_per_gpu / the 1-process reference's samples_per_s (weak scaling)
+    "scaling_ref",  # the reference scenario of scaling_efficiency
+    "slowest_rank",  # the rank whose median step was longest (its step times are the row's)
+    "torch_max_allocated_sum_mb",  # over all ranks; torch_max_allocated_mb is the largest rank's
+    "torch_max_reserved_sum_mb",
+    "rss_peak_sum_mb",
+    "nvml_process_peak_sum_mb",  # NVML per GPU, summed; peak_mem_mb is the largest GPU's
+    "gpu_peaks_mb",  # NVML peak of each GPU, in CUDA_VISIBLE_DEVICES order ("41230,41187")
+    "rank_figures",  # JSON: per rank samples/s, median step, allocator peaks, host
 ]
 MEMORY_COLUMNS = [
     "peak_mem_mb",  # NVML per-process peak on a GPU, peak RSS on the CPU; see peak_mem_source
@@ -76,13 +90,17 @@ OTHER_COLUMNS = [
     "stderr_tail",
 ]
 COLUMNS = (
-    ID_COLUMNS + SETTING_COLUMNS + SPEED_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
+    ID_COLUMNS + SETTING_COLUMNS + SPEED_COLUMNS + PARALLEL_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
 )
 NUMERIC_COLUMNS = [
     c
-    for c in SPEED_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
+    for c in SPEED_COLUMNS + PARALLEL_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
     if c
     not in (
+        "parallel_wrapper",
+        "scaling_ref",
+        "gpu_peaks_mb",
+        "rank_figures",
         "peak_mem_source",
         "peak_source",
         "loss_finite",

@@ -35,6 +35,8 @@ class RunPlan:
     sample_memory: bool = True
     launcher: str = DEFAULT_LAUNCHER
     cpu_affinity: tuple[int, ...] | None = None
+    gpu_uuids: tuple[str, ...] = ()  # the chosen GPU and those after it: a multi-GPU scenario's
+
 
     @property
     def results_csv(self) -> Path:
@@ -78,7 +80,9 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
     try:
         probe = probe_torch(scratch)
         device, uuid = resolve_device(request.device, probe)
+        uuids = gpu_uuids(device, probe)
         name, scenarios, model = _scenarios(request, device)
+        scenarios = resolve_gpus(scenarios, device, uuids)
     except BaseException:
         if created:  # leave no empty result directory behind
             with contextlib.suppress(OSError):
@@ -96,8 +100,36 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         sample_memory=request.sample_memory,
         launcher=request.launcher,
         cpu_affinity=affinity,
+        gpu_uuids=uuids,
     )
     return plan, probe
+
+
+CPU_ALL_PROCESSES = 2  # gpus = "all" on the CPU: enough gloo processes to exercise the collectives
+
+
+def gpu_uuids(device: str, probe: dict[str, Any]) -> tuple[str, ...]:
+    """The GPUs a multi-GPU scenario may use: the chosen one and every one after it."""
+    if device == "cpu":
+        return ()
+    devices = probe.get("devices", [])
+    return tuple(str(d.get("uuid")) for d in devices[int(device.split(":")[1]) :])
+
+
+def resolve_gpus(scenarios: tuple[Scenario, ...], device: str, uuids: tuple[str, ...]) -> tuple[Scenario, ...]:
+    """gpus = "all" becomes a number; asking for more GPUs than there are is bad input, before any run."""
+    have = CPU_ALL_PROCESSES if device == "cpu" else len(uuids)
+    out = []
+    for sc in scenarios:
+        if sc.gpus == "all":
+            sc = sc.replace(gpus=have)
+        if device != "cpu" and isinstance(sc.gpus, int) and sc.gpus > have:
+            raise BadInput(
+                f"scenario '{sc.name}': gpus = {sc.gpus}, but {device} and the GPUs after it are {have}",
+                hint='lower gpus (or --gpus), use gpus = "all", or choose --device cuda:0',
+            )
+        out.append(sc)
+    return tuple(out)
 
 
 def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None) -> tuple[RunPlan, dict[str, Any]]:
@@ -126,16 +158,19 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
             hint="resume without them (the run's own scenarios.json is used), "
             "or also give the same --matrix to check they still match",
         )
-    if request.matrix is not None:
-        _, current, _ = _scenarios(request, device)
+    current = _scenarios(request, device)[1] if request.matrix is not None else None
+    resolve_models(scenarios, device)  # the checkpoints are still there
+    probe = probe_torch(scratch)
+    device, uuid = resolve_device(device, probe)
+    uuids = gpu_uuids(device, probe)
+    scenarios = resolve_gpus(scenarios, device, uuids)
+    if current is not None:
+        current = resolve_gpus(current, device, uuids)
         if [s.settings() for s in current] != [s.settings() for s in scenarios]:
             raise BadInput(
                 f"--resume {out}: matrix '{request.matrix}' no longer matches the run's scenarios",
                 hint="resume without --matrix to finish the run as it was planned",
             )
-    resolve_models(scenarios, device)  # the checkpoints are still there
-    probe = probe_torch(scratch)
-    device, uuid = resolve_device(device, probe)
     check_writable(out)
     for stale in out.glob(".*.tmp"):  # an atomic write cut short by a SIGKILL
         stale.unlink(missing_ok=True)
@@ -153,6 +188,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         sample_memory=request.sample_memory,
         launcher=request.launcher,
         cpu_affinity=affinity,
+        gpu_uuids=uuids,
     )
     return plan, probe
 

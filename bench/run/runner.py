@@ -15,14 +15,15 @@ from .. import memory
 from ..errors import ExitCode
 from ..fsio import atomic_write_json, read_json
 from ..measure import flops, hostmem
-from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, open_nvml
+from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, TreeSampler, open_nvml
 from ..models import resolve_model
 from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, read_results, write_results
 from ..scenario import Scenario
 from .childenv import worker_env
 from .launcher import Launcher, WorkerJob, open_launcher
+from . import torchrun
 from .plan import RunPlan
-from .proc import Interrupts, tail
+from .proc import Interrupts, ProcResult, tail
 
 
 class Reporter(Protocol):
@@ -149,10 +150,20 @@ def run_one(
     model = resolve_model(sc.model, plan.device)
     device = "cpu" if plan.device == "cpu" else "cuda:0"  # CUDA_VISIBLE_DEVICES holds the chosen GPU
     launched_at = time.time()
+    timeout_s = plan.timeout_for(sc)
     atomic_write_json(
         spec_path,
-        {"scenario": sc.settings(), "device": device, "model": model, "repeat": repeat, "launched_at": launched_at},
+        {
+            "scenario": sc.settings(),
+            "device": device,
+            "model": model,
+            "repeat": repeat,
+            "launched_at": launched_at,
+            "timeout_s": timeout_s,
+        },
     )
+    if sc.distributed:
+        return _run_distributed(plan, sc, repeat, model, gpu_name, workdir, interrupts)
     sampler = MemorySampler(nvml) if nvml and plan.sample_memory else None
     if sampler is not None:
         sampler.idle_mb = nvml.used_mb() if nvml else 0.0
@@ -166,14 +177,77 @@ def run_one(
             sampler.start(pid)
 
     log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"
-    proc = launcher.run(WorkerJob(spec_path, result_path, plan.timeout_for(sc), log_path, started, interrupts))
+    proc = launcher.run(WorkerJob(spec_path, result_path, timeout_s, log_path, started, interrupts))
     peaks = sampler.stop() if sampler else None
-    status, error, figures = _outcome(proc, result_path, plan.timeout_for(sc), kills_before)
+    status, error, figures = _outcome(proc, result_path, timeout_s, kills_before)
     row = _row(sc, repeat, model, plan.device, status, error, figures, peaks)
+    return _finish_row(row, sc, model, gpu_name, figures, launched_at, proc, log_path)
+
+
+def _run_distributed(
+    plan: RunPlan,
+    sc: Scenario,
+    repeat: int,
+    model: str,
+    gpu_name: str | None,
+    workdir: Path,
+    interrupts: Interrupts | None,
+) -> dict[str, Any]:
+    """A multi-process scenario: torchrun over this node's GPUs (or gloo processes on the CPU),
+    memory sampled on each GPU, the rank files read when something failed."""
+    spec_path, result_path = workdir / "spec.json", workdir / "result.json"
+    launched_at = float(read_json(spec_path)["launched_at"])
+    uuids = plan.gpu_uuids[: sc.gpus] if plan.device != "cpu" else ()
+    handles = [h for h in (open_nvml(u)[0] for u in uuids) if h is not None] if plan.sample_memory else []
+    sampler = TreeSampler(handles) if handles and len(handles) == len(uuids) else None
+    log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"
+    env = worker_env(",".join(uuids) or None, plan.inductor_cache, plan.cpu_affinity)
+    timeout_s = plan.timeout_for(sc)
+    proc = torchrun.launch(
+        sc,
+        spec_path,
+        result_path,
+        timeout_s=timeout_s,
+        log_path=log_path,
+        env=env,
+        on_start=sampler.start if sampler else None,
+        interrupts=interrupts,
+    )
+    per_gpu = sampler.stop() if sampler else []
+    status, error, figures = _outcome(proc, result_path, timeout_s, None)
+    if status != "ok" and status != "skipped" and not proc.interrupted:
+        told = torchrun.failure(workdir, sc.world_size, proc.timed_out, tail(log_path, 20000))
+        if told is not None:
+            status, error = told
+            figures = {}
+    row = _row(sc, repeat, model, plan.device, status, error, figures, _largest(per_gpu))
+    if per_gpu and status != "skipped":
+        row["nvml_process_peak_sum_mb"] = sum(p.peak_mb for p in per_gpu)
+        row["gpu_peaks_mb"] = ",".join(f"{p.peak_mb:.0f}" for p in per_gpu)
+    return _finish_row(row, sc, model, gpu_name, figures, launched_at, proc, log_path)
+
+
+def _largest(per_gpu: list[MemoryPeaks]) -> MemoryPeaks | None:
+    """The GPU whose peak was highest: what must fit on one GPU."""
+    return max(per_gpu, key=lambda p: p.peak_mb) if per_gpu else None
+
+
+def _finish_row(
+    row: dict[str, Any],
+    sc: Scenario,
+    model: str,
+    gpu_name: str | None,
+    figures: dict[str, Any],
+    launched_at: float,
+    proc: ProcResult,
+    log_path: Path,
+) -> dict[str, Any]:
+    status = row["status"]
     tf32 = sc.tf32 or figures.get("fp32_matmul_precision") == "tf32"
+    gpus = int(figures.get("world_size") or 1) if row.get("device") != "cpu" else 1
     row.update(
         flops.figures(
-            model, figures.get("model_params"), sc.seq_len, row.get("samples_per_s"), gpu_name, sc.precision, tf32
+            model, figures.get("model_params"), sc.seq_len, row.get("samples_per_s"), gpu_name, sc.precision, tf32, gpus
         )
     )
     row.update(memory.predicted_columns(sc, model, figures))

@@ -12,7 +12,9 @@ from typing import Any
 
 import torch
 
+from . import parallel
 from .compiling import compiled
+from .dist import wrapper_name
 from .inputs import EngineInputs
 from .tracking import make_optimizer
 
@@ -49,14 +51,22 @@ def setup(inputs: EngineInputs) -> AccelerateLoop:
     sc, model, device = inputs.sc, inputs.model, inputs.device
     from accelerate import Accelerator
 
+    plugins = parallel.accelerate_plugins(sc, model)
     accelerator = Accelerator(
         mixed_precision=MIXED[sc.precision],
         gradient_accumulation_steps=sc.grad_accum_steps,
         cpu=device.type == "cpu",
+        **plugins,
     )
+    parallel.force_fsdp_on_cpu(accelerator, plugins.get("fsdp_plugin"))
     if sc.grad_checkpointing:
         model.gradient_checkpointing_enable()
-    optimizer = make_optimizer(sc.optimizer, model.parameters())
+    if sc.strategy == "deepspeed" and sc.offload != "none":  # DeepSpeed builds its CPU Adam
+        from accelerate.utils import DummyOptim
+
+        optimizer = DummyOptim(model.parameters(), lr=parallel.LR)
+    else:
+        optimizer = make_optimizer(sc.optimizer, model.parameters())
     loader = torch.utils.data.DataLoader(
         inputs.dataset,
         batch_size=sc.batch_size,
@@ -83,5 +93,9 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         torch.cuda.synchronize()
     loop_s = time.perf_counter() - start
     samples = len(loop.loader) * inputs.sc.batch_size
-    # The loop's own whole-epoch figures, the counterpart of the Trainer's train_runtime.
-    return {"trainer_runtime_s": loop_s, "trainer_samples_per_s": samples / loop_s}
+    # The loop's own whole-epoch figures, the counterpart of the Trainer's train_runtime (this
+    # rank's; bench/worker/ranks.py adds the ranks up).
+    figures: dict[str, Any] = {"trainer_runtime_s": loop_s, "trainer_samples_per_s": samples / loop_s}
+    if inputs.sc.distributed:
+        figures["parallel_wrapper"] = wrapper_name(loop.model)
+    return figures

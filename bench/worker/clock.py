@@ -50,6 +50,7 @@ class StepClock:
         on_first_step: Callable[[], None] | None = None,
         cpu_probe: Callable[[], float] | None = None,
         on_step: Callable[[], None] | None = None,
+        barrier: Callable[[], None] | None = None,
     ) -> None:
         self.cuda = device.type == "cuda"
         self.warmup_steps = warmup_steps
@@ -60,6 +61,9 @@ class StepClock:
         self.on_step = on_step  # after every optimizer step, before it is timed (inject_fault = "slow")
         self.cpu_probe = cpu_probe  # ms of a fixed CPU loop, taken at both ends, outside the window
         self.cpu_loop_ms: dict[str, float] = {}
+        # several ranks: after the drain at each edge of the window, wait for every rank, so the
+        # window opens and closes at the same step everywhere (bench/worker/ranks.py)
+        self.barrier = barrier
         self.steps_seen = 0
         self.t_begin: float | None = None
         self.t_first: float | None = None
@@ -71,6 +75,13 @@ class StepClock:
     def _sync(self) -> float:
         if self.cuda:
             torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def _edge(self) -> float:
+        """Drain the device and, with several ranks, wait for all of them: a window edge."""
+        self._sync()
+        if self.barrier is not None:
+            self.barrier()
         return time.perf_counter()
 
     def _mark(self) -> None:
@@ -87,7 +98,7 @@ class StepClock:
 
     def _start_window(self) -> float:
         """Drain the device, probe the CPU, then open the window: its start time."""
-        self._sync()
+        self._edge()
         self._probe("start")
         self.t_window_start = time.perf_counter()
         self._mark()
@@ -112,7 +123,7 @@ class StepClock:
         if step == self.warmup_steps:
             self._start_window()
         if step == self.total_steps:
-            self.t_window_end = self._sync()
+            self.t_window_end = self._edge()
             self._probe("end")
 
     def step_times_s(self) -> list[float]:

@@ -64,6 +64,9 @@ def run_worker(spec_file: str, result_file: str, marks: dict[str, float]) -> int
         flush=True,
     )
     marks = dict(marks)
+    rank_file = _rank_file(spec, result_path)
+    if rank_file is not None:  # one rank of a torchrun job: say it is alive, and its pid
+        atomic_write_json(rank_file, {"status": "running", "pid": os.getpid(), "reason": ""})
     forked = "forked" in marks  # forked by the fork server: imports done, CUDA not started
     warm = None
     if str(spec.get("device", "")).startswith("cuda") and not forked:
@@ -92,5 +95,30 @@ def run_worker(spec_file: str, result_file: str, marks: dict[str, float]) -> int
         except Exception:
             pass
     result.setdefault("figures", {})["cpu_affinity"] = cpus.current()  # where this worker ran
-    atomic_write_json(result_path, result)
-    return 0
+    if rank_file is None:
+        atomic_write_json(result_path, result)
+        return 0
+    return _end_rank(rank_file, result_path, result)
+
+
+def _rank_file(spec: dict[str, Any], result_path: Path) -> Path | None:
+    """rank-N.json beside the result, for a rank of a multi-process scenario; None otherwise."""
+    if spec["scenario"].get("strategy", "none") == "none" or "RANK" not in os.environ:
+        return None
+    return result_path.parent / f"rank-{int(os.environ['RANK'])}.json"
+
+
+def _end_rank(rank_file: Path, result_path: Path, result: dict[str, Any]) -> int:
+    """A rank's end: its own outcome in rank-N.json; the node's result.json from local rank 0 once
+    every rank has succeeded (the figures are gathered, so they are the whole job's). A failed rank
+    exits 1, so that torchrun stops the others instead of leaving them waiting in a collective."""
+    ok = result["status"] in ("ok", "diverged", "skipped")
+    atomic_write_json(rank_file, {"status": result["status"], "reason": result.get("reason", ""), "pid": os.getpid()})
+    if ok and os.environ.get("LOCAL_RANK", "0") == "0":
+        atomic_write_json(result_path, result)
+    with contextlib.suppress(Exception):
+        from . import dist
+
+        if ok:
+            dist.close()
+    return 0 if ok else 1

@@ -15,12 +15,13 @@ import torch
 
 from ..measure.cpuspeed import window_probe_ms
 from ..scenario import Scenario
-from . import accelerate_engine, trainer_engine
+from . import accelerate_engine, dist, trainer_engine
 from .clock import StepClock
 from .data import make_dataset
 from .inputs import EngineInputs
 from .model import build_model, count_parameters
 from .precision import matmul_precision, set_tf32
+from .ranks import combine_ranks
 from .tracking import MB, LossTracker, MemoryPhases
 
 ENGINES = {"trainer": trainer_engine.train, "accelerate": accelerate_engine.train}
@@ -80,10 +81,16 @@ def preload(engine: str) -> None:
 
 
 def build_inputs(
-    sc: Scenario, model_name: str, device: torch.device, scratch: Path, marks: dict[str, float]
+    sc: Scenario,
+    model_name: str,
+    device: torch.device,
+    scratch: Path,
+    marks: dict[str, float],
+    rank: dist.Rank | None = None,
+    timeout_s: float = 3600.0,
 ) -> EngineInputs:
     """Check the scenario can run here, then build what its engine trains and reports to; `marks`
-    gains the wall time of each start-up step."""
+    gains the wall time of each start-up step. `rank`: this process's place in a torchrun job."""
     check_runnable(sc, device)
     torch.manual_seed(sc.seed)
     if device.type == "cuda":
@@ -91,18 +98,25 @@ def build_inputs(
         set_tf32(sc.tf32)
         torch.empty(1, device=device)  # the CUDA context, unless a start-up thread made it already
     marks["cuda_ready"] = time.time()
+    if rank is not None:
+        dist.init(rank, device, dist.collective_timeout_s(timeout_s))
+        marks["process_group"] = time.time()
+    world = rank.world_size if rank else 1
+    faulty = sc.fault_rank < 0 or (rank.rank if rank else 0) == sc.fault_rank
+    fault = sc.inject_fault if faulty else "none"
 
     phases = MemoryPhases(device)
     model = build_model(model_name, device, sc.attn_implementation)
     phases.mark("model_built")
     marks["model_built"] = time.time()
-    if sc.inject_fault == "nan":
+    if fault == "nan":
         with torch.no_grad():
             for p in model.parameters():
                 p.fill_(float("nan"))
     if not sc.compile:
         phases.mark_first_forward(model)
-    dataset = make_dataset(sc.samples, sc.seq_len, model.config.vocab_size, sc.seed, sc.data_source)
+    # `samples` is per process: each rank's share of the data set is the single-GPU epoch (weak scaling)
+    dataset = make_dataset(sc.samples * world, sc.seq_len, model.config.vocab_size, sc.seed, sc.data_source)
     marks["data_built"] = time.time()
 
     clock = StepClock(
@@ -111,9 +125,10 @@ def build_inputs(
         total_steps=sc.optimizer_steps,
         samples_per_step=sc.samples_per_step,
         tokens_per_sample=sc.seq_len,
-        on_first_step=lambda: inject(sc.inject_fault),
+        on_first_step=lambda: inject(fault),
         cpu_probe=window_probe_ms,
-        on_step=(lambda: time.sleep(SLOW_STEP_S)) if sc.inject_fault == "slow" else None,
+        on_step=(lambda: time.sleep(SLOW_STEP_S)) if fault == "slow" else None,
+        barrier=dist.barrier if rank is not None else None,
     )
     return EngineInputs(sc, model, dataset, device, clock, LossTracker(), phases, scratch)
 
@@ -122,8 +137,9 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     """Train one scenario. `marks` holds wall times of the process's start-up steps so far."""
     marks = dict(marks or {})
     sc = Scenario(**spec["scenario"])
-    device = torch.device(spec["device"])
-    inputs = build_inputs(sc, spec["model"], device, scratch, marks)
+    rank = dist.from_env() if sc.distributed else None
+    device = torch.device(f"cuda:{rank.local_rank}" if rank and spec["device"] != "cpu" else spec["device"])
+    inputs = build_inputs(sc, spec["model"], device, scratch, marks, rank, float(spec.get("timeout_s", 3600.0)))
     model, clock, losses, phases = inputs.model, inputs.clock, inputs.losses, inputs.phases
     engine_figures = ENGINES[sc.engine](inputs)
     figures: dict[str, Any] = {
@@ -140,6 +156,9 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         "fp32_matmul_precision": matmul_precision() if device.type == "cuda" else "",
     }
     figures.update(memory_figures(device))
+    if rank is not None:
+        figures["host"] = os.uname().nodename
+        figures = combine_ranks(dist.gather(figures), sc.engine)
     status = "ok" if figures["loss_finite"] and figures["nonfinite_losses"] == 0 else "diverged"
     reason = (
         ""

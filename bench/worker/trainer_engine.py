@@ -7,7 +7,9 @@ from typing import Any
 import torch
 
 from ..scenario import OPTIMIZERS
+from . import parallel
 from .compiling import compile_layers
+from .dist import wrapper_name
 from .inputs import EngineInputs
 from .precision import set_tf32
 
@@ -60,6 +62,7 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         logging_strategy="no",
         save_strategy="no",
         disable_tqdm=True,
+        **parallel.trainer_arguments(sc, model),
     )
     if sc.compile and sc.compile_scope == "layers":
         compile_layers(model)  # the Trainer's torch_compile would wrap the whole model
@@ -70,7 +73,10 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         # says (seen on the H200 with accelerate 1.15): pin it back to what the scenario says.
         set_tf32(sc.tf32)
     metrics = trainer.train().metrics
-    return {
+    figures: dict[str, Any] = {
         "trainer_runtime_s": metrics.get("train_runtime"),
         "trainer_samples_per_s": metrics.get("train_samples_per_second"),
     }
+    if sc.distributed:
+        figures["parallel_wrapper"] = wrapper_name(trainer.model_wrapped)
+    return figures

@@ -1,0 +1,70 @@
+"""Many ranks' figures as one row (pure arithmetic, no torch).
+
+Every rank opens and closes its timed window at the same step behind a barrier, so the window is
+one span of wall time: the job's samples/s is all ranks' window samples over the longest window.
+Step times come from the slowest rank (a step ends for everyone when its slowest rank is done);
+memory is given as the largest rank (what must fit on one GPU) and as the sum over ranks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PER_RANK_KEYS = (
+    "samples_per_s",
+    "step_time_median_ms",
+    "window_s",
+    "torch_max_allocated_mb",
+    "torch_max_reserved_mb",
+    "rss_peak_mb",
+    "final_loss",
+    "host",
+)
+MAX_KEYS = ("window_s", "first_step_s", "warmup_s", "train_loop_s", "trainer_runtime_s", "startup_s")
+MEMORY_KEYS = ("torch_max_allocated_mb", "torch_max_reserved_mb", "rss_peak_mb")
+
+
+def _numbers(ranks: list[dict[str, Any]], key: str) -> list[float]:
+    return [float(r[key]) for r in ranks if isinstance(r.get(key), int | float)]
+
+
+def combine_ranks(ranks: list[dict[str, Any]], engine: str) -> dict[str, Any]:
+    """One row's figures from every rank's (rank order; rank 0 first)."""
+    out = dict(ranks[0])
+    out.pop("host", None)  # kept per rank, in rank_figures
+    world = len(ranks)
+    for key in MAX_KEYS:
+        values = _numbers(ranks, key)
+        if values:
+            out[key] = max(values)
+    window_s = out.get("window_s")
+    samples = sum(_numbers(ranks, "window_samples"))
+    if window_s:
+        out["window_samples"] = int(samples)
+        out["samples_per_s"] = samples / window_s
+        tokens = sum(float(r["tokens_per_s"]) * float(r["window_s"]) for r in ranks if r.get("tokens_per_s"))
+        out["tokens_per_s"] = tokens / window_s
+        out["samples_per_s_per_gpu"] = out["samples_per_s"] / world
+    medians = [(r.get("step_time_median_ms") or 0.0, i) for i, r in enumerate(ranks)]
+    slowest = max(medians)[1]
+    for key in ("step_time_p10_ms", "step_time_median_ms", "step_time_p90_ms"):
+        out[key] = ranks[slowest].get(key)
+    out["slowest_rank"] = slowest
+    for key in MEMORY_KEYS:
+        values = _numbers(ranks, key)
+        if values:
+            out[key] = max(values)
+            out[key.replace("_mb", "_sum_mb")] = sum(values)
+    for key in [k for k in ranks[0] if k.startswith("torch_alloc_")]:
+        values = _numbers(ranks, key)
+        out[key] = max(values) if values else None
+    finite = [bool(r.get("loss_finite")) for r in ranks]
+    out["loss_finite"] = all(finite)
+    out["nonfinite_losses"] = int(sum(_numbers(ranks, "nonfinite_losses")))
+    if engine == "accelerate" and out.get("trainer_samples_per_s") is not None:
+        # the loop's own epoch figure is per rank; the Trainer's is already global
+        out["trainer_samples_per_s"] = sum(_numbers(ranks, "trainer_samples_per_s"))
+    out["world_size"] = world
+    out["rank_figures"] = json.dumps([{k: r.get(k) for k in PER_RANK_KEYS} | {"rank": i} for i, r in enumerate(ranks)])
+    return out
