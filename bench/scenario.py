@@ -143,13 +143,15 @@ class Scenario:
         if not _whole(self.node_rank, 0, self.nnodes - 1):
             raise bad("node_rank", self.node_rank, f"must be a whole number from 0 to nnodes - 1 ({self.nnodes - 1})")
         if not _whole(self.zero_stage, 0, 3):
-            raise bad("zero_stage", self.zero_stage, "must be 1, 2 or 3 (with strategy = \"deepspeed\")")
+            raise bad("zero_stage", self.zero_stage, 'must be 1, 2 or 3 (with strategy = "deepspeed")')
         if not _whole(self.fault_rank, -1, MAX_GPUS_PER_NODE * MAX_NODES):
             raise bad("fault_rank", self.fault_rank, "must be a rank (0 or more), or -1 for every rank")
         if not isinstance(self.rdzv_endpoint, str) or (self.rdzv_endpoint and not _endpoint(self.rdzv_endpoint)):
             raise bad("rdzv_endpoint", self.rdzv_endpoint, "must be HOST:PORT (port 1-65535)")
         if self.strategy == "none" and (self.gpus != 1 or self.nnodes != 1):
-            raise bad("strategy", "none", "runs one process on one GPU; choose ddp, fsdp or deepspeed for gpus/nnodes above 1")
+            raise bad(
+                "strategy", "none", "runs one process on one GPU; choose ddp, fsdp or deepspeed for gpus/nnodes above 1"
+            )
         if self.strategy == "deepspeed" and self.zero_stage == 0:
             raise bad("zero_stage", 0, 'must be 1, 2 or 3 with strategy = "deepspeed"')
         if self.strategy != "deepspeed" and self.zero_stage != 0:
@@ -161,7 +163,9 @@ class Scenario:
                 "none": "needs a strategy that offloads: fsdp or deepspeed",
                 "ddp": "needs a strategy that offloads: fsdp or deepspeed (DDP keeps everything on the GPU)",
                 "fsdp": 'with fsdp must be "params": FSDP\'s CPU offload moves parameters, gradients and the '
-                "optimizer step together" if self.offload != "params" else "",
+                "optimizer step together"
+                if self.offload != "params"
+                else "",
                 "deepspeed": "needs zero_stage = 3 (ZeRO offloads parameters only at stage 3)"
                 if self.offload == "params" and self.zero_stage != 3
                 else "",
@@ -169,7 +173,7 @@ class Scenario:
             if why:
                 raise bad("offload", self.offload, why)
         if self.nnodes > 1 and not self.rdzv_endpoint:
-            raise bad("nnodes", self.nnodes, "needs rdzv_endpoint = \"HOST:PORT\" of node 0 (the same on every node)")
+            raise bad("nnodes", self.nnodes, 'needs rdzv_endpoint = "HOST:PORT" of node 0 (the same on every node)')
         if self.fault_rank >= 0 and self.inject_fault == "none":
             raise bad("fault_rank", self.fault_rank, "needs inject_fault")
 

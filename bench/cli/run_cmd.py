@@ -55,9 +55,13 @@ def run(
     engine: EngineOpt = None,
     gpus: Annotated[
         str | None,
-        typer.Option(help='Processes per node for every multi-process scenario: a number or "all" (GPUs; gloo on the CPU).'),
+        typer.Option(
+            help='Processes per node for every multi-process scenario: a number or "all" (GPUs; gloo on the CPU).'
+        ),
     ] = None,
-    nnodes: Annotated[int | None, typer.Option(help="Nodes in each multi-process scenario (run gpubench on each).")] = None,
+    nnodes: Annotated[
+        int | None, typer.Option(help="Nodes in each multi-process scenario (run gpubench on each).")
+    ] = None,
     node_rank: Annotated[int | None, typer.Option("--node-rank", help="This node's rank, 0 to nnodes - 1.")] = None,
     rdzv_endpoint: Annotated[
         str | None, typer.Option("--rdzv-endpoint", help="HOST:PORT of node 0, the same on every node.")

@@ -30,7 +30,16 @@ NOT_IN_KEY = ("description", "timeout_s", "device", "model", "model_resolved")
 KEY_SETTINGS = tuple(c for c in SETTING_COLUMNS if c not in NOT_IN_KEY)
 # Settings added after results were first recorded, with their defaults: one enters a series key
 # only when set to something else, so a series recorded before the setting existed keeps its key.
-LATE_SETTINGS: dict[str, Any] = {"compile_scope": "model"}
+LATE_SETTINGS: dict[str, Any] = {
+    "compile_scope": "model",
+    "gpus": 1,
+    "strategy": "none",
+    "zero_stage": 0,
+    "fsdp_sharding": "full",
+    "offload": "none",
+    "nnodes": 1,
+    "node_rank": 0,
+}
 PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes")  # each has its own column
 
 

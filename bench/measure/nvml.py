@@ -141,7 +141,8 @@ class MemorySampler:
 
 def _parent(pid: int) -> int | None:
     try:
-        stat = open(f"/proc/{pid}/stat", encoding="ascii", errors="replace").read()
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
     except OSError:
         return None
     return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the command name
@@ -172,8 +173,11 @@ class TreeSampler:
     def _belongs(self, pid: int) -> bool:
         if pid not in self._mine:
             seen, current = 0, pid
-            while current not in (None, 0, 1) and current != self._root and seen < 32:
-                current, seen = _parent(current), seen + 1
+            while current is not None and current > 1 and current != self._root and seen < 32:
+                parent = _parent(current)
+                if parent is None:
+                    break
+                current, seen = parent, seen + 1
             self._mine[pid] = current == self._root
         return self._mine[pid]
 

@@ -15,7 +15,10 @@ FAILED_STATUSES = ("oom", "timeout", "error", "crashed", "diverged", "interrupte
 FAILURE_SEVERITY = ("interrupted", "crashed", "timeout", "oom", "error", "diverged")  # worst first
 
 ID_COLUMNS = ["scenario", "repeat", "status", "error"]
-SETTING_COLUMNS = [k for k in SETTING_KEYS if k not in ("name", "inject_fault", "fault_rank", "rdzv_endpoint")] + ["model_resolved", "device"]
+SETTING_COLUMNS = [k for k in SETTING_KEYS if k not in ("name", "inject_fault", "fault_rank", "rdzv_endpoint")] + [
+    "model_resolved",
+    "device",
+]
 SPEED_COLUMNS = [
     "samples_per_s",  # steady state: samples in the window / window wall time
     "tokens_per_s",
@@ -90,7 +93,14 @@ OTHER_COLUMNS = [
     "stderr_tail",
 ]
 COLUMNS = (
-    ID_COLUMNS + SETTING_COLUMNS + SPEED_COLUMNS + PARALLEL_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
+    ID_COLUMNS
+    + SETTING_COLUMNS
+    + SPEED_COLUMNS
+    + PARALLEL_COLUMNS
+    + MEMORY_COLUMNS
+    + PREDICTED_COLUMNS
+    + FLOP_COLUMNS
+    + OTHER_COLUMNS
 )
 NUMERIC_COLUMNS = [
     c

@@ -88,3 +88,29 @@ def collect(
         "gpu_processes_at_start": gpu_processes,
         "cpu_speed": cpuspeed.probe(cpu_affinity),  # before any worker: how steady the CPUs are (~1 s)
     }
+
+
+def multi_gpu(uuids: tuple[str, ...], probe: dict[str, Any]) -> dict[str, Any]:
+    """For a run with multi-GPU scenarios: each GPU it may use (by UUID), NCCL's version, and how the
+    GPUs are linked (`nvidia-smi topo -m`; NVLink or PCIe sets what all-reduce costs)."""
+    from ..measure.nvml import open_nvml
+
+    gpus = []
+    for uuid in uuids:
+        handle, why = open_nvml(uuid)
+        gpus.append(handle.describe() if handle is not None else {"uuid": uuid, "nvml": f"unavailable: {why}"})
+    return {"gpus": gpus, "nccl": probe.get("nccl"), "topology": _topology()}
+
+
+def _topology() -> str | None:
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None

@@ -37,7 +37,6 @@ class RunPlan:
     cpu_affinity: tuple[int, ...] | None = None
     gpu_uuids: tuple[str, ...] = ()  # the chosen GPU and those after it: a multi-GPU scenario's
 
-
     @property
     def results_csv(self) -> Path:
         return self.out / RESULTS_CSV

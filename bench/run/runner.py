@@ -18,10 +18,11 @@ from ..measure import flops, hostmem
 from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, TreeSampler, open_nvml
 from ..models import resolve_model
 from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, read_results, write_results
+from ..results.scaling import add_scaling
 from ..scenario import Scenario
+from . import torchrun
 from .childenv import worker_env
 from .launcher import Launcher, WorkerJob, open_launcher
-from . import torchrun
 from .plan import RunPlan
 from .proc import Interrupts, ProcResult, tail
 
@@ -99,6 +100,7 @@ def execute(
                 reporter.scenario_start(sc, repeat)
                 row = run_one(plan, sc, repeat, nvml, gpu_name, launcher, ctrl_c)
                 rows.append(row)
+                add_scaling(rows)
                 rows.sort(key=lambda r: (order.get(r["scenario"], 1 << 30), int(r["repeat"])))
                 write_results(plan.results_csv, rows)
                 reporter.scenario_end(row)
@@ -197,7 +199,7 @@ def _run_distributed(
     memory sampled on each GPU, the rank files read when something failed."""
     spec_path, result_path = workdir / "spec.json", workdir / "result.json"
     launched_at = float(read_json(spec_path)["launched_at"])
-    uuids = plan.gpu_uuids[: sc.gpus] if plan.device != "cpu" else ()
+    uuids = plan.gpu_uuids[: sc.world_size // sc.nnodes] if plan.device != "cpu" else ()
     handles = [h for h in (open_nvml(u)[0] for u in uuids) if h is not None] if plan.sample_memory else []
     sampler = TreeSampler(handles) if handles and len(handles) == len(uuids) else None
     log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"

@@ -71,6 +71,9 @@ def run(
     env["launcher"] = plan.launcher
     env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
     env["inductor_cache"] = inductor_cache_dir(plan.inductor_cache)
+    most = max((s.gpus for s in plan.scenarios if s.distributed and isinstance(s.gpus, int)), default=0)
+    if most and plan.device != "cpu":
+        env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
     write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
     deadline = None if request.time_limit_s is None else started + request.time_limit_s
     outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)

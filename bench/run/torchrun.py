@@ -30,7 +30,12 @@ def command(sc: Scenario, spec: Path, result: Path) -> list[str]:
         cmd.append("--standalone")
     else:
         host, _, port = sc.rdzv_endpoint.rpartition(":")
-        cmd += [f"--nnodes={sc.nnodes}", f"--node-rank={sc.node_rank}", f"--master-addr={host}", f"--master-port={port}"]
+        cmd += [
+            f"--nnodes={sc.nnodes}",
+            f"--node-rank={sc.node_rank}",
+            f"--master-addr={host}",
+            f"--master-port={port}",
+        ]
     return [*cmd, "-m", "bench.worker", str(spec), str(result)]
 
 
@@ -102,7 +107,9 @@ def _waiting(state: dict[str, Any]) -> bool:
 
 def root_cause(log_text: str) -> tuple[int, str] | None:
     """torchrun's "Root Cause (first observed failure)": (rank, "exit code -9 (SIGKILL)")."""
-    match = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)[^\n]*?(\(SIG\w+\))?\s*$", log_text, re.S | re.M)
+    match = re.search(
+        r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)[^\n]*?(\(SIG\w+\))?\s*$", log_text, re.S | re.M
+    )
     if not match:
         return None
     signal_name = f" {match.group(3)}" if match.group(3) else ""
@@ -113,7 +120,9 @@ def failure(workdir: Path, world_size: int, timed_out: bool, log_text: str = "")
     """(status, reason) naming the rank that failed first and why, then the others, from the rank
     files and torchrun's root cause; None if nothing names a rank."""
     states = rank_states(workdir)
-    failed = {r: s for r, s in sorted(states.items()) if s.get("status") not in ("running", "ok", "diverged", "skipped")}
+    failed = {
+        r: s for r, s in sorted(states.items()) if s.get("status") not in ("running", "ok", "diverged", "skipped")
+    }
     causes = {r: s for r, s in failed.items() if not _waiting(s)}
     waiting = [r for r, s in failed.items() if _waiting(s)]
     silent = [r for r in range(world_size) if states.get(r, {}).get("status", "running") == "running"]
@@ -126,7 +135,8 @@ def failure(workdir: Path, world_size: int, timed_out: bool, log_text: str = "")
         verb = "never finished (hung)" if timed_out or waiting else "gave no result (stopped by torchrun)"
         parts.append(f"rank{'s' if len(silent) > 1 else ''} {', '.join(map(str, silent))} {verb}")
     if waiting:
-        parts.append(f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} failed waiting for it in a collective")
+        who = f"rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))}"
+        parts.append(f"{who} failed waiting for it in a collective")
     if not parts:
         return None
     if causes:

@@ -15,6 +15,10 @@ def probe() -> dict[str, Any]:
         "devices": [],
     }
     if info["cuda_available"]:
+        try:
+            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception as exc:  # a build without NCCL
+            info["nccl"] = f"unavailable: {type(exc).__name__}"
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
             info["devices"].append(

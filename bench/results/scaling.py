@@ -1,0 +1,47 @@
+"""Weak-scaling efficiency of multi-process rows: samples/s per GPU over the one-process figure of
+the same workload (same per-GPU batch), from rows of the same run.
+
+The reference of a row is, in order of preference: a one-process row of the same strategy
+(gpus = 1, nnodes = 1: what sharding costs is then left out), else the plain single-GPU row
+(strategy = "none") with otherwise equal settings. Its median samples/s over ok repeats is used.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from .columns import SETTING_COLUMNS
+
+PARALLEL_SETTINGS = ("gpus", "nnodes", "node_rank")
+STRATEGY_SETTINGS = ("strategy", "zero_stage", "fsdp_sharding", "offload")
+NOT_WORKLOAD = ("description", "timeout_s", *PARALLEL_SETTINGS)
+
+
+def _world(row: dict[str, Any]) -> int:
+    value = row.get("world_size")
+    return int(value) if isinstance(value, int | float) and value == value else 1
+
+
+def _key(row: dict[str, Any], drop: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(str(row.get(c)) for c in SETTING_COLUMNS if c not in drop)
+
+
+def add_scaling(rows: list[dict[str, Any]]) -> None:
+    """Set scaling_efficiency and scaling_ref on every ok multi-process row that has a reference."""
+    singles = [r for r in rows if r.get("status") == "ok" and _world(r) == 1 and r.get("samples_per_s")]
+    same: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    plain: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in singles:
+        same.setdefault(_key(r, NOT_WORKLOAD), []).append(r)
+        if r.get("strategy") in (None, "none"):
+            plain.setdefault(_key(r, NOT_WORKLOAD + STRATEGY_SETTINGS), []).append(r)
+    for row in rows:
+        if _world(row) == 1 or row.get("status") != "ok" or not row.get("samples_per_s_per_gpu"):
+            continue
+        refs = same.get(_key(row, NOT_WORKLOAD)) or plain.get(_key(row, NOT_WORKLOAD + STRATEGY_SETTINGS))
+        if not refs:
+            continue
+        median = statistics.median(float(r["samples_per_s"]) for r in refs)
+        row["scaling_efficiency"] = float(row["samples_per_s_per_gpu"]) / median
+        row["scaling_ref"] = str(refs[0]["scenario"])
