@@ -68,6 +68,14 @@ def run(
     ] = None,
     exclusive: Annotated[bool, typer.Option(help="Refuse to run if other processes use the GPU.")] = False,
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted run in this directory.")] = None,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed",
+            help="With --resume: run again the rows that failed (error, crashed, oom, timeout, diverged), "
+            "e.g. after fixing their cause; the failed rows are replaced.",
+        ),
+    ] = False,
     memory_sampling: Annotated[
         bool, typer.Option(help="Sample GPU memory with NVML at ~200 Hz (off: to measure its cost).")
     ] = True,
@@ -142,6 +150,7 @@ def run(
         },
         exclusive=exclusive,
         resume=resume,
+        retry_failed=retry_failed,
         sample_memory=memory_sampling,
         command=["gpubench", *sys.argv[1:]],
         launcher=launcher,

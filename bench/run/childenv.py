@@ -36,6 +36,14 @@ def worker_env(
     return env
 
 
+def visible_devices(indices: list[int]) -> str:
+    """CUDA_VISIBLE_DEVICES for a multi-GPU worker: the chosen GPUs as the entries the parent itself
+    sees (its own CUDA_VISIBLE_DEVICES, or the indices). Not UUIDs: DeepSpeed parses the variable
+    as integers (seen with 0.19.8, ZeRO-1 and 2)."""
+    given = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return ",".join(given[i] if given else str(i) for i in indices)
+
+
 def inductor_cache_dir(run_cache: Path) -> str:
     """Where the workers' torch.compile caches go: the user's TORCHINDUCTOR_CACHE_DIR, else the run's."""
     return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(run_cache.resolve())

@@ -32,6 +32,7 @@ class RunPlan:
     out: Path
     timeout_s: float
     resume: bool = False
+    retry_failed: bool = False
     sample_memory: bool = True
     launcher: str = DEFAULT_LAUNCHER
     cpu_affinity: tuple[int, ...] | None = None
@@ -184,6 +185,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         out,
         timeout_s,
         resume=True,
+        retry_failed=request.retry_failed,
         sample_memory=request.sample_memory,
         launcher=request.launcher,
         cpu_affinity=affinity,

@@ -29,6 +29,7 @@ class RunRequest:
     exclusive: bool = False
     sample_memory: bool = True  # the NVML sampler thread in this process
     resume: Path | None = None
+    retry_failed: bool = False  # with resume: failed rows are run again
     command: list[str] = field(default_factory=list)
     launcher: str = DEFAULT_LAUNCHER  # fork: one fork server per run; spawn: a fresh interpreter each
     time_limit_s: float | None = None  # start no worker that would end after this many seconds
@@ -40,6 +41,8 @@ def check_request(request: RunRequest) -> tuple[int, ...] | None:
     Returns the CPUs of --cpu-affinity, checked against this machine."""
     if request.repeats < 1:
         raise BadInput(f"--repeats {request.repeats} must be at least 1")
+    if request.retry_failed and request.resume is None:
+        raise BadInput("--retry-failed needs --resume DIR", hint="it runs again the failed rows of an earlier run")
     if request.timeout_s <= 0:
         raise BadInput(f"--timeout {request.timeout_s} must be a positive number of seconds")
     if request.time_limit_s is not None and not request.time_limit_s > 0:

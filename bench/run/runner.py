@@ -21,7 +21,7 @@ from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, read_res
 from ..results.scaling import add_scaling
 from ..scenario import Scenario
 from . import torchrun
-from .childenv import worker_env
+from .childenv import visible_devices, worker_env
 from .launcher import Launcher, WorkerJob, open_launcher
 from .plan import RunPlan
 from .proc import Interrupts, ProcResult, tail
@@ -127,7 +127,8 @@ def _finished_rows(plan: RunPlan) -> list[dict[str, Any]]:
         return []
     frame = read_results(plan.results_csv)
     names = {s.name for s in plan.scenarios}
-    keep = frame[frame["status"].isin(FINAL_STATUSES) & frame["scenario"].isin(names)]
+    kept = [s for s in FINAL_STATUSES if not (plan.retry_failed and s in FAILED_STATUSES)]
+    keep = frame[frame["status"].isin(kept) & frame["scenario"].isin(names)]
     return [{k: (None if _isnan(v) else v) for k, v in row.items()} for row in keep.to_dict("records")]
 
 
@@ -203,7 +204,10 @@ def _run_distributed(
     handles = [h for h in (open_nvml(u)[0] for u in uuids) if h is not None] if plan.sample_memory else []
     sampler = TreeSampler(handles) if handles and len(handles) == len(uuids) else None
     log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"
-    env = worker_env(",".join(uuids) or None, plan.inductor_cache, plan.cpu_affinity)
+    env = worker_env(None, plan.inductor_cache, plan.cpu_affinity)
+    if uuids:
+        first = int(plan.device.split(":")[1])
+        env["CUDA_VISIBLE_DEVICES"] = visible_devices(list(range(first, first + len(uuids))))
     timeout_s = plan.timeout_for(sc)
     proc = torchrun.launch(
         sc,
