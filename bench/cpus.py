@@ -7,6 +7,7 @@ import os
 from .errors import BadInput
 
 ENV_VAR = "GPUBENCH_CPU_AFFINITY"  # parent -> worker (and fork server): "2,3,4,5"
+MAX_CPUS = 65536  # far past any machine (Linux allows 8192): a larger number is a typo, not a CPU
 
 
 def parse(text: str) -> tuple[int, ...]:
@@ -17,7 +18,7 @@ def parse(text: str) -> tuple[int, ...]:
             first, dash, last = part.strip().partition("-")
             lo = int(first)
             hi = int(last) if dash else lo
-            if lo < 0 or hi < lo:
+            if lo < 0 or hi < lo or hi >= MAX_CPUS:
                 raise ValueError(part)
             cpus.update(range(lo, hi + 1))
     except ValueError:

@@ -8,7 +8,7 @@ from enum import IntEnum
 class ExitCode(IntEnum):
     OK = 0  # everything ok or skipped / no regression
     FAILED = 1  # a scenario failed / a regression was found
-    BAD_INPUT = 2  # bad command line, matrix file or result file; nothing ran
+    BAD_INPUT = 2  # bad command line, matrix file or result file (nothing ran); or an output not writable
     INCOMPARABLE = 3  # compare: the two runs come from different GPU models
     TIME_LIMIT = 4  # run: --time-limit reached before every scenario ran; finish with --resume
     INTERRUPTED = 130  # Ctrl-C: what finished is saved
@@ -29,6 +29,13 @@ class GpubenchError(Exception):
 
 
 class BadInput(GpubenchError):
+    exit_code = ExitCode.BAD_INPUT
+
+
+class CannotWrite(GpubenchError):
+    """An output that cannot be written: a full disk, a read-only or forbidden folder. Exit 2, never
+    1 (which says "regression" for compare); what was written before stays as it was."""
+
     exit_code = ExitCode.BAD_INPUT
 
 

@@ -6,6 +6,7 @@ A missing figure (None, NaN, inf) is `dash`: "-" in plain text, "–" in the rep
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -51,7 +52,15 @@ def fmt_date(value: Any) -> str:
 
 def md_cell(text: Any) -> str:
     """Text safe in a markdown table cell: no pipes, no line breaks (other markup kept)."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return " ".join(str(text).replace("|", "\\|").splitlines())
+
+
+def md_code(text: Any) -> str:
+    """Text as an inline code span on one line, whatever backticks it holds."""
+    flat = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall("`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
 
 
 def md_text(text: Any) -> str:
@@ -60,6 +69,26 @@ def md_text(text: Any) -> str:
     for char in "|*_`<>[]":
         out = out.replace(char, "\\" + char)
     return out
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_escape(value: Any) -> Any:
+    """A text cell for a CSV file that may be opened in a spreadsheet: one starting with a formula
+    character, or with the ' that marks an escaped one, gets a leading '. Numbers are left alone
+    (-0.5 stays a number), and csv_unescape gives the text back exactly."""
+    if isinstance(value, str) and value.startswith((*FORMULA_START, "'")):
+        return "'" + value
+    return value
+
+
+def csv_unescape(value: Any) -> Any:
+    """The text csv_escape was given."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == "'" and value[1:].startswith((*FORMULA_START, "'")):
+        return value[1:]
+    return value
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool] | None = None) -> list[str]:

@@ -46,6 +46,10 @@ def available_matrices(directory: Path | None = None) -> list[str]:
 def resolve_matrix_path(name_or_path: str, directory: Path | None = None) -> Path:
     """A matrix name (scenarios/NAME.toml) or a path to a TOML file."""
     directory = directory or scenario_dir()
+    if not name_or_path.strip():
+        raise BadInput(
+            "--matrix is empty", hint=f"give a matrix name ({', '.join(available_matrices(directory))}) or a .toml file"
+        )
     candidate = Path(name_or_path)
     if candidate.suffix == ".toml" or candidate.exists():
         if not candidate.is_file():
@@ -66,7 +70,10 @@ def load_matrix(name_or_path: str, directory: Path | None = None) -> Matrix:
     path = resolve_matrix_path(name_or_path, directory)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise BadInput(f"{path}: line {line}: not UTF-8 text", hint="save the matrix file as UTF-8") from None
+    except (tomllib.TOMLDecodeError, ValueError) as exc:  # ValueError: an integer too long to read
         raise BadInput(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
@@ -82,6 +89,9 @@ def expand(data: dict[str, Any], *, origin: str, name: str = "", path: Path | No
     for key in meta:
         if key not in MATRIX_KEYS:
             raise BadInput(f"{origin}: [matrix]: unknown key '{key}'", hint=_known(key, MATRIX_KEYS))
+    description = meta.get("description", "")
+    if not isinstance(description, str):
+        raise BadInput(f"{origin}: [matrix]: description = {description!r} must be a string")
     base = _settings(_table(data.get("base", {}), origin, "[base]"), origin, "[base]")
     scenarios_table = _table(data.get("scenarios", {}), origin, "[scenarios]")
     if not scenarios_table:
@@ -98,7 +108,7 @@ def expand(data: dict[str, Any], *, origin: str, name: str = "", path: Path | No
     return Matrix(
         name=name or Path(origin).stem,
         path=path or Path(origin),
-        description=str(meta.get("description", "")),
+        description=description,
         scenarios=tuple(scenarios),
     )
 

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .checks import MAX_SECONDS, bounded
 from .errors import BadInput, did_you_mean
 
 ENGINES = ("trainer", "accelerate")
@@ -32,6 +33,18 @@ FSDP_SHARDINGS = ("full", "grad_op")
 OFFLOADS = ("none", "optimizer", "params")
 MAX_GPUS_PER_NODE = 64
 MAX_NODES = 1024
+# (least, most) of each whole-number setting: far beyond any benchmark, well inside what the worker
+# and its libraries take (numpy seeds are below 2**32)
+WHOLE_RANGES = {
+    "batch_size": (1, 65_536),
+    "grad_accum_steps": (1, 65_536),
+    "samples": (1, 10_000_000),
+    "seq_len": (1, 1_048_576),
+    "dataloader_workers": (0, 1024),
+    "warmup_steps": (0, 10_000_000),
+    "seed": (0, 2**32 - 1),
+}
+TEXT_FIELDS = ("name", "description", "model")
 
 
 @dataclass(frozen=True)
@@ -74,10 +87,16 @@ class Scenario:
     origin: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        def bad(key: str, value: Any, why: str) -> BadInput:
+        def what(key: str, value: Any) -> str:
             where = f"{self.origin}: " if self.origin else ""
-            return BadInput(f"{where}scenario '{self.name}': {key} = {value!r} {why}")
+            return f"{where}scenario '{self.name}': {key} = {value!r}"
 
+        def bad(key: str, value: Any, why: str) -> BadInput:
+            return BadInput(f"{what(key, value)} {why}")
+
+        for key in TEXT_FIELDS:
+            if not isinstance(getattr(self, key), str):
+                raise bad(key, getattr(self, key), "must be a string")
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
             raise bad("name", self.name, "must be letters, digits, '-', '_' or '.'")
         for key, choices in (
@@ -90,28 +109,20 @@ class Scenario:
             ("inject_fault", FAULTS),
         ):
             value = getattr(self, key)
-            if value not in choices:
+            if not isinstance(value, str) or value not in choices:
                 hint = did_you_mean(str(value), choices)
                 why = f"is not one of {', '.join(choices)}" + (f"; {hint}" if hint else "")
                 raise bad(key, value, why)
-        for key in ("batch_size", "grad_accum_steps", "samples", "seq_len"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise bad(key, value, "must be a whole number of at least 1")
-        for key in ("dataloader_workers", "warmup_steps", "seed"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise bad(key, value, "must be a whole number of at least 0")
+        for key, (least, most) in WHOLE_RANGES.items():
+            bounded(getattr(self, key), what(key, getattr(self, key)), least, most, whole=True)
         for key in ("grad_checkpointing", "tf32", "pin_memory", "compile"):
             if not isinstance(getattr(self, key), bool):
                 raise bad(key, getattr(self, key), "must be true or false")
         if self.compile_scope != "model" and not self.compile:
             raise bad("compile_scope", self.compile_scope, "needs compile = true")
-        if self.timeout_s is not None and (
-            isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float) or self.timeout_s <= 0
-        ):
-            raise bad("timeout_s", self.timeout_s, "must be a positive number of seconds")
-        if not isinstance(self.model, str) or not self.model:
+        if self.timeout_s is not None:
+            bounded(self.timeout_s, what("timeout_s", self.timeout_s), 0, MAX_SECONDS, above=True, unit="seconds")
+        if not self.model.strip():
             raise bad("model", self.model, "must be a preset name or a local directory")
         self._check_parallel(bad)
         if self.optimizer_steps <= self.warmup_steps:

@@ -20,7 +20,7 @@ BAD_RESULT_FILES = [
     ),
     pytest.param(
         HEADER + "baseline,1,ok,100,1000,\nbaseline,1,ok,101,1000,\n",
-        "duplicate rows for scenario 'baseline' repeat 1",
+        "line 3: duplicate rows for scenario 'baseline' repeat 1 (the first is on line 2)",
         id="duplicate",
     ),
     pytest.param(HEADER, "holds a header but no result rows", id="header-only"),

@@ -196,7 +196,7 @@ def test_bad_command_line_values(tmp_path: Path, matrix: Path) -> None:
         "warmup_steps = 4 leaves no timed steps",
         out=out,
     )
-    assert_bad_input(["--matrix", str(matrix), "--repeats", "0"], "--repeats 0 must be at least 1")
+    assert_bad_input(["--matrix", str(matrix), "--repeats", "0"], "--repeats 0 must be a whole number of at least 1")
     assert_bad_input(["--matrix", str(matrix), "--timeout", "0"], "--timeout 0.0 must be a positive number")
     assert_bad_input(
         ["--matrix", str(matrix), "--engine", "deepspeed"], "engine = 'deepspeed' is not one of trainer, accelerate"
@@ -230,6 +230,7 @@ def test_output_directory_that_cannot_be_written(tmp_path: Path, matrix: Path) -
     existing = tmp_path / "done"
     existing.mkdir()
     (existing / "results.csv").write_text("scenario,repeat,status,samples_per_s,peak_mem_mb\n")
+    (existing / "scenarios.json").write_text("{}")
     assert_bad_input(
         ["--matrix", str(matrix), "--device", "cpu", "--out", str(existing)],
         f"--out {existing} already holds a results.csv",

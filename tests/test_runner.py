@@ -185,7 +185,8 @@ def test_the_time_limit_starts_no_worker_that_an_earlier_repeat_says_would_overr
     def run_one(plan: RunPlan, sc: Scenario, repeat: int, *args: Any) -> dict[str, Any]:
         calls.append(f"{sc.name}-r{repeat}")
         clock[0] += walls[sc.name]
-        return {"scenario": sc.name, "repeat": repeat, "status": "ok", "worker_wall_s": walls[sc.name]}
+        row = {"scenario": sc.name, "repeat": repeat, "status": "ok", "worker_wall_s": walls[sc.name]}
+        return {**row, "samples_per_s": 1.0}
 
     monkeypatch.setattr(runner, "run_one", run_one)
     plan = RunPlan("m", (a, b), 3, "cpu", None, "tiny", tmp_path, 60.0)

@@ -3,6 +3,7 @@ wired here; errors become one line on stderr and a named exit code (bench.errors
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import Annotated
@@ -12,6 +13,9 @@ import typer
 from .. import version
 from ..errors import ExitCode, GpubenchError
 from . import compare_cmd, history_cmd, predict_cmd, report_cmd, run_cmd
+
+# errors of writing that the user must fix (space, permissions, a read-only mount), not bugs
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG)
 
 app = typer.Typer(
     name="gpubench",
@@ -44,6 +48,13 @@ def _options(
     pass
 
 
+def usage_line(exc: Exception) -> str:
+    """A click usage error (a bad option value, an unknown option) as one line, like GpubenchError."""
+    message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+    ctx = getattr(exc, "ctx", None)
+    return f"{message} (see '{ctx.command_path} --help')" if ctx is not None else message
+
+
 def main() -> None:
     """Console-script entry point: run the app, turning GpubenchError into one line + exit code."""
     debug = "--debug" in sys.argv or os.environ.get("GPUBENCH_DEBUG") == "1"
@@ -63,10 +74,19 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except (typer.Abort, EOFError):
         sys.exit(int(ExitCode.INTERRUPTED))
+    except OSError as exc:
+        if debug or exc.errno not in WRITE_ERRNOS:
+            raise
+        # a full disk or a read-only folder met outside bench.fsio: still one line, not a crash
+        print(f"gpubench: error: {exc.filename or 'a file'}: {exc.strerror or exc}", file=sys.stderr)
+        sys.exit(int(ExitCode.BAD_INPUT))
     except Exception as exc:  # usage errors arrive here in standalone_mode=False
         # typer >= 0.2x ships its own copy of click, so match the class by name, not identity
         if any(cls.__name__ == "ClickException" for cls in type(exc).__mro__):
-            exc.show()  # type: ignore[attr-defined]
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `gpubench history` alone: its help
+                exc.show()  # type: ignore[attr-defined]
+            else:
+                print(f"gpubench: error: {usage_line(exc)}", file=sys.stderr)
             sys.exit(int(ExitCode.BAD_INPUT))
         if debug:
             raise

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from ..fsio import atomic_write_text
-from .options import FormatOpt, MemoryThresholdOpt, OutputFileOpt, OutputFormat, ThresholdOpt
+from .options import FormatOpt, MemoryThresholdOpt, OutputFileOpt, OutputFormat, ThresholdOpt, path_value
 
 
 def register(app: typer.Typer) -> None:
@@ -17,8 +17,10 @@ def register(app: typer.Typer) -> None:
 
 
 def compare_command(
-    base: Annotated[Path, typer.Argument(help="The baseline: a result directory or its results.csv.")],
-    new: Annotated[Path, typer.Argument(help="The new run: a result directory or its results.csv.")],
+    base: Annotated[
+        Path, typer.Argument(parser=path_value, help="The baseline: a result directory or its results.csv.")
+    ],
+    new: Annotated[Path, typer.Argument(parser=path_value, help="The new run: a result directory or its results.csv.")],
     threshold: ThresholdOpt = 5.0,
     memory_threshold: MemoryThresholdOpt = 2.0,
     allow_missing: Annotated[

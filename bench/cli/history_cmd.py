@@ -13,7 +13,17 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from .options import DbOpt, FormatOpt, MemoryThresholdOpt, OutputFormat, ThresholdOpt, db_target
+from ..checks import MAX_COUNT
+from .options import (
+    DbOpt,
+    FormatOpt,
+    MemoryThresholdOpt,
+    OutputFormat,
+    ThresholdOpt,
+    db_target,
+    existing_path,
+    path_value,
+)
 
 if TYPE_CHECKING:
     from ..history.judge import Params
@@ -70,7 +80,7 @@ def _params(window: int, threshold: float, memory_threshold: float, consecutive:
 
 def list_command(
     db: DbOpt = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=0, help="The newest N runs; 0: all.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=0, max=MAX_COUNT, help="The newest N runs; 0: all.")] = 20,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """List the stored runs, newest first: date, git commit, GPU, versions, status.
@@ -91,13 +101,18 @@ def show_command(
     metric: Annotated[Metric, typer.Option("--metric", "-m", help="The figure to show.")] = Metric.samples_per_s,
     db: DbOpt = None,
     gpu: Annotated[str | None, typer.Option("--gpu", help="Only runs on this GPU model (e.g. 'NVIDIA H200').")] = None,
-    last: Annotated[int, typer.Option("--last", min=0, help="Show the newest N runs of each series; 0: all.")] = 30,
+    last: Annotated[
+        int, typer.Option("--last", min=0, max=MAX_COUNT, help="Show the newest N runs of each series; 0: all.")
+    ] = 30,
     window: WindowOpt = 7,
     threshold: ThresholdOpt = 5.0,
     memory_threshold: MemoryThresholdOpt = 2.0,
     fmt: FormatOpt = OutputFormat.table,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also draw the chart into this SVG file (needs matplotlib).")
+        Path | None,
+        typer.Option(
+            "--output", "-o", parser=path_value, help="Also draw the chart into this SVG file (needs matplotlib)."
+        ),
     ] = None,
 ) -> None:
     """Show a scenario's series over time: a table and a sparkline (or an SVG chart).
@@ -167,7 +182,8 @@ def check_command(
 
 def import_command(
     dirs: Annotated[
-        list[Path], typer.Argument(help="Result directories (each with results.csv and env.json).", exists=True)
+        list[Path],
+        typer.Argument(parser=existing_path, help="Result directories (each with results.csv and env.json)."),
     ],
     db: DbOpt = None,
 ) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..errors import BadInput
 from ..history import DB_ENV, DEFAULT_DB
 
 
@@ -37,7 +38,28 @@ OnlyOpt = Annotated[str | None, typer.Option("--only", help="Comma-separated sce
 SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", help="Sequence length, for every scenario (guide: 512).")]
 EngineOpt = Annotated[str | None, typer.Option("--engine", help="trainer or accelerate, for every scenario.")]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
-OutputFileOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")]
+
+
+def path_value(text: str | Path) -> Path:
+    """A path from the command line (typer's parser): an empty one is an error, never the current
+    folder that Path("") would silently mean."""
+    if isinstance(text, Path):  # a default, already a path
+        return text
+    if not text.strip():
+        raise typer.BadParameter("is empty; give a path")
+    return Path(text)
+
+
+def existing_path(text: str | Path) -> Path:
+    path = path_value(text)
+    if not path.exists():
+        raise typer.BadParameter(f"{str(path)!r} does not exist")
+    return path
+
+
+OutputFileOpt = Annotated[
+    Path | None, typer.Option("--output", "-o", parser=path_value, help="Write to this file instead of stdout.")
+]
 ThresholdOpt = Annotated[
     float,
     typer.Option("--threshold", min=0.0, help="Speed threshold in % (samples_per_s, step_time_median_ms)."),
@@ -55,10 +77,16 @@ DbOpt = Annotated[
 
 
 def db_target(db: str | None) -> str:
-    """--db or $GPUBENCH_DB (read by the option), else the default SQLite file."""
-    return db if db else DEFAULT_DB
+    """--db or $GPUBENCH_DB (read by the option), else the default SQLite file; --db "" is an
+    error (bench.history.store), not the default."""
+    return DEFAULT_DB if db is None else db
 
 
-def split_names(text: str | None) -> list[str] | None:
-    """--only a,b,c as a list (None when not given)."""
-    return [s.strip() for s in text.split(",") if s.strip()] if text else None
+def split_names(text: str | None, flag: str = "--only") -> list[str] | None:
+    """--only a,b,c as a list (None when not given); an empty name ("", "a,,b") is an error, not "all"."""
+    if text is None:
+        return None
+    names = [s.strip() for s in text.split(",")]
+    if not all(names):
+        raise BadInput(f"{flag} {text!r} holds an empty scenario name", hint=f"write {flag} a,b,c")
+    return names

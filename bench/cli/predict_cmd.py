@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from ..fsio import atomic_write_text
-from .options import EngineOpt, MatrixOpt, ModelOpt, OnlyOpt, OutputFileOpt, SeqLenOpt, split_names
+from .options import EngineOpt, MatrixOpt, ModelOpt, OnlyOpt, OutputFileOpt, SeqLenOpt, existing_path, split_names
 
 
 class PredictFormat(StrEnum):
@@ -34,7 +34,7 @@ CalibrateOpt = Annotated[
     Path | None,
     typer.Option(
         "--calibrate",
-        exists=True,
+        parser=existing_path,
         help="A previous run's result directory on the same GPU: measured context "
         "and allocator slack, and the measured terms beside the predicted ones.",
     ),
@@ -66,7 +66,7 @@ def predict(
     from ..memory import render
 
     report = memory.predict_matrix(
-        matrix or "full",
+        "full" if matrix is None else matrix,
         model=model,
         only=split_names(only),
         overrides={"seq_len": seq_len, "batch_size": batch_size, "engine": engine},

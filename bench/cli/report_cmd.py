@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from ..fsio import atomic_write_text
+from .options import path_value
 
 
 class ReportFormat(StrEnum):
@@ -23,14 +24,20 @@ def register(app: typer.Typer) -> None:
 
 def report_command(
     result_dir: Annotated[
-        Path, typer.Argument(help="A result directory (or its results.csv), with env.json beside it.")
+        Path,
+        typer.Argument(parser=path_value, help="A result directory (or its results.csv), with env.json beside it."),
     ],
     fmt: Annotated[
         ReportFormat, typer.Option("--format", "-f", help="html: a file; markdown: printed.")
     ] = ReportFormat.html,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="Write here. Default: DIR/report.html for html, stdout for markdown."),
+        typer.Option(
+            "--output",
+            "-o",
+            parser=path_value,
+            help="Write here. Default: DIR/report.html for html, stdout for markdown.",
+        ),
     ] = None,
     baseline: Annotated[
         str | None,

@@ -11,12 +11,24 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import BadInput
 from ..measure import cpuspeed
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
-from .options import DbOpt, DeviceOpt, EngineOpt, MatrixOpt, ModelOpt, OnlyOpt, SeqLenOpt, db_target, split_names
+from .options import (
+    DbOpt,
+    DeviceOpt,
+    EngineOpt,
+    MatrixOpt,
+    ModelOpt,
+    OnlyOpt,
+    SeqLenOpt,
+    db_target,
+    path_value,
+    split_names,
+)
 
 CPU_NOTE = (
     "note: these figures come from the CPU: a smoke test of the harness, not findings about any hardware; "
@@ -45,7 +57,9 @@ def run(
     device: DeviceOpt = "auto",
     only: OnlyOpt = None,
     repeats: Annotated[int, typer.Option(help="Runs of each scenario (interleaved).")] = 1,
-    out: Annotated[Path | None, typer.Option(help="Result directory. Default: results/<timestamp>/.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(parser=path_value, help="Result directory. Default: results/<timestamp>/.")
+    ] = None,
     timeout: Annotated[
         float, typer.Option(help="Seconds per scenario; a scenario's own timeout_s wins.")
     ] = DEFAULT_TIMEOUT_S,
@@ -67,7 +81,9 @@ def run(
         str | None, typer.Option("--rdzv-endpoint", help="HOST:PORT of node 0, the same on every node.")
     ] = None,
     exclusive: Annotated[bool, typer.Option(help="Refuse to run if other processes use the GPU.")] = False,
-    resume: Annotated[Path | None, typer.Option(help="Finish an interrupted run in this directory.")] = None,
+    resume: Annotated[
+        Path | None, typer.Option(parser=path_value, help="Finish an interrupted run in this directory.")
+    ] = None,
     retry_failed: Annotated[
         bool,
         typer.Option(
@@ -160,7 +176,7 @@ def run(
     plan, outcome = api.run(
         request,
         RichReporter(err),
-        warn=lambda m: err.print(f"[yellow]warning:[/yellow] {m}"),
+        warn=lambda m: err.print(f"[yellow]warning:[/yellow] {escape(m)}"),
         record_db=db_target(db) if record else None,
         info=lambda m: err.print(m, highlight=False, markup=False),
     )
@@ -169,23 +185,24 @@ def run(
         Console(width=None if sys.stdout.isatty() else 160).print(
             summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})")
         )
-        err.print(f"results: {plan.results_csv}", highlight=False, soft_wrap=True)
+        err.print(f"results: {plan.results_csv}", highlight=False, markup=False, soft_wrap=True)
         report = plan.out / REPORT_HTML
         if report.is_file():
-            err.print(f"report:  {report}", highlight=False, soft_wrap=True)
+            err.print(f"report:  {report}", highlight=False, markup=False, soft_wrap=True)
         if plan.device == "cpu":
             err.print(CPU_NOTE, highlight=False, soft_wrap=True)
         unsteady = cpuspeed.warning((read_env(plan.out) or {}).get("cpu_speed"))
         if unsteady:
             err.print(f"warning: {unsteady}", highlight=False, markup=False, soft_wrap=True)
     else:
-        err.print(f"no scenario ran; the plan is in {plan.out}")
+        err.print(f"no scenario ran; the plan is in {plan.out}", markup=False)
     if outcome.interrupted:
-        err.print(f"interrupted: finish the run with `gpubench run --resume {plan.out}`")
+        err.print(f"interrupted: finish the run with `gpubench run --resume {plan.out}`", markup=False)
     if outcome.time_limited:
         err.print(
             f"stopped at --time-limit {time_limit:g} s with {len(outcome.rows)} of "
-            f"{len(plan.scenarios) * plan.repeats} rows done: finish the run with `gpubench run --resume {plan.out}`"
+            f"{len(plan.scenarios) * plan.repeats} rows done: finish the run with `gpubench run --resume {plan.out}`",
+            markup=False,
         )
     raise typer.Exit(int(outcome.exit_code))
 
@@ -209,7 +226,7 @@ def list_cmd(
     """
     from .. import api
 
-    rows = api.list_scenarios(matrix or "full", {"model": model})
+    rows = api.list_scenarios("full" if matrix is None else matrix, {"model": model})
     for item in rows:
         sc, changes = item["scenario"], item["changes"]
         what = ", ".join(f"{k}={v}" for k, v in changes.items()) or f"(the reference: {item['reference']})"

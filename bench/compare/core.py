@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..checks import MAX_THRESHOLD_PCT, bounded, is_finite
 from ..errors import BadInput, ExitCode
 from ..results import FAILED_STATUSES, window_cpu_loop_ms, worst_failure
 from ..stats import mann_whitney_p
@@ -57,9 +58,8 @@ class Thresholds:
     def __post_init__(self) -> None:
         for key in ("speed_pct", "memory_pct"):
             value = getattr(self, key)
-            if not math.isfinite(value) or value < 0:
-                raise BadInput(f"threshold {key} = {value!r} must be a number of at least 0")
-        if not 0 < self.alpha < 1:
+            bounded(value, f"threshold {key} = {value!r}", 0, MAX_THRESHOLD_PCT)
+        if not is_finite(self.alpha) or not 0 < self.alpha < 1:
             raise BadInput(f"alpha = {self.alpha!r} must lie between 0 and 1")
 
     def for_metric(self, metric: str) -> float:

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..fmt import md_cell, md_table, num, pct, spec
+from ..fmt import csv_escape, md_cell, md_code, md_table, num, pct, spec
 from .core import DIRECTIONS, MIN_REPEATS, ROW_COLUMNS, STATUS_METRIC, CompareResult
 
 JSON_SCHEMA = "gpubench.compare/1"
@@ -37,8 +37,8 @@ def render(result: CompareResult, fmt: str) -> str:
     """The whole output in one format, as text (the table without colour)."""
     if fmt == "json":
         return json.dumps(to_data(result), indent=2) + "\n"
-    if fmt == "csv":
-        return result.rows.to_csv(index=False, columns=ROW_COLUMNS)
+    if fmt == "csv":  # for a spreadsheet: no text cell can start a formula
+        return result.rows[ROW_COLUMNS].map(csv_escape).to_csv(index=False)
     if fmt == "markdown":
         return to_markdown(result)
     if fmt == "table":
@@ -118,7 +118,8 @@ def to_markdown(result: CompareResult) -> str:
     lines = [
         f"## {mark} gpubench compare: {gate_line(result)}",
         "",
-        f"**base** `{result.base_label}` ({result.base_gpu}) → **new** `{result.new_label}` ({result.new_gpu})",
+        f"**base** {md_code(result.base_label)} ({md_cell(result.base_gpu)}) → "
+        f"**new** {md_code(result.new_label)} ({md_cell(result.new_gpu)})",
         "",
         f"Thresholds: {thresholds_line(result)}. Method: {result.method}.",
         "",

@@ -148,6 +148,8 @@ def _resolve_run(conn: Any, store: Store, run: str | None) -> dict[str, Any]:
         if found is None:
             raise BadInput(f"{store.name}: no runs stored yet")
         return found
+    if not run.strip():
+        raise BadInput("--run is empty", hint="give a run id (see `gpubench history list`) or a result directory")
     if run.strip().isdigit():
         found = queries.run_by_id(conn, int(run))
         if found is None:

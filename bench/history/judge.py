@@ -22,12 +22,14 @@ from typing import Any
 
 import pandas as pd
 
+from ..checks import bounded
 from ..compare.core import DIRECTIONS, MIN_REPEATS, SPEED_METRICS, Thresholds, cpu_shift_note, percent_change
-from ..errors import BadInput, ExitCode, IncomparableRuns
+from ..errors import ExitCode, IncomparableRuns
 from ..results import FAILED_STATUSES
 from ..stats import mann_whitney_p
 
 METRICS = tuple(DIRECTIONS)  # samples_per_s, step_time_median_ms, peak_mem_mb
+MAX_WINDOW = 1000  # --window, --consecutive: runs
 STATUS_METRIC = "status"
 # what one point got on one metric
 BEYOND, NOISY, IMPROVED, WITHIN = "beyond", "noisy", "improvement", "within"
@@ -88,8 +90,7 @@ class Params:
     def __post_init__(self) -> None:
         for key in ("window", "consecutive"):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise BadInput(f"--{key} = {value!r} must be a whole number of at least 1")
+            bounded(value, f"--{key} = {value!r}", 1, MAX_WINDOW, whole=True)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, and_, case, func, or_, select
 
+from ..checks import is_finite
+from ..errors import BadInput
 from ..results import FAILED_STATUSES, row_cpu_loop_ms
 from . import schema
 from .judge import Point, Series, Step
@@ -113,10 +115,11 @@ def load_series(
     values: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     cpu_loops: dict[int, list[float]] = defaultdict(list)  # per ok repeat: the CPU probe around its window
     for rep in conn.execute(ok_values.order_by(repeats.c.result_id, repeats.c.repeat)).mappings():
+        where = f"repeat of result {rep['result_id']}"
         for figure in schema.FIGURES:
             if rep[figure] is not None:
-                values[rep["result_id"]][figure].append(float(rep[figure]))
-        cpu = row_cpu_loop_ms(json.loads(rep["row_json"]))
+                values[rep["result_id"]][figure].append(stored_figure(rep[figure], figure, where))
+        cpu = row_cpu_loop_ms(_stored_json(rep["row_json"], where))
         if cpu is not None:
             cpu_loops[rep["result_id"]].append(cpu)
     grouped: dict[str, list[Any]] = defaultdict(list)
@@ -160,7 +163,9 @@ def _series(
             run_id=int(row["run_id"]),
             created_at=row["created_at"],
             status=str(row["status"]),
-            values={f: None if row[f] is None else float(row[f]) for f in schema.FIGURES},
+            values={
+                f: None if row[f] is None else stored_figure(row[f], f, f"result {row['id']}") for f in schema.FIGURES
+            },
             repeats={f: tuple(v) for f, v in values.get(row["id"], {}).items()},
             info={c: row[c] for c in RUN_INFO},
             cpu_loop_ms=_median(cpu_loops.get(row["id"], [])),
@@ -172,10 +177,32 @@ def _series(
         scenario=str(first["scenario"]),
         gpu_model=str(first["gpu_model"]),
         model=str(first["model"]),
-        settings=json.loads(first["series_json"]),
+        settings=_stored_json(first["series_json"], f"result {first['id']}"),
         points=points,
         steps=steps,
     )
+
+
+def stored_figure(value: Any, figure: str, where: str) -> float:
+    """A figure read back from the database, checked like one read from a results.csv: a finite
+    number, not below zero (a loss may be), so that an edited or damaged row cannot pass a gate."""
+    number = value if is_finite(value) else None
+    if number is None or (figure != "final_loss" and number < 0):
+        raise BadInput(
+            f"history database: {where}: {figure} = {value!r} is not a finite number"
+            + ("" if figure == "final_loss" else " of at least 0"),
+            hint="the database was edited or damaged; rebuild it from the result directories (history import)",
+        )
+    return float(number)
+
+
+def _stored_json(text: Any, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        raise BadInput(
+            f"history database: {where}: unreadable JSON", hint="the database was edited or damaged"
+        ) from None
 
 
 def _median(values: list[float]) -> float | None:

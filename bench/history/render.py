@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from ..fmt import md_cell, md_table, num, pct
+from ..fmt import csv_escape, md_cell, md_table, num, pct
 from .api import SeriesView
 from .chart import LEGEND, marker_line, sparkline
 from .judge import CHECK_COLUMNS, GATE_FAILS, CheckResult
@@ -79,7 +80,7 @@ def run_rows(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def runs_table(runs: Sequence[dict[str, Any]], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(title), title_justify="left")
     headers = [
         "run",
         "date (UTC)",
@@ -100,15 +101,17 @@ def runs_table(runs: Sequence[dict[str, Any]], title: str) -> Table:
     for row in run_rows(runs):
         status = row["status"] if not row["failed"] else f"{row['status']} ({row['failed']} failed)"
         style = STYLES.get(row["status"], "")
-        table.add_row(
-            str(row["id"]),
-            row["created_at"],
-            (row["git_commit"] or "-")[:10],
-            row["git_branch"] or "-",
-            row["gpu"],
-            *[_dash(row[c]) for c in ("driver", "cuda", "torch", "transformers", "accelerate", "bitsandbytes")],
-            str(row["scenarios"]),
-            f"[{style}]{status}[/]" if style else status,
+        table.add_row(  # stored text (branch, GPU, versions) is Text: never read as rich markup
+            *_texts(
+                row["id"],
+                row["created_at"],
+                (row["git_commit"] or "-")[:10],
+                row["git_branch"] or "-",
+                row["gpu"],
+                *[_dash(row[c]) for c in ("driver", "cuda", "torch", "transformers", "accelerate", "bitsandbytes")],
+                row["scenarios"],
+            ),
+            Text(status, style=style),
         )
     return table
 
@@ -150,7 +153,8 @@ def print_series(views: Sequence[SeriesView], console: Console) -> None:
     for view in views:
         s = view.series
         table = Table(
-            title=f"{s.scenario}: {view.metric} on {s.gpu_model} ({s.model}), series {s.key}", title_justify="left"
+            title=Text(f"{s.scenario}: {view.metric} on {s.gpu_model} ({s.model}), series {s.key}"),
+            title_justify="left",
         )
         for header in (
             "run",
@@ -171,20 +175,21 @@ def print_series(views: Sequence[SeriesView], console: Console) -> None:
                 justify="left" if header in ("date (UTC)", "commit", "torch", "flag", "note") else "right",
             )
         for row in (r for r in rows if r["series_key"] == s.key):
-            style = STYLES.get(row["flag"], "")
-            flag = f"[{style}]{row['flag']}[/]" if style else row["flag"]
+            flag = Text(row["flag"], style=STYLES.get(row["flag"], ""))
             table.add_row(
-                str(row["run_id"]),
-                row["created_at"],
-                (row["git_commit"] or "-")[:10],
-                _dash(row["torch"]),
-                num(row["value"]),
-                pct(row["spread_pct"], sign=False),
-                str(row["repeats_n"]),
-                num(row["baseline"]),
-                pct(row["change_pct"]),
+                *_texts(
+                    row["run_id"],
+                    row["created_at"],
+                    (row["git_commit"] or "-")[:10],
+                    _dash(row["torch"]),
+                    num(row["value"]),
+                    pct(row["spread_pct"], sign=False),
+                    row["repeats_n"],
+                    num(row["baseline"]),
+                    pct(row["change_pct"]),
+                ),
                 flag,
-                row["note"],
+                *_texts(row["note"]),
             )
         console.print(table)
         values = [m.value for m in view.marks]
@@ -239,19 +244,20 @@ def check_table(result: CheckResult) -> Table:
         )
     for row in result.rows.to_dict("records"):
         style = STYLES.get(row["verdict"], "dim" if row["verdict"] == "unchanged" else "")
-        verdict = f"[{style}]{row['verdict']}[/]" if style else row["verdict"]
         table.add_row(
-            row["scenario"],
-            row["gpu_model"],
-            row["metric"],
-            num(row["value"]),
-            f"{num(row['baseline'])} ({row['baseline_n']})",
-            pct(row["change_pct"]),
-            pct(row["threshold_pct"], sign=False),
-            num(row["p_value"], 3),
-            row["streak"],
-            verdict,
-            row["note"],
+            *_texts(
+                row["scenario"],
+                row["gpu_model"],
+                row["metric"],
+                num(row["value"]),
+                f"{num(row['baseline'])} ({row['baseline_n']})",
+                pct(row["change_pct"]),
+                pct(row["threshold_pct"], sign=False),
+                num(row["p_value"], 3),
+                row["streak"],
+            ),
+            Text(row["verdict"], style=style),
+            *_texts(row["note"]),
         )
     return table
 
@@ -280,11 +286,11 @@ def check_data(result: CheckResult) -> dict[str, Any]:
 def render_check(result: CheckResult, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(check_data(result), indent=2) + "\n"
-    if fmt == "csv":
-        return result.rows.to_csv(index=False, columns=CHECK_COLUMNS)
+    if fmt == "csv":  # for a spreadsheet: no text cell can start a formula
+        return result.rows[CHECK_COLUMNS].map(csv_escape).to_csv(index=False)
     if fmt == "markdown":
         head = f"## gpubench history check: {gate_line(result)}\n\n{method_text(result)}\n\n"
-        notes = "".join(f"- {n}\n" for n in result.notes)
+        notes = "".join(f"- {md_cell(n)}\n" for n in result.notes)
         return head + (notes + "\n" if notes else "") + markdown(result.rows.to_dict("records"), CHECK_COLUMNS)
     return table_text(check_table(result))
 
@@ -295,7 +301,7 @@ def render_records(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: 
     if fmt == "json":
         return json.dumps([{c: _plain(r.get(c)) for c in columns} for r in rows], indent=2) + "\n"
     if fmt == "csv":
-        return pd.DataFrame(list(rows), columns=list(columns)).to_csv(index=False)
+        return pd.DataFrame(list(rows), columns=list(columns)).map(csv_escape).to_csv(index=False)
     if fmt == "markdown":
         return markdown(rows, columns)
     raise ValueError(f"unknown format {fmt!r}")
@@ -309,6 +315,11 @@ def table_text(table: Table, width: int = 160) -> str:
     buffer = io.StringIO()
     Console(file=buffer, width=width, color_system=None).print(table)
     return buffer.getvalue()
+
+
+def _texts(*values: Any) -> list[Text]:
+    """Table cells as Text, so that "[bold]" in a note or a branch name prints as written."""
+    return [Text("" if v is None else str(v)) for v in values]
 
 
 def _cell(value: Any) -> str:

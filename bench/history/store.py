@@ -44,10 +44,14 @@ def parse_target(target: str) -> URL:
         return URL.create("sqlite", database=str(Path(value).expanduser()))
     try:
         url = make_url(value)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise BadInput(f"--db {value!r} is not a database URL") from None
     backend = url.get_backend_name()
     if backend in ("postgresql", "postgres"):
+        if not url.database:
+            raise BadInput(f"--db {shown(url)}: names no database", hint="write postgresql://USER@HOST/DATABASE")
+        if url.port is not None and not 0 < url.port < 65536:
+            raise BadInput(f"--db {shown(url)}: port {url.port} is not a TCP port (1-65535)")
         return url.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
         if url.database in (None, "", ":memory:"):

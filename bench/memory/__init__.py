@@ -39,6 +39,7 @@ from .phases import Prediction, predict
 from .terms import MB
 
 _UNITS = {"mb": 1.0, "mib": 1.0, "gb": 1024.0, "gib": 1024.0, "tb": 1024.0**2, "tib": 1024.0**2}
+MAX_GPU_MEMORY_MB = 1024.0**3  # a petabyte: beyond it (infinity included) is a typo
 
 
 def parse_memory(text: str) -> float:
@@ -51,6 +52,8 @@ def parse_memory(text: str) -> float:
     value = float(match.group(1)) * _UNITS[match.group(2).lower()]
     if value <= 0:
         raise BadInput(f"--gpu-memory {text!r} must be more than zero")
+    if value > MAX_GPU_MEMORY_MB:
+        raise BadInput(f"--gpu-memory {text!r} is more than a petabyte")
     return value
 
 

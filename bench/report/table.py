@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 from rich.table import Table
+from rich.text import Text
 
 from ..fmt import pct, spec
 
@@ -14,7 +15,7 @@ STATUS_STYLE = {"ok": "green", "skipped": "yellow"}
 
 def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
     source = next((s for s in summary.get("peak_mem_source", []) if isinstance(s, str) and s), "")
-    table = Table(title=title or None, title_justify="left")
+    table = Table(title=Text(title) if title else None, title_justify="left")
     cvs = [v for v in summary.get("samples_per_s_cv_pct", []) if isinstance(v, float) and not math.isnan(v)]
     for column, justify in (
         ("scenario", "left"),
@@ -34,14 +35,14 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
         cv = row.get("samples_per_s_cv_pct")
         if isinstance(cv, float) and not math.isnan(cv):
             sps += f" ±{cv:.1f}%"
-        table.add_row(
-            row["scenario"],
+        table.add_row(  # text from the results is Text: "[bold]" in an error prints as written
+            Text(str(row["scenario"])),
             f"[{style}]{status}[/{style}]",
             sps,
             pct(row["samples_per_s_vs_baseline_pct"]),
             spec(row["peak_mem_mb"], ".0f"),
             pct(row["peak_mem_mb_vs_baseline_pct"]),
             spec(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
-            str(row.get("error") or "")[:60],
+            Text(str(row.get("error") or "")[:60]),
         )
     return table

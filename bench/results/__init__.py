@@ -1,5 +1,6 @@
 """Results: the row schema (columns.py), the one reader and writer of a result directory
-(resultdir.py), and per-scenario summaries (summary.py). Import these names from here."""
+(resultdir.py) and the checks its reader applies to every row (rowcheck.py), and per-scenario
+summaries (summary.py). Import these names from here."""
 
 from .columns import (
     COLUMNS,

@@ -123,6 +123,27 @@ NUMERIC_COLUMNS = [
     )
 ]
 NAN_WORDS = ("nan", "-nan", "na", "n/a", "null", "none", "<na>")  # numeric cells that mean missing
+# Numeric settings, checked like the figures when a results.csv is read.
+NUMERIC_SETTINGS = [
+    "batch_size",
+    "grad_accum_steps",
+    "dataloader_workers",
+    "samples",
+    "seq_len",
+    "warmup_steps",
+    "seed",
+    "timeout_s",
+]
+# Figures that may be below zero; every other numeric column is a count, a time, a size or a rate.
+SIGNED_COLUMNS = (
+    "final_loss",
+    "pred_peak_error_pct",
+    "nvml_device_peak_mb",  # the device's peak minus its idle level: another process may free memory
+    "startup_s",  # launch (the parent's clock) to first step (the worker's)
+    "overhead_s",
+    "exit_code",  # a negative code is a signal
+)
+NONFINITE_COLUMNS = ("final_loss",)  # a diverged row records the NaN or infinite loss
 REQUIRED_COLUMNS = ["scenario", "repeat", "status", "samples_per_s", "peak_mem_mb"]
 
 

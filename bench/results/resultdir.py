@@ -10,6 +10,7 @@ calibration, validation) comes through here, so a bad file is one BadInput namin
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 from dataclasses import dataclass
@@ -19,8 +20,10 @@ from typing import Any
 import pandas as pd
 
 from ..errors import BadInput
+from ..fmt import csv_escape, csv_unescape
 from ..fsio import atomic_write_json, atomic_write_text, read_json
-from .columns import COLUMNS, NAN_WORDS, NUMERIC_COLUMNS, REQUIRED_COLUMNS, STATUSES, check_row
+from .columns import COLUMNS, REQUIRED_COLUMNS, check_row
+from .rowcheck import check_rows
 
 RESULTS_CSV, ENV_JSON, SCENARIOS_JSON = "results.csv", "env.json", "scenarios.json"
 
@@ -33,46 +36,79 @@ def to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def write_results(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Rows as results.csv, written atomically. A text cell that a spreadsheet would run as a
+    formula gets a leading ' (fmt.csv_escape), which read_results takes off again; a carriage
+    return in a text cell (a progress bar in a log tail) is written as a line feed, since the CSV
+    writer would leave it unquoted and every reader would take it for the end of the row."""
     buffer = io.StringIO()
-    to_frame(rows).to_csv(buffer, index=False)
+    to_frame(rows).map(lambda v: csv_escape(_line_feeds(v))).to_csv(buffer, index=False)
     atomic_write_text(path, buffer.getvalue())
 
 
+def _line_feeds(value: Any) -> Any:
+    return value.replace("\r\n", "\n").replace("\r", "\n") if isinstance(value, str) else value
+
+
 def read_results(path: Path) -> pd.DataFrame:
-    """Read a results.csv (or a result directory); bad files are a BadInput naming the file."""
+    """Read a results.csv (or a result directory). A file that is not one, or a row that is cut
+    off or holds what no run writes (rowcheck.py), is a BadInput naming the file and the line."""
     path = Path(path)
     if path.is_dir():
         path = path / RESULTS_CSV
     if not path.is_file():
         raise BadInput(f"{path}: no such results file")
     try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise BadInput(f"{path}: line {line}: not UTF-8 text; not a gpubench results file") from None
+    lines = _record_lines(path, text)
+    try:
         # Only an empty cell is missing: a scenario may be called "NA", "nan" or "1".
-        frame = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"scenario": str, "cpu_affinity": str})
+        frame = pd.read_csv(
+            io.StringIO(text), keep_default_na=False, na_values=[""], dtype={"scenario": str, "cpu_affinity": str}
+        )
     except pd.errors.EmptyDataError:
         raise BadInput(f"{path}: the file is empty") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except (pd.errors.ParserError, ValueError) as exc:
         raise BadInput(f"{path}: not a readable CSV: {str(exc).splitlines()[0]}") from None
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise BadInput(f"{path}: not a gpubench results file (missing columns: {', '.join(missing)})")
-    for column in [c for c in NUMERIC_COLUMNS if c in frame.columns]:
-        converted = pd.to_numeric(frame[column], errors="coerce")
-        spelled_nan = frame[column].astype(str).str.strip().str.lower().isin(NAN_WORDS)
-        bad = frame[column].notna() & converted.isna() & ~spelled_nan
-        if bad.any():
-            row = int(bad.idxmax()) + 2  # header is line 1
-            raise BadInput(
-                f"{path}: line {row}: column '{column}' holds a non-numeric value {frame[column][bad.idxmax()]!r}"
-            )
-        frame[column] = converted
-    unknown = sorted(set(frame["status"].dropna()) - set(STATUSES))
-    if unknown:
-        raise BadInput(f"{path}: unknown status {unknown[0]!r}", hint=f"known: {', '.join(STATUSES)}")
-    duplicated = frame.duplicated(subset=["scenario", "repeat"], keep=False)
-    if duplicated.any():
-        first = frame[duplicated].iloc[0]
-        raise BadInput(f"{path}: duplicate rows for scenario '{first['scenario']}' repeat {first['repeat']}")
-    return frame
+    if len(frame) != len(lines):
+        raise BadInput(f"{path}: not a readable CSV ({len(lines)} rows, but pandas reads {len(frame)})")
+    for column in frame.columns:
+        if pd.api.types.is_object_dtype(frame[column]) or pd.api.types.is_string_dtype(frame[column]):
+            frame[column] = frame[column].map(csv_unescape)
+    return check_rows(path, frame, lines)
+
+
+def _record_lines(path: Path, text: str) -> list[int]:
+    """The line on which each data row starts (quoted cells may span lines); a row with fewer or
+    more cells than the header, as a file cut off mid-row has, is a BadInput naming its line."""
+    reader = csv.reader(io.StringIO(text), strict=True)
+    starts, header, consumed = [], None, 0
+    try:
+        for record in reader:
+            start, consumed = consumed + 1, reader.line_num
+            if not record:  # a blank line
+                continue
+            if header is None:
+                header = record
+                continue
+            if len(record) != len(header):
+                what = "is cut off" if len(record) < len(header) else "has too many cells"
+                raise BadInput(
+                    f"{path}: line {start}: the row {what} ({len(record)} cells; the header has {len(header)})"
+                )
+            starts.append(start)
+    except csv.Error as exc:
+        raise BadInput(f"{path}: line {reader.line_num}: not a readable CSV: {exc}") from None
+    return starts
 
 
 @dataclass(frozen=True)
@@ -126,12 +162,14 @@ def read_plan(result_dir: Path) -> dict[str, Any]:
 def write_plan(result_dir: Path, plan: dict[str, Any], env: dict[str, Any], resumed: bool) -> None:
     """scenarios.json and env.json; a resumed run keeps the first env.json and appends to its
     `resumes` list where (and on which machine) the rest ran."""
+    first = read_env(result_dir) if resumed else None  # BadInput when damaged, before anything is written
     atomic_write_json(result_dir / SCENARIOS_JSON, plan)
     env_path = result_dir / ENV_JSON
-    if resumed and env_path.exists():
-        first = read_json(env_path)
+    if first is not None:
         gpu = env.get("gpu") or {}
-        first.setdefault("resumes", []).append(
+        if not isinstance(first.get("resumes"), list):
+            first["resumes"] = []
+        first["resumes"].append(
             {
                 "created_at": env.get("created_at"),
                 "host": env.get("host"),
@@ -152,6 +190,6 @@ def write_plan(result_dir: Path, plan: dict[str, Any], env: dict[str, Any], resu
 def note_launcher_fallback(result_dir: Path, why: str) -> None:
     """env.json: the fork server could not serve and workers were spawned afresh (bench/run/launcher.py)."""
     env_path = result_dir / ENV_JSON
-    env = read_json(env_path)
+    env = read_env(result_dir) or {}
     env["launcher_fallback"] = {"launcher": "spawn", "why": why}
     atomic_write_json(env_path, env)

@@ -3,6 +3,7 @@
 request.py   what the user asked for, and the checks that need no file or child (exit 2)
 probe.py     what torch sees, asked of a child so the parent never creates a CUDA context
 plan.py      the request resolved to scenarios, device, model and result directory
+outdir.py    the result directory: never another run's, locked while the run writes it
 envinfo.py   the machine and software, for env.json
 childenv.py  the environment every child starts with
 launcher.py  how workers start: a fork server (default) or a fresh interpreter each

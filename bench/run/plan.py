@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import matrix as matrix_mod
+from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
 from ..errors import BadInput
 from ..models import resolve_model
-from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan
+from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..scenario import Scenario
 from .launcher import DEFAULT_LAUNCHER
+from .outdir import check_unlocked, check_unused
 from .probe import probe_torch, resolve_device
 from .request import RunRequest, check_checkpoint, check_device_name, check_request, check_writable
 
@@ -71,12 +73,10 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
     _scenarios(request, "cpu")
     check_device_name(request.device)
     out = request.out or Path("results") / datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
-    if (out / RESULTS_CSV).exists():
-        raise BadInput(
-            f"--out {out} already holds a results.csv", hint=f"use --resume {out} to finish it, or choose another --out"
-        )
+    check_unused(out)  # checked again under the lock (session.run): a run may start meanwhile
     created = not out.exists()
     check_writable(out)
+    check_unlocked(out)
     try:
         probe = probe_torch(scratch)
         device, uuid = resolve_device(request.device, probe)
@@ -137,12 +137,18 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
     assert out is not None
     saved_path = out / SCENARIOS_JSON
     saved = read_plan(out)
+    check_unlocked(out)
+    if (out / RESULTS_CSV).is_file():
+        read_results(out / RESULTS_CSV)  # a damaged file is refused now, before anything is written
     try:
         scenarios = tuple(Scenario(**s, origin=str(saved_path)) for s in saved["scenarios"])
-        repeats, device, model = int(saved["repeats"]), saved["device"], saved["model"]
-        timeout_s = float(saved["timeout_s"])
+        repeats, device, model, timeout_s = (saved[k] for k in ("repeats", "device", "model", "timeout_s"))
     except (ValueError, KeyError, TypeError) as exc:
         raise BadInput(f"{saved_path}: unreadable ({type(exc).__name__}: {exc})") from None
+    bounded(repeats, f"{saved_path}: repeats = {repeats!r}", 1, MAX_REPEATS, whole=True)
+    bounded(timeout_s, f"{saved_path}: timeout_s = {timeout_s!r}", 0, MAX_SECONDS, above=True, unit="seconds")
+    if not isinstance(device, str) or not isinstance(model, str):
+        raise BadInput(f"{saved_path}: unreadable (device and model must be strings)")
     changed = [
         flag
         for flag, given in (
@@ -172,8 +178,6 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
                 hint="resume without --matrix to finish the run as it was planned",
             )
     check_writable(out)
-    for stale in out.glob(".*.tmp"):  # an atomic write cut short by a SIGKILL
-        stale.unlink(missing_ok=True)
     name = str(saved.get("matrix", ""))
     plan = RunPlan(
         name,
@@ -183,7 +187,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         uuid,
         model,
         out,
-        timeout_s,
+        float(timeout_s),
         resume=True,
         retry_failed=request.retry_failed,
         sample_memory=request.sample_memory,
@@ -195,7 +199,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
 
 
 def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, ...], str]:
-    m = matrix_mod.load_matrix(request.matrix or "full")
+    m = matrix_mod.load_matrix("full" if request.matrix is None else request.matrix)
     scenarios = matrix_mod.select(m.scenarios, request.only, str(m.path))  # settings checked on these only
     scenarios = matrix_mod.apply_overrides(scenarios, {**request.overrides, "model": request.model})
     models = resolve_models(scenarios, device)

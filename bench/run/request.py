@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import cpus
+from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
 from ..errors import BadInput
 from .launcher import DEFAULT_LAUNCHER, LAUNCHERS
 
@@ -39,14 +40,13 @@ class RunRequest:
 def check_request(request: RunRequest) -> tuple[int, ...] | None:
     """The flags that need no file or child: bad values are BadInput before anything starts.
     Returns the CPUs of --cpu-affinity, checked against this machine."""
-    if request.repeats < 1:
-        raise BadInput(f"--repeats {request.repeats} must be at least 1")
+    bounded(request.repeats, f"--repeats {request.repeats}", 1, MAX_REPEATS, whole=True)
+    bounded(request.timeout_s, f"--timeout {request.timeout_s}", 0, MAX_SECONDS, above=True, unit="seconds")
+    if request.time_limit_s is not None:
+        limit = request.time_limit_s
+        bounded(limit, f"--time-limit {limit}", 0, MAX_SECONDS, above=True, unit="seconds")
     if request.retry_failed and request.resume is None:
         raise BadInput("--retry-failed needs --resume DIR", hint="it runs again the failed rows of an earlier run")
-    if request.timeout_s <= 0:
-        raise BadInput(f"--timeout {request.timeout_s} must be a positive number of seconds")
-    if request.time_limit_s is not None and not request.time_limit_s > 0:
-        raise BadInput(f"--time-limit {request.time_limit_s} must be a positive number of seconds")
     if request.launcher not in LAUNCHERS:
         raise BadInput(f"--launcher {request.launcher!r} is not one of {', '.join(LAUNCHERS)}")
     if request.launcher == "fork" and DEFAULT_LAUNCHER != "fork":

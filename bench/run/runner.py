@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .. import memory
-from ..errors import ExitCode
+from ..errors import CannotWrite, ExitCode
 from ..fsio import atomic_write_json, read_json
 from ..measure import flops, hostmem
 from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, TreeSampler, open_nvml
 from ..models import resolve_model
 from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, read_results, write_results
+from ..results.rowcheck import usable
 from ..results.scaling import add_scaling
 from ..scenario import Scenario
 from . import torchrun
@@ -98,7 +99,7 @@ def execute(
                     time_limited = True
                     break
                 reporter.scenario_start(sc, repeat)
-                row = run_one(plan, sc, repeat, nvml, gpu_name, launcher, ctrl_c)
+                row = usable(run_one(plan, sc, repeat, nvml, gpu_name, launcher, ctrl_c))  # it must read back
                 rows.append(row)
                 add_scaling(rows)
                 rows.sort(key=lambda r: (order.get(r["scenario"], 1 << 30), int(r["repeat"])))
@@ -107,6 +108,12 @@ def execute(
                 if row["status"] == "interrupted" or ctrl_c.requested:
                     interrupted = True
                     break
+        except CannotWrite as exc:  # a full disk, a read-only folder: the rows saved so far stay
+            raise CannotWrite(
+                exc.message,
+                hint=f"results.csv keeps every row saved before; make room, then finish the run with "
+                f"`gpubench run --resume {plan.out}`",
+            ) from exc
         except BaseException:  # a second Ctrl-C: the server and any worker of it go at once
             launcher.close(kill=True)
             raise

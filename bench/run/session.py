@@ -14,6 +14,7 @@ from ..measure.nvml import open_nvml
 from ..results import note_launcher_fallback, write_plan
 from . import envinfo
 from .childenv import inductor_cache_dir
+from .outdir import check_unused, locked, remove_stale_temps
 from .plan import RunPlan, prepare
 from .probe import probe_torch, resolve_device
 from .request import RunRequest, check_device_name
@@ -59,39 +60,44 @@ def run(
         if request.exclusive:
             raise BadInput(f"--exclusive: the GPU is in use by other processes: {listing}")
         warn(f"the GPU is in use by other processes ({listing}); figures will be disturbed")
-    env = envinfo.collect(
-        device=plan.device,
-        probe=probe,
-        gpu=gpu,
-        gpu_processes=procs,
-        command=request.command,
-        matrix=plan.matrix,
-        cpu_affinity=plan.cpu_affinity,
-    )
-    env["launcher"] = plan.launcher
-    env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
-    env["inductor_cache"] = inductor_cache_dir(plan.inductor_cache)
-    most = max((s.gpus for s in plan.scenarios if s.distributed and isinstance(s.gpus, int)), default=0)
-    if most and plan.device != "cpu":
-        env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
-    write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
-    deadline = None if request.time_limit_s is None else started + request.time_limit_s
-    outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
-    if outcome.launcher_fallback:  # env.json says how the workers really started
-        note_launcher_fallback(plan.out, outcome.launcher_fallback)
-    if outcome.rows:  # DIR/report.html: any failure is only a warning; results and exit code stand
-        try:
-            from ..report.html import write_report
+    with locked(plan.out):  # until the run ends: a second run here is refused (outdir.py)
+        if plan.resume:
+            remove_stale_temps(plan.out)
+        else:
+            check_unused(plan.out)
+        env = envinfo.collect(
+            device=plan.device,
+            probe=probe,
+            gpu=gpu,
+            gpu_processes=procs,
+            command=request.command,
+            matrix=plan.matrix,
+            cpu_affinity=plan.cpu_affinity,
+        )
+        env["launcher"] = plan.launcher
+        env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
+        env["inductor_cache"] = inductor_cache_dir(plan.inductor_cache)
+        most = max((s.gpus for s in plan.scenarios if s.distributed and isinstance(s.gpus, int)), default=0)
+        if most and plan.device != "cpu":
+            env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
+        write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
+        deadline = None if request.time_limit_s is None else started + request.time_limit_s
+        outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
+        if outcome.launcher_fallback:  # env.json says how the workers really started
+            note_launcher_fallback(plan.out, outcome.launcher_fallback)
+        if outcome.rows:  # DIR/report.html: any failure is only a warning; results and exit code stand
+            try:
+                from ..report.html import write_report
 
-            write_report(plan.out)
-        except Exception as exc:
-            warn(f"could not write the HTML report in {plan.out}: {exc}")
-    if record_db is not None:  # --record: store the run in the history; a store failure only warns
-        from ..history.api import record_after_run
+                write_report(plan.out)
+            except Exception as exc:
+                warn(f"could not write the HTML report in {plan.out}: {exc}")
+        if record_db is not None:  # --record: store the run in the history; a store failure only warns
+            from ..history.api import record_after_run
 
-        unfinished = outcome.interrupted or outcome.time_limited
-        record_after_run(record_db, plan.out, unfinished=unfinished, warn=warn, info=info)
-    return plan, outcome
+            unfinished = outcome.interrupted or outcome.time_limited
+            record_after_run(record_db, plan.out, unfinished=unfinished, warn=warn, info=info)
+        return plan, outcome
 
 
 def environment(device: str = "auto") -> dict[str, Any]:

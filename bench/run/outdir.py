@@ -1,0 +1,92 @@
+"""The folder a run writes: a new run never writes into one that holds another run, finished or
+not, and a run holds a lock on its folder for as long as it writes there.
+
+The lock is `fcntl.flock` on DIR/.gpubench.lock, taken without waiting: a second `gpubench run
+--out DIR` or `--resume DIR` is refused at once. The kernel drops the lock when the process ends,
+however it ends, so a killed run leaves no stale lock; the file stays (deleting it would let two
+runs lock two different files of the same name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import BadInput
+from ..results import ENV_JSON, RESULTS_CSV, SCENARIOS_JSON
+
+LOCK_FILE = ".gpubench.lock"
+# What a run writes first (scenarios.json, env.json) and as it goes (results.csv, logs/, work/).
+RUN_ENTRIES = (RESULTS_CSV, SCENARIOS_JSON, ENV_JSON, "logs", "work")
+
+
+def check_unused(out: Path) -> None:
+    """A new run's folder must not hold another run, finished or not."""
+    found = [name for name in RUN_ENTRIES if (out / name).exists()]
+    if not found:
+        return
+    if (out / SCENARIOS_JSON).is_file():
+        hint = f"use --resume {out} to finish it, or choose another --out"
+    else:
+        hint = "choose another --out"
+    what = "a results.csv" if RESULTS_CSV in found else f"another run's files ({', '.join(found)})"
+    raise BadInput(f"--out {out} already holds {what}", hint=hint)
+
+
+def check_unlocked(out: Path) -> None:
+    """Refuse at once, before any work, when another gpubench process writes `out`."""
+    try:
+        fd = os.open(out / LOCK_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # unreadable: `locked` will say what is wrong
+    try:
+        _lock(fd, out)
+    finally:
+        os.close(fd)  # and with it the lock, taken only to test it
+
+
+@contextlib.contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """Hold the lock on `out` (created if need be) while the body runs."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise BadInput(f"{out}: cannot lock the result directory: {exc.strerror or exc}") from None
+    try:
+        _lock(fd, out)
+        with contextlib.suppress(OSError):  # the pid is for the message of a run refused here
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temps(out: Path) -> None:
+    """A resumed run's folder, locked: the temporary files of an atomic write cut short by a SIGKILL go."""
+    for stale in out.glob(".*.tmp"):
+        stale.unlink(missing_ok=True)
+
+
+def _lock(fd: int, out: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise BadInput(
+            f"{out}: another gpubench run{_holder(fd)} is writing this result directory",
+            hint="wait for it to end, or choose another --out",
+        ) from None
+
+
+def _holder(fd: int) -> str:
+    """' (pid 1234)' from the lock file, or ''."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(os.pread(fd, 32, 0).decode().strip())
+        return f" (pid {pid})"
+    return ""
