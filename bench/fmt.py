@@ -12,6 +12,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 MINUS = "−"  # the report's typographic minus
+# a figure's name in a terminal table, where width is short (CSV, JSON and markdown keep the column name)
+METRIC_LABELS = {
+    "samples_per_s": "samples/s",
+    "step_time_median_ms": "step ms",
+    "peak_mem_mb": "peak MB",
+    "final_loss": "loss",
+}
+METRIC_DECIMALS = {"samples_per_s": 2, "step_time_median_ms": 2, "peak_mem_mb": 0}
 
 
 def missing(value: Any) -> bool:
@@ -35,6 +43,13 @@ def pct(value: Any, *, sign: bool = True, typographic: bool = False, dash: str =
         return dash
     text = f"{float(value):+.1f}%" if sign else f"{float(value):.1f}%"
     return text.replace("-", MINUS) if typographic else text
+
+
+def metric_num(value: Any, metric: str) -> str:
+    """A figure as its metric is shown: peak MB whole, a loss near 0 still readable (4.858e-06)."""
+    if metric == "final_loss":
+        return spec(value, ".4g")
+    return num(value, METRIC_DECIMALS.get(metric, 2))
 
 
 def fmt_date(value: Any) -> str:

@@ -83,14 +83,14 @@ def gpubench(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def test_identical_runs_exit_0_with_a_table(runs: dict[str, Path]) -> None:
     result = invoke(runs["base"], runs["same"])
     assert result.exit_code == 0, result.output
-    assert "samples_per_s" in result.stdout
+    assert "samples/s" in result.stdout  # the table's label for samples_per_s
     assert "PASS (exit 0): unchanged 8" in result.stdout
 
 
 def test_slowdown_exits_1_and_names_the_regression(runs: dict[str, Path]) -> None:
     result = invoke(runs["base"], runs["slower"])
     assert result.exit_code == 1
-    line = next(x for x in result.stdout.splitlines() if "baseline" in x and "samples_per_s" in x)
+    line = next(x for x in result.stdout.splitlines() if "baseline" in x and "samples/s" in x)
     assert "-10.0%" in line and "regression" in line and "0.050" in line
     assert "FAIL (exit 1): REGRESSION 2, unchanged 6" in result.stdout
 

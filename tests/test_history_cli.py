@@ -15,6 +15,7 @@ from history_support import BACKENDS, env, nights, reps, store_target, write_run
 from typer.testing import CliRunner
 
 from bench.cli import history_cmd
+from bench.errors import BadInput
 from bench.history import api
 from bench.history.judge import CHECK_COLUMNS
 from bench.history.render import POINT_COLUMNS, RUN_COLUMNS
@@ -131,10 +132,34 @@ def test_show_marks_an_accepted_step(regressed: str) -> None:
 def test_show_writes_an_svg_chart(regressed: str, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     chart = tmp_path / "bf16.svg"
-    code, _ = cli("show", "--db", regressed, "-s", "bf16", "--output", chart)
-    assert code == 0
+    code, out = cli("show", "--db", regressed, "-s", "bf16", "--svg", chart)
+    assert code == 0 and "bf16: samples_per_s on NVIDIA H200" in out  # the table too
     svg = chart.read_text()
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "bf16: samples_per_s" in svg
+
+
+def test_show_output_writes_the_document_and_refuses_an_svg_name(regressed: str, tmp_path: Path) -> None:
+    """-o/--output means what it means everywhere: the document (here the table, or --format), not
+    the chart; an old `-o x.svg` (the chart, before --svg) is one line and exit 2, nothing written."""
+    table, points = tmp_path / "bf16.txt", tmp_path / "bf16.csv"
+    assert cli("show", "--db", regressed, "-s", "bf16", "-o", table)[0] == 0
+    assert cli("show", "--db", regressed, "-s", "bf16", "-f", "csv", "--output", points)[0] == 0
+    assert "bf16: samples_per_s on NVIDIA H200" in table.read_text()
+    assert points.read_text().splitlines()[0] == ",".join(POINT_COLUMNS)
+    with pytest.raises(BadInput) as refused:
+        cli("show", "--db", regressed, "-s", "bf16", "-o", tmp_path / "old.svg")
+    assert refused.value.exit_code == 2 and "\n" not in str(refused.value)
+    assert f"draw the chart with --svg {tmp_path / 'old.svg'}" in str(refused.value)
+    assert not (tmp_path / "old.svg").exists()
+
+
+def test_metric_has_no_short_flag_in_show(regressed: str) -> None:
+    """-m is --matrix in run, list and predict; in history show it means nothing."""
+    app = typer.Typer()
+    history_cmd.register(app)
+    app.command("noop")(lambda: None)
+    result = CliRunner().invoke(app, ["history", "show", "--db", regressed, "-s", "bf16", "-m", "peak_mem_mb"])
+    assert result.exit_code == 2 and "No such option: -m" in result.output
 
 
 def test_show_names_an_unknown_scenario(regressed: str) -> None:
@@ -149,7 +174,7 @@ def test_check_fails_on_two_slow_nights_with_exit_1(regressed: str) -> None:
     assert done.returncode == 1, done.stderr
     assert "FAIL (exit 1): run 8 of 2026-11-08 02:00 on NVIDIA H200: REGRESSION 2, unchanged 4" in done.stdout
     row = next(line for line in done.stdout.splitlines() if "regression" in line)
-    assert "bf16" in row and "samples_per_s" in row and "-20.0%" in row and "2/2" in row
+    assert "bf16" in row and "samples/s" in row and "-20.0%" in row and "2/2" in row
 
 
 def test_check_passes_after_one_slow_night_unless_consecutive_is_1(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from bench.cli import predict_cmd
 from bench.matrix import load_matrix
+from bench.memory import render
 from bench.results import PREDICTED_COLUMNS, read_results, write_results
 
 FULL = load_matrix("full").names()
@@ -28,18 +29,34 @@ def invoke(*args: str) -> Any:
 def as_json(*args: str) -> dict[str, Any]:
     result = invoke(*args, "--format", "json")
     assert result.exit_code == 0, result.output
-    data: dict[str, Any] = json.loads(result.output)
+    data: dict[str, Any] = json.loads(result.stdout)
     return data
 
 
 def test_table_has_a_row_per_scenario() -> None:
     result = invoke("--matrix", "full", "--model", "bert-large")
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()
     for name in FULL:
         assert any(line.startswith(f"│ {name} ") for line in lines), name
-    assert "context 750 MB assumed (no --calibrate" in result.output
-    assert "fits" not in result.output  # no --gpu-memory: no fit column
+    assert "context 750 MB assumed (no --calibrate" in result.stdout
+    assert "fits" not in result.stdout  # no --gpu-memory: no fit column
+    # the caveats are notes, on stderr like every command's; the document stays on stdout
+    assert "note:" not in result.stdout
+    assert "gpubench: note: adam-8bit: the Trainer keeps 32-bit states for nn.Embedding weights" in result.stderr
+
+
+def test_csv_and_markdown_hold_a_record_per_scenario(tmp_path: Path) -> None:
+    args = ("--matrix", "full", "--model", "bert-large", "--only", "baseline,fp16", "--gpu-memory", "24GB")
+    table = invoke(*args, "--format", "csv").stdout.splitlines()
+    assert table[0] == ",".join(render.RECORD_COLUMNS)
+    assert [line.split(",")[0] for line in table[1:]] == ["baseline", "fp16"]
+    assert table[1].endswith(",backward,7906.5,True")
+    out = tmp_path / "predict.md"
+    written = invoke(*args, "--format", "markdown", "-o", str(out))
+    assert written.stdout == "" and f"gpubench: wrote {out}" in written.stderr
+    markdown = out.read_text()
+    assert markdown.startswith("## gpubench predict: full") and "| baseline | 335143938 |" in markdown
 
 
 def test_json_is_locked() -> None:
@@ -85,7 +102,7 @@ def test_gpu_memory_marks_what_fits() -> None:
     assert {name for name, ok in fits.items() if ok} == {"adafactor", "combo-adafactor", "combo-8bit"}
     for s in data["scenarios"]:
         assert s["need_mb"] == pytest.approx(s["peak_mb"] + 750)
-    table = invoke("--matrix", "full", "--model", "bert-large", "--gpu-memory", "6GiB").output
+    table = invoke("--matrix", "full", "--model", "bert-large", "--gpu-memory", "6GiB").stdout
     assert "fits 6,144" in table
 
 
@@ -139,7 +156,7 @@ def test_calibrate_measures_context_and_shows_measured_terms(tmp_path: Path) -> 
     assert base["measured_mb"]["peak"] == 7158.56
     assert abs(base["predicted_counterparts_mb"]["peak"] / 7158.56 - 1) < 0.01
     assert fp16["measured_mb"] == {}  # the calibration run has no fp16 row
-    table = invoke("--only", "baseline", "--model", "bert-large", "--calibrate", str(cal)).output
+    table = invoke("--only", "baseline", "--model", "bert-large", "--calibrate", str(cal)).stdout
     assert "measured in" in table and "NVIDIA H200" in table
     assert "7,157 / 7,159 (-0.0%)" in table
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from bench.cli import report_cmd
 from bench.errors import ExitCode
 from bench.report import data as report_data
 from bench.report import markdown as report_md
+from bench.report import records
 from bench.results import write_results
 from bench.run import session
 from bench.run.plan import RunPlan
@@ -83,6 +85,33 @@ def test_markdown_output_option(tmp_path: Path) -> None:
     assert out.read_text(encoding="utf-8") == report_md.render(report_data.load(directory))
 
 
+def test_table_is_the_run_summary(tmp_path: Path) -> None:
+    directory = gpu_set(tmp_path)
+    result = invoke(directory, "--format", "table")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "full on NVIDIA H200"
+    assert "samples/s ± CV" in lines[2] and "peak MB" in lines[2]
+    assert next(line for line in lines if "big-batch" in line).split("│")[1:3] == [" big-batch ", " oom     "]
+    assert lines[-1] == "peak MB source: nvml-process"
+    assert not (directory / "report.html").exists()
+
+
+def test_json_and_csv_hold_the_summary_per_scenario(tmp_path: Path) -> None:
+    directory = gpu_set(tmp_path)
+    data = json.loads(invoke(directory, "--format", "json").stdout)
+    assert list(data) == ["schema", "title", "source", "baseline", "env", "notes", "scenarios"]
+    assert (data["schema"], data["title"], data["baseline"]) == ("gpubench.report/1", "full on NVIDIA H200", "baseline")
+    assert [list(s) for s in data["scenarios"]] == [records.SUMMARY_COLUMNS] * 8
+    big = next(s for s in data["scenarios"] if s["scenario"] == "big-batch")
+    assert big["status"] == "oom" and big["samples_per_s"] is None
+    out = tmp_path / "summary.csv"
+    result = invoke(directory, "-f", "csv", "-o", out)
+    assert result.stdout == "" and result.stderr == f"gpubench: wrote {out}\n"
+    lines = out.read_text().splitlines()
+    assert lines[0] == ",".join(records.SUMMARY_COLUMNS) and len(lines) == 9
+
+
 def test_baseline_option(tmp_path: Path) -> None:
     result = invoke(gpu_set(tmp_path), "-f", "markdown", "--baseline", "fp16")
     assert result.exit_code == 0, result.output
@@ -118,7 +147,10 @@ def test_unknown_format_is_a_usage_error(tmp_path: Path) -> None:
     result = invoke(cpu_set(tmp_path), "--format", "pdf")
     assert result.exit_code == 2
     words = " ".join(result.stderr.replace("│", " ").split())
-    assert "Invalid value for '--format' / '-f': Value error, 'pdf' is not one of 'html', 'markdown'." in words
+    assert (
+        "Invalid value for '--format' / '-f': Value error, 'pdf' is not one of 'html', 'table', 'markdown', "
+        "'json', 'csv'." in words
+    )
 
 
 def test_the_cli_starts_without_matplotlib() -> None:

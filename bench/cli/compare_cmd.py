@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from ..fsio import atomic_write_text
+from ..termtable import stdout_console
 from .options import FormatOpt, MemoryThresholdOpt, OutputFileOpt, OutputFormat, ThresholdOpt, path_value
+from .output import emit, say
 
 
 def register(app: typer.Typer) -> None:
@@ -56,10 +56,9 @@ def compare_command(
       3  incomparable environments (different GPU models)
     """
     from ..compare.core import Thresholds, compare  # pandas: only when a command needs it
-    from ..compare.render import gate_line, print_table, render, stdout_console
+    from ..compare.render import gate_line, print_table, render
     from ..results import load_run
 
-    diagnostics = Console(stderr=True)
     base_run, new_run = load_run(base), load_run(new)
     result = compare(
         base_run.frame,
@@ -71,18 +70,10 @@ def compare_command(
         allow_env_mismatch=allow_env_mismatch,
         labels=(str(base_run.csv_path), str(new_run.csv_path)),
     )
-    for note in result.notes:
-        diagnostics.print(f"gpubench: note: {note}", highlight=False, markup=False, soft_wrap=True)
-    if output is not None:
-        atomic_write_text(output, render(result, fmt.value))
-        diagnostics.print(
-            f"gpubench: wrote {output}: {gate_line(result)}",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
-    elif fmt is OutputFormat.table:
+    for text in result.notes:
+        say(f"note: {text}")
+    if output is None and fmt is OutputFormat.table:
         print_table(result, stdout_console())
     else:
-        typer.echo(render(result, fmt.value), nl=False)
+        emit(render(result, fmt.value), output, gate_line(result))
     raise typer.Exit(result.exit_code)

@@ -5,7 +5,7 @@ The store (bench.history) is imported inside each command, so `gpubench --help` 
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -14,16 +14,20 @@ import typer
 from rich.console import Console
 
 from ..checks import MAX_COUNT
+from ..errors import BadInput
+from ..termtable import stdout_console
 from .options import (
     DbOpt,
     FormatOpt,
     MemoryThresholdOpt,
+    OutputFileOpt,
     OutputFormat,
     ThresholdOpt,
     db_target,
     existing_path,
     path_value,
 )
+from .output import emit, plain, say
 
 if TYPE_CHECKING:
     from ..history.judge import Params
@@ -65,8 +69,12 @@ def register(app: typer.Typer) -> None:
     app.add_typer(history, name="history")
 
 
-def _stdout() -> Console:
-    return Console(width=None if sys.stdout.isatty() else 160)
+def _table(draw: Callable[[Console], None], output: Path | None, what: str = "") -> None:
+    """A table on the terminal, fitted to its width; or, with --output, as plain text in the file."""
+    if output is None:
+        draw(stdout_console())
+    else:
+        emit(plain(draw), output, what)
 
 
 def _params(window: int, threshold: float, memory_threshold: float, consecutive: int = 2) -> Params:
@@ -82,6 +90,7 @@ def list_command(
     db: DbOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=0, max=MAX_COUNT, help="The newest N runs; 0: all.")] = 20,
     fmt: FormatOpt = OutputFormat.table,
+    output: OutputFileOpt = None,
 ) -> None:
     """List the stored runs, newest first: date, git commit, GPU, versions, status.
 
@@ -91,14 +100,15 @@ def list_command(
 
     runs = api.list_runs(db_target(db), limit or None)
     if fmt is OutputFormat.table:
-        _stdout().print(render.runs_table(runs, f"{len(runs)} runs in {db_target(db)}"))
+        table = render.runs_table(runs, f"{len(runs)} runs in {db_target(db)}")
+        _table(lambda console: console.print(table), output)
     else:
-        typer.echo(render.render_records(render.run_rows(runs), render.RUN_COLUMNS, fmt.value), nl=False)
+        emit(render.render_records(render.run_rows(runs), render.RUN_COLUMNS, fmt.value), output)
 
 
 def show_command(
     scenario: Annotated[str, typer.Option("--scenario", "-s", help="The scenario to show.")],
-    metric: Annotated[Metric, typer.Option("--metric", "-m", help="The figure to show.")] = Metric.samples_per_s,
+    metric: Annotated[Metric, typer.Option("--metric", help="The figure to show.")] = Metric.samples_per_s,
     db: DbOpt = None,
     gpu: Annotated[str | None, typer.Option("--gpu", help="Only runs on this GPU model (e.g. 'NVIDIA H200').")] = None,
     last: Annotated[
@@ -108,33 +118,36 @@ def show_command(
     threshold: ThresholdOpt = 5.0,
     memory_threshold: MemoryThresholdOpt = 2.0,
     fmt: FormatOpt = OutputFormat.table,
-    output: Annotated[
+    output: OutputFileOpt = None,
+    svg: Annotated[
         Path | None,
-        typer.Option(
-            "--output", "-o", parser=path_value, help="Also draw the chart into this SVG file (needs matplotlib)."
-        ),
+        typer.Option("--svg", parser=path_value, help="Also draw the chart into this SVG file (needs matplotlib)."),
     ] = None,
 ) -> None:
-    """Show a scenario's series over time: a table and a sparkline (or an SVG chart).
+    """Show a scenario's series over time: a table and a sparkline (and, with --svg, a chart).
 
     Each point is judged as `history check` would judge it: flagged (!) when beyond the
     threshold against the median of the earlier runs since the last accepted step (|).
     A scenario run on several GPU models or with other settings has one series for each.
 
-    Example: gpubench history show --scenario bf16 --metric samples_per_s -o bf16.svg
+    Example: gpubench history show --scenario bf16 --metric samples_per_s --svg bf16.svg
     """
     from ..history import api, chart, render
 
+    if output is not None and output.suffix.lower() == ".svg":
+        raise BadInput(
+            f"-o/--output {output} writes the {fmt.value} document, not a chart: draw the chart with --svg {output}"
+        )
     views = api.show(
         db_target(db), scenario, metric.value, _params(window, threshold, memory_threshold), gpu=gpu, last=last or None
     )
-    if output is not None:
-        chart.write_svg(views, output, f"{scenario}: {metric.value}")
-        Console(stderr=True).print(f"gpubench: wrote {output}", highlight=False, markup=False)
+    if svg is not None:
+        chart.write_svg(views, svg, f"{scenario}: {metric.value}")
+        say(f"wrote {svg}")
     if fmt is OutputFormat.table:
-        render.print_series(views, _stdout())
+        _table(lambda console: render.print_series(views, console), output)
     else:
-        typer.echo(render.render_records(render.point_rows(views), render.POINT_COLUMNS, fmt.value), nl=False)
+        emit(render.render_records(render.point_rows(views), render.POINT_COLUMNS, fmt.value), output)
 
 
 def check_command(
@@ -152,6 +165,7 @@ def check_command(
     threshold: ThresholdOpt = 5.0,
     memory_threshold: MemoryThresholdOpt = 2.0,
     fmt: FormatOpt = OutputFormat.table,
+    output: OutputFileOpt = None,
 ) -> None:
     """Judge the newest run against the history of each of its scenarios; exit 1 on a regression.
 
@@ -170,13 +184,13 @@ def check_command(
     from ..history import api, render
 
     result = api.check(db_target(db), _params(window, threshold, memory_threshold, consecutive), run=run)
-    err = Console(stderr=True)
-    for note in result.notes:
-        err.print(f"gpubench: note: {note}", highlight=False, markup=False, soft_wrap=True)
+    for text in result.notes:
+        say(f"note: {text}")
     if fmt is OutputFormat.table:
-        _stdout().print(render.check_table(result))
+        table = render.check_table(result)
+        _table(lambda console: console.print(table), output, render.gate_line(result))
     else:
-        typer.echo(render.render_check(result, fmt.value), nl=False)
+        emit(render.render_check(result, fmt.value), output, render.gate_line(result))
     raise typer.Exit(result.exit_code)
 
 
@@ -190,6 +204,7 @@ def import_command(
     """Add existing result directories to the history; a directory stored before is skipped.
 
     The result directories stay the source of truth: the database can be rebuilt from them.
+    Prints one line per directory (no --format: `history list` shows what is stored).
 
     Example: gpubench history import results/2026-11-29T10-00-00/ results/nightly/
     """
@@ -215,7 +230,7 @@ def accept_command(
     """Accept a run's level as the new normal (a deliberate upgrade, a new driver).
 
     From that run on, baselines are counted again from it, so the intended step is not a
-    regression; `history show` marks it.
+    regression; `history show` marks it. Prints one line per accepted series (no --format).
 
     Example: gpubench history accept --scenario bf16 --note "torch 2.12: new SDPA kernels"
     """

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-import io
-import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from ..fsio import atomic_write_text
-from .options import EngineOpt, MatrixOpt, ModelOpt, OnlyOpt, OutputFileOpt, SeqLenOpt, existing_path, split_names
+from ..termtable import stdout_console
+from .options import (
+    EngineOpt,
+    FormatOpt,
+    MatrixOpt,
+    ModelOpt,
+    OnlyOpt,
+    OutputFileOpt,
+    OutputFormat,
+    SeqLenOpt,
+    existing_path,
+    split_names,
+)
+from .output import emit, plain, say
 
-
-class PredictFormat(StrEnum):
-    table = "table"
-    json = "json"
+PREDICT_WIDTH = 200  # the breakdown's 13 columns, in a pipe or a file
 
 
 def register(app: typer.Typer) -> None:
@@ -50,7 +55,7 @@ def predict(
     engine: EngineOpt = None,
     gpu_memory: GpuMemoryOpt = None,
     calibrate: CalibrateOpt = None,
-    fmt: Annotated[PredictFormat, typer.Option("--format", "-f", help="Output format.")] = PredictFormat.table,
+    fmt: FormatOpt = OutputFormat.table,
     output: OutputFileOpt = None,
 ) -> None:
     """Predict each scenario's GPU memory by term and phase, without a GPU.
@@ -59,6 +64,8 @@ def predict(
     model's config and the scenario (docs/memory.md gives every formula and its source); the
     peak is the largest of the forward, backward and optimizer-step phases. The CUDA context and
     the allocator's slack are not predicted: --calibrate DIR takes them from a run on the same GPU.
+
+    The per-scenario caveats are notes on stderr; --format json also holds them.
 
     Example: gpubench predict --matrix full --model bert-large --gpu-memory 24GB
     """
@@ -73,16 +80,15 @@ def predict(
         gpu_memory=gpu_memory,
         calibrate_dir=calibrate,
     )
-    if output is None and fmt is PredictFormat.table:
-        render.print_report(report, Console(width=None if sys.stdout.isatty() else 200))
+    for text in render.notes(report):
+        say(f"note: {text}")
+    if fmt is OutputFormat.table and output is None:
+        render.print_report(report, stdout_console(PREDICT_WIDTH))
         return
-    if fmt is PredictFormat.json:
-        text = render.to_json(report)
-    else:
-        buffer = io.StringIO()
-        render.print_report(report, Console(file=buffer, width=200, color_system=None))
-        text = buffer.getvalue()
-    if output is None:
-        typer.echo(text, nl=False)
-    else:
-        atomic_write_text(output, text)
+    renderers = {
+        OutputFormat.json: render.to_json,
+        OutputFormat.csv: render.to_csv,
+        OutputFormat.markdown: render.to_markdown,
+        OutputFormat.table: lambda r: plain(lambda console: render.print_report(r, console), PREDICT_WIDTH),
+    }
+    emit(renderers[fmt](report), output)

@@ -1,4 +1,4 @@
-"""`gpubench report`: a result set as a self-contained HTML page, or as markdown."""
+"""`gpubench report`: a result set as a self-contained HTML page, a terminal table, markdown, JSON or CSV."""
 
 from __future__ import annotations
 
@@ -9,13 +9,17 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ..fsio import atomic_write_text
+from ..termtable import stdout_console
 from .options import path_value
+from .output import emit, plain, say
 
 
 class ReportFormat(StrEnum):
     html = "html"
+    table = "table"
     markdown = "markdown"
+    json = "json"
+    csv = "csv"
 
 
 def register(app: typer.Typer) -> None:
@@ -28,7 +32,13 @@ def report_command(
         typer.Argument(parser=path_value, help="A result directory (or its results.csv), with env.json beside it."),
     ],
     fmt: Annotated[
-        ReportFormat, typer.Option("--format", "-f", help="html: a file; markdown: printed.")
+        ReportFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="html: a file (DIR/report.html); table: the summary `gpubench run` prints; markdown: the "
+            "summary and findings; json, csv: the summary's figures, one record per scenario.",
+        ),
     ] = ReportFormat.html,
     output: Annotated[
         Path | None,
@@ -36,7 +46,7 @@ def report_command(
             "--output",
             "-o",
             parser=path_value,
-            help="Write here. Default: DIR/report.html for html, stdout for markdown.",
+            help="Write here. Default: DIR/report.html for html, stdout for the others.",
         ),
     ] = None,
     baseline: Annotated[
@@ -44,7 +54,7 @@ def report_command(
         typer.Option(help="The scenario changes are measured against. Default: baseline (else the first)."),
     ] = None,
 ) -> None:
-    """Turn a result set into a report: HTML with charts, or markdown for a pull request.
+    """Turn a result set into a report: HTML with charts, a summary table, or markdown for a pull request.
 
     The HTML file is self-contained (inline CSS and SVG charts, no scripts, no network): the
     environment, the summary table, throughput and peak-memory bar charts, a speed-versus-memory
@@ -55,20 +65,33 @@ def report_command(
     Examples:
       gpubench report results/2026-11-29T10-00-00/
       gpubench report results/h200-bert-large/full --format markdown >> "$GITHUB_STEP_SUMMARY"
+      gpubench report results/h200-bert-large/full --format table
     """
-    err = Console(stderr=True)
     if fmt is ReportFormat.html:
         from ..report.html import size_text, write_report
 
         path = write_report(result_dir, output, baseline)
-        err.print(f"gpubench: wrote {path} ({size_text(path)})", highlight=False, markup=False, soft_wrap=True)
+        say(f"wrote {path} ({size_text(path)})")
         return
+    from ..report import markdown, records
     from ..report.data import load
-    from ..report.markdown import render
+    from ..report.table import summary_table
 
-    text = render(load(result_dir, baseline))
-    if output is None:
-        typer.echo(text, nl=False)
+    report = load(result_dir, baseline)
+    if fmt in (ReportFormat.table, ReportFormat.csv):  # the markdown and the JSON hold their notes
+        for text in report.notes:
+            say(f"note: {text}")
+
+    def table(console: Console) -> None:
+        console.print(summary_table(report.summary, report.title))
+
+    if fmt is ReportFormat.table and output is None:
+        table(stdout_console())
         return
-    atomic_write_text(output, text)
-    err.print(f"gpubench: wrote {output}", highlight=False, markup=False, soft_wrap=True)
+    renderers = {
+        ReportFormat.markdown: lambda: markdown.render(report),
+        ReportFormat.json: lambda: records.to_json(report),
+        ReportFormat.csv: lambda: records.to_csv(report),
+        ReportFormat.table: lambda: plain(table),
+    }
+    emit(renderers[fmt](), output)

@@ -17,6 +17,7 @@ from ..errors import BadInput
 from ..measure import cpuspeed
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
+from ..termtable import stdout_console
 from .options import (
     DbOpt,
     DeviceOpt,
@@ -24,11 +25,13 @@ from .options import (
     MatrixOpt,
     ModelOpt,
     OnlyOpt,
+    OutputFileOpt,
     SeqLenOpt,
     db_target,
     path_value,
     split_names,
 )
+from .output import emit
 
 CPU_NOTE = (
     "note: these figures come from the CPU: a smoke test of the harness, not findings about any hardware; "
@@ -130,7 +133,8 @@ def run(
     """Run a matrix of training scenarios, each in its own subprocess.
 
     Writes DIR/results.csv (one row per scenario x repeat, rewritten atomically after each),
-    DIR/env.json and DIR/scenarios.json, then prints a summary table.
+    DIR/env.json and DIR/scenarios.json, then prints a summary table (fitted to the terminal;
+    other formats of it: `gpubench report DIR --format markdown|json|csv`).
 
     Example: gpubench run --matrix full --repeats 3 --out results/nightly
 
@@ -182,9 +186,7 @@ def run(
     )
     if outcome.rows:
         summary = summarize(to_frame(outcome.rows))
-        Console(width=None if sys.stdout.isatty() else 160).print(
-            summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})")
-        )
+        stdout_console().print(summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})"))
         err.print(f"results: {plan.results_csv}", highlight=False, markup=False, soft_wrap=True)
         report = plan.out / REPORT_HTML
         if report.is_file():
@@ -222,6 +224,8 @@ def list_cmd(
 ) -> None:
     """List a matrix's scenarios and what each changes versus the baseline.
 
+    Plain text, one line per scenario (the matrix's TOML file is the data: no --format).
+
     Example: gpubench list --matrix full
     """
     from .. import api
@@ -246,7 +250,11 @@ class EnvFormat(StrEnum):
 
 def env(
     device: DeviceOpt = "auto",
-    fmt: Annotated[EnvFormat, typer.Option("--format", "-f", help="Output format.")] = EnvFormat.table,
+    fmt: Annotated[
+        EnvFormat,
+        typer.Option("--format", "-f", help="Output format (key-value pairs: no markdown or csv)."),
+    ] = EnvFormat.table,
+    output: OutputFileOpt = None,
     as_json: Annotated[bool, typer.Option("--json", hidden=True, help="The same as --format json.")] = False,
 ) -> None:
     """Show the environment: GPU, driver, CUDA, torch/transformers/accelerate/bitsandbytes versions.
@@ -257,7 +265,7 @@ def env(
 
     info = api.environment(device)
     if as_json or fmt is EnvFormat.json:
-        typer.echo(json.dumps(info, indent=2))
+        emit(json.dumps(info, indent=2) + "\n", output)
         return
     gpu = info.get("gpu") or {}
     lines = [
@@ -275,5 +283,4 @@ def env(
         ("cpu", f"{info['cpu']} x{info['cpu_count']}"),
         ("cpu speed", cpu_speed_line(info["cpu_speed"])),
     ]
-    for key, value in lines:
-        typer.echo(f"{key:<14} {value}")
+    emit("".join(f"{key:<14} {value}\n" for key, value in lines), output)

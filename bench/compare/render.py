@@ -5,20 +5,18 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
-from ..fmt import csv_escape, md_cell, md_code, md_table, num, pct, spec
+from ..fmt import METRIC_LABELS, csv_escape, md_cell, md_code, md_table, metric_num, pct, spec
+from ..termtable import PIPE_WIDTH, Column, FitTable
 from .core import DIRECTIONS, MIN_REPEATS, ROW_COLUMNS, STATUS_METRIC, CompareResult
 
 JSON_SCHEMA = "gpubench.compare/1"
-DECIMALS = {"samples_per_s": 2, "step_time_median_ms": 2, "peak_mem_mb": 0, "final_loss": 4}
 STYLES = {
     "regression": "bold red",
     "new failure": "bold red",
@@ -30,7 +28,19 @@ STYLES = {
     "unchanged": "dim",
 }
 HEADERS = ["Scenario", "Metric", "Base", "New", "Change", "n base/new", "p", "Verdict", "Note"]
-TABLE_WIDTH = 160  # a table written to a file or a pipe
+# the terminal table: HEADERS shortened; when the terminal is narrow, p and n go first, then the
+# notes move under the table if that is enough, else Base and New go
+TABLE_COLUMNS = [
+    Column("Scenario"),
+    Column("Metric"),
+    Column("Base", right=True, drop=4),
+    Column("New", right=True, drop=5),
+    Column("Change", right=True),
+    Column("n", right=True, drop=2),
+    Column("p", right=True, drop=1),
+    Column("Verdict"),
+    Column("Note", note=True, drop=3),
+]
 
 
 def render(result: CompareResult, fmt: str) -> str:
@@ -43,7 +53,7 @@ def render(result: CompareResult, fmt: str) -> str:
         return to_markdown(result)
     if fmt == "table":
         buffer = io.StringIO()
-        print_table(result, Console(file=buffer, width=TABLE_WIDTH, color_system=None))
+        print_table(result, Console(file=buffer, width=PIPE_WIDTH, color_system=None))
         return buffer.getvalue()
     raise ValueError(f"unknown format {fmt!r}")
 
@@ -68,17 +78,11 @@ def cells(row: dict[str, Any]) -> list[str]:
     if metric == STATUS_METRIC:
         base, new = row["base_status"], row["new_status"]
     else:
-        base, new = _number(row["base"], metric), _number(row["new"], metric)
+        base, new = metric_num(row["base"], metric), metric_num(row["new"], metric)
     change = pct(row["change_pct"])
     p = spec(row["p_value"], ".3f")
     n = f"{row['base_n']}/{row['new_n']}"
     return [row["scenario"], metric, base, new, change, n, p, row["verdict"], row["note"]]
-
-
-def _number(value: Any, metric: str) -> str:
-    if metric == "final_loss":  # a loss near 0 stays readable (4.8e-06)
-        return spec(value, ".4g")
-    return num(value, DECIMALS.get(metric, 2))
 
 
 def _records(result: CompareResult) -> list[dict[str, Any]]:
@@ -86,28 +90,25 @@ def _records(result: CompareResult) -> list[dict[str, Any]]:
 
 
 # -- rich ----------------------------------------------------------------------------------------
-def stdout_console() -> Console:
-    """The terminal's width on a terminal; TABLE_WIDTH in a pipe or a CI log, not rich's 80."""
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = TABLE_WIDTH
-    return console
-
-
 def print_table(result: CompareResult, console: Console) -> None:
+    """The runs, the table (fitted to the console's width; notes repeated on many rows become
+    footnotes), the thresholds and the gate line."""
     console.print(f"[bold]base[/] {escape(result.base_label)} ({escape(result.base_gpu)})")
     console.print(f"[bold]new[/]  {escape(result.new_label)} ({escape(result.new_gpu)})")
     for diff in result.env_differences:
         console.print(escape(f"  {diff.key}: {diff.base} -> {diff.new}"), style="dim")
-    table = Table(header_style="bold")
-    for header in HEADERS:  # names and numbers never wrap; the note takes what is left
-        table.add_column(header, no_wrap=header != "Note", ratio=1 if header == "Note" else None)
+    rows = []
     for row in _records(result):
-        values = [Text(v) for v in cells(row)]
-        values[7].stylize(STYLES.get(row["verdict"], ""))
-        table.add_row(*values)
-    console.print(table)
-    console.print(f"thresholds: {thresholds_line(result)}; {result.method}", style="dim", highlight=False)
+        values: list[str | Text] = list(cells(row))
+        values[1] = METRIC_LABELS.get(row["metric"], row["metric"])
+        values[7] = Text(row["verdict"], style=STYLES.get(row["verdict"], ""))
+        rows.append(values)
+    t = result.thresholds  # the method in short (markdown and JSON give it whole)
+    footer = [
+        f"thresholds: speed {t.speed_pct:g}%, memory {t.memory_pct:g}%; with {MIN_REPEATS}+ ok repeats a side, "
+        f"a one-sided Mann-Whitney U test (alpha {t.alpha:g}) must confirm"
+    ]
+    console.print(FitTable(TABLE_COLUMNS, rows, footer=footer))
     colour = "green" if result.exit_code == 0 else "bold red"
     console.print(escape(gate_line(result)), style=colour, highlight=False)
 

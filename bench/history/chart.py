@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 MARKERS = {BEYOND: "!", FAILED: "!", NOISY: "?", ACCEPTED: "|", NO_VALUE: "x"}
-LEGEND = "! flagged   ? beyond the threshold, not confirmed   | accepted step   x no value"
+LEGEND = "! flagged   ? beyond the threshold, not confirmed   | accepted   x no value"
 
 
 def sparkline(values: Sequence[float | None]) -> str:

@@ -11,10 +11,10 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from ..fmt import csv_escape, md_cell, md_table, num, pct
+from ..fmt import METRIC_LABELS, csv_escape, md_cell, md_table, metric_num, num, pct
+from ..termtable import PIPE_WIDTH, Column, FitTable
 from .api import SeriesView
 from .chart import LEGEND, marker_line, sparkline
 from .judge import CHECK_COLUMNS, GATE_FAILS, CheckResult
@@ -79,41 +79,40 @@ def run_rows(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def runs_table(runs: Sequence[dict[str, Any]], title: str) -> Table:
-    table = Table(title=Text(title), title_justify="left")
-    headers = [
-        "run",
-        "date (UTC)",
-        "commit",
-        "branch",
-        "GPU",
-        "driver",
-        "CUDA",
-        "torch",
-        "transformers",
-        "accelerate",
-        "bnb",
-        "scen.",
-        "status",
-    ]
-    for header in headers:
-        table.add_column(header, no_wrap=True, justify="right" if header in ("run", "scen.") else "left")
+RUN_TABLE = [  # at narrow widths: bnb, accelerate, scen., transformers, CUDA, branch, driver, commit, torch
+    Column("run", right=True),
+    Column("date (UTC)"),
+    Column("commit", drop=8),
+    Column("branch", drop=6),
+    Column("GPU"),
+    Column("driver", drop=7),
+    Column("CUDA", drop=5),
+    Column("torch", drop=9),
+    Column("transformers", drop=4),
+    Column("accelerate", drop=2),
+    Column("bnb", drop=1),
+    Column("scen.", right=True, drop=3),
+    Column("status"),
+]
+
+
+def runs_table(runs: Sequence[dict[str, Any]], title: str) -> FitTable:
+    rows: list[list[str | Text]] = []
     for row in run_rows(runs):
         status = row["status"] if not row["failed"] else f"{row['status']} ({row['failed']} failed)"
-        style = STYLES.get(row["status"], "")
-        table.add_row(  # stored text (branch, GPU, versions) is Text: never read as rich markup
-            *_texts(
-                row["id"],
+        rows.append(
+            [
+                str(row["id"]),
                 row["created_at"],
                 (row["git_commit"] or "-")[:10],
                 row["git_branch"] or "-",
                 row["gpu"],
                 *[_dash(row[c]) for c in ("driver", "cuda", "torch", "transformers", "accelerate", "bitsandbytes")],
-                row["scenarios"],
-            ),
-            Text(status, style=style),
+                str(row["scenarios"]),
+                Text(status, style=STYLES.get(row["status"], "")),
+            ]
         )
-    return table
+    return FitTable(RUN_TABLE, rows, title=title)
 
 
 # -- history show ----------------------------------------------------------------------------------
@@ -147,54 +146,48 @@ def point_rows(views: Sequence[SeriesView]) -> list[dict[str, Any]]:
     return out
 
 
+SERIES_TABLE = [  # at narrow widths the spread goes first, then the versions; the date stays longest
+    Column("run", right=True),
+    Column("date (UTC)", drop=7),
+    Column("commit", drop=4),
+    Column("torch", drop=2),
+    Column("value", right=True),
+    Column("spread", right=True, drop=1),
+    Column("n", right=True, drop=3),
+    Column("baseline", right=True, drop=5),
+    Column("change", right=True),
+    Column("flag"),
+    Column("note", note=True, drop=6),
+]
+
+
 def print_series(views: Sequence[SeriesView], console: Console) -> None:
-    """Per series: a table of its points, then the sparkline with its markers."""
+    """Per series: a table of its points (fitted to the console), then the sparkline with its markers."""
     rows = point_rows(views)
     for view in views:
         s = view.series
-        table = Table(
-            title=Text(f"{s.scenario}: {view.metric} on {s.gpu_model} ({s.model}), series {s.key}"),
-            title_justify="left",
-        )
-        for header in (
-            "run",
-            "date (UTC)",
-            "commit",
-            "torch",
-            "value",
-            "spread",
-            "n",
-            "baseline",
-            "change",
-            "flag",
-            "note",
-        ):
-            table.add_column(
-                header,
-                no_wrap=header != "note",
-                justify="left" if header in ("date (UTC)", "commit", "torch", "flag", "note") else "right",
-            )
-        for row in (r for r in rows if r["series_key"] == s.key):
-            flag = Text(row["flag"], style=STYLES.get(row["flag"], ""))
-            table.add_row(
-                *_texts(
-                    row["run_id"],
-                    row["created_at"],
-                    (row["git_commit"] or "-")[:10],
-                    _dash(row["torch"]),
-                    num(row["value"]),
-                    pct(row["spread_pct"], sign=False),
-                    row["repeats_n"],
-                    num(row["baseline"]),
-                    pct(row["change_pct"]),
-                ),
-                flag,
-                *_texts(row["note"]),
-            )
-        console.print(table)
+        points: list[list[str | Text]] = [
+            [
+                str(row["run_id"]),
+                row["created_at"],
+                (row["git_commit"] or "-")[:10],
+                _dash(row["torch"]),
+                metric_num(row["value"], view.metric),
+                pct(row["spread_pct"], sign=False),
+                str(row["repeats_n"]),
+                metric_num(row["baseline"], view.metric),
+                pct(row["change_pct"]),
+                Text(row["flag"], style=STYLES.get(row["flag"], "")),
+                row["note"],
+            ]
+            for row in rows
+            if row["series_key"] == s.key
+        ]
+        title = f"{s.scenario}: {view.metric} on {s.gpu_model} ({s.model}), series {s.key}"
+        console.print(FitTable(SERIES_TABLE, points, title=title))
         values = [m.value for m in view.marks]
         finite = [v for v in values if v is not None]
-        scale = f"  {num(min(finite))} .. {num(max(finite))}" if finite else ""
+        scale = f"  {metric_num(min(finite), view.metric)} .. {metric_num(max(finite), view.metric)}" if finite else ""
         console.print(f"  {sparkline(values)}{scale}", markup=False, highlight=False)
         console.print(f"  {marker_line(view.marks)}", markup=False, highlight=False)
     if views:
@@ -222,44 +215,46 @@ def method_text(result: CheckResult) -> str:
     )
 
 
-def check_table(result: CheckResult) -> Table:
-    table = Table(title=gate_line(result), title_justify="left", caption=method_text(result), caption_justify="left")
-    for header in (
-        "scenario",
-        "GPU",
-        "metric",
-        "value",
-        "baseline (n)",
-        "change",
-        "threshold",
-        "p",
-        "streak",
-        "verdict",
-        "note",
-    ):
-        table.add_column(
-            header,
-            no_wrap=header != "note",
-            justify="right" if header in ("value", "baseline (n)", "change", "threshold", "p", "streak") else "left",
-        )
-    for row in result.rows.to_dict("records"):
+CHECK_TABLE = [  # at narrow widths the threshold goes first (the method line says it), then p
+    Column("scenario"),
+    Column("GPU", drop=6),
+    Column("metric"),
+    Column("value", right=True, drop=5),
+    Column("baseline (n)", right=True, drop=4),
+    Column("change", right=True),
+    Column("threshold", right=True, drop=1),
+    Column("p", right=True, drop=2),
+    Column("streak", right=True, drop=3),
+    Column("verdict"),
+    Column("note", note=True),
+]
+
+
+def check_table(result: CheckResult) -> FitTable:
+    """The verdicts of one run, fitted to the console; the GPU column only when the rows differ
+    in it (the title names the run's GPU)."""
+    records = result.rows.to_dict("records")
+    one_gpu = len({r["gpu_model"] for r in records}) <= 1
+    columns = [c for c in CHECK_TABLE if not (one_gpu and c.header == "GPU")]
+    rows: list[list[str | Text]] = []
+    for row in records:
         style = STYLES.get(row["verdict"], "dim" if row["verdict"] == "unchanged" else "")
-        table.add_row(
-            *_texts(
-                row["scenario"],
-                row["gpu_model"],
-                row["metric"],
-                num(row["value"]),
-                f"{num(row['baseline'])} ({row['baseline_n']})",
-                pct(row["change_pct"]),
-                pct(row["threshold_pct"], sign=False),
-                num(row["p_value"], 3),
-                row["streak"],
-            ),
+        metric = row["metric"]
+        cells: list[str | Text] = [
+            row["scenario"],
+            row["gpu_model"],
+            METRIC_LABELS.get(metric, metric),
+            metric_num(row["value"], metric),
+            f"{metric_num(row['baseline'], metric)} ({row['baseline_n']})",
+            pct(row["change_pct"]),
+            pct(row["threshold_pct"], sign=False),
+            num(row["p_value"], 3),
+            row["streak"],
             Text(row["verdict"], style=style),
-            *_texts(row["note"]),
-        )
-    return table
+            row["note"],
+        ]
+        rows.append([c for c, col in zip(cells, CHECK_TABLE, strict=True) if col in columns])
+    return FitTable(columns, rows, title=gate_line(result), footer=[method_text(result)])
 
 
 def check_data(result: CheckResult) -> dict[str, Any]:
@@ -311,15 +306,10 @@ def markdown(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     return "\n".join(md_table(list(columns), [[_cell(row.get(c)) for c in columns] for row in rows])) + "\n"
 
 
-def table_text(table: Table, width: int = 160) -> str:
+def table_text(table: FitTable, width: int = PIPE_WIDTH) -> str:
     buffer = io.StringIO()
     Console(file=buffer, width=width, color_system=None).print(table)
     return buffer.getvalue()
-
-
-def _texts(*values: Any) -> list[Text]:
-    """Table cells as Text, so that "[bold]" in a note or a branch name prints as written."""
-    return [Text("" if v is None else str(v)) for v in values]
 
 
 def _cell(value: Any) -> str:

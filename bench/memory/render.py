@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
+from ..fmt import md_cell, md_table
 from .measured import error_pct
 from .terms import MB
 
@@ -15,6 +18,8 @@ if TYPE_CHECKING:
     from . import PredictReport, ScenarioMemory
 
 JSON_SCHEMA = "gpubench.predict/1"
+TERMS = ("weights", "autocast_copies", "grads", "optimizer", "optimizer_temp", "activations", "workspace")
+RECORD_COLUMNS = ["scenario", "params", *(f"{t}_mb" for t in TERMS), "peak_mb", "peak_phase", "need_mb", "fits"]
 CHECKS = (
     ("weights", "weights"),
     ("forward", "after fwd"),
@@ -107,18 +112,52 @@ def print_report(report: PredictReport, console: Console) -> None:
             highlight=False,
             markup=False,
         )
+
+
+def notes(report: PredictReport) -> list[str]:
+    """The predictions' caveats, one line each (the CLI prints them on stderr)."""
+    return [f"{row.scenario.name}: {note}" for row in report.rows for note in row.prediction.notes]
+
+
+def records(report: PredictReport) -> list[dict[str, Any]]:
+    """One flat record per scenario (RECORD_COLUMNS), in MB: the CSV and markdown formats."""
+    out = []
     for row in report.rows:
-        for note in row.prediction.notes:
-            console.print(f"note: {row.scenario.name}: {note}", highlight=False, markup=False)
+        p = row.prediction
+        terms = {f"{term}_mb": round(getattr(p, term) / MB, 1) for term in TERMS}
+        out.append(
+            {
+                "scenario": row.scenario.name,
+                "params": p.params,
+                **terms,
+                "peak_mb": round(p.peak / MB, 1),
+                "peak_phase": p.peak_phase,
+                "need_mb": round(row.need_mb, 1),
+                "fits": row.fits,  # None without --gpu-memory
+            }
+        )
+    return out
+
+
+def to_csv(report: PredictReport) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, RECORD_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(records(report))
+    return buffer.getvalue()
+
+
+def to_markdown(report: PredictReport) -> str:
+    rows = [[md_cell("-" if r[c] is None else r[c]) for c in RECORD_COLUMNS] for r in records(report)]
+    title = f"## gpubench predict: {md_cell(report.matrix)} (MB = 2^20 bytes)"
+    lines = [title, "", md_cell(report.calibration.source), "", *md_table(RECORD_COLUMNS, rows)]
+    return "\n".join(lines) + "\n"
 
 
 def to_data(report: PredictReport) -> dict[str, Any]:
     def scenario(row: ScenarioMemory) -> dict[str, Any]:
         p = row.prediction
-        terms = {
-            k: getattr(p, k) / MB
-            for k in ("weights", "autocast_copies", "grads", "optimizer", "optimizer_temp", "activations", "workspace")
-        }
+        terms = {k: getattr(p, k) / MB for k in TERMS}
         return {
             "scenario": row.scenario.name,
             "model": row.model,

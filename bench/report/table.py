@@ -1,48 +1,52 @@
-"""The terminal summary of a run: one rich table from the summarized results."""
+"""The terminal summary of a run: one table from the summarized results, fitted to the terminal."""
 
 from __future__ import annotations
 
 import math
 
 import pandas as pd
-from rich.table import Table
 from rich.text import Text
 
-from ..fmt import pct, spec
+from ..fmt import num, pct, spec
+from ..termtable import Column, FitTable
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow"}
+NOTE_CHARS = 100  # a worker's error, cut here in the table (results.csv and the reports hold it whole)
 
 
-def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
+def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
+    """One row per scenario. At narrow widths the loss goes first, then the memory's change vs the
+    baseline, then the notes move under the table, then the speed's change and the peak memory."""
     source = next((s for s in summary.get("peak_mem_source", []) if isinstance(s, str) and s), "")
-    table = Table(title=Text(title) if title else None, title_justify="left")
     cvs = [v for v in summary.get("samples_per_s_cv_pct", []) if isinstance(v, float) and not math.isnan(v)]
-    for column, justify in (
-        ("scenario", "left"),
-        ("status", "left"),
-        ("samples/s ± CV" if cvs else "samples/s", "right"),  # CV: over the ok repeats
-        ("vs base", "right"),
-        (f"peak MB ({source or 'n/a'})", "right"),
-        ("vs base", "right"),
-        ("loss", "right"),
-    ):
-        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    table.add_column("note", overflow="ellipsis", no_wrap=True, max_width=70)
+    columns = [
+        Column("scenario"),
+        Column("status"),
+        Column("samples/s ± CV" if cvs else "samples/s", right=True),  # CV: over the ok repeats
+        Column("vs base", right=True, drop=4),
+        Column("peak MB", right=True, drop=5),
+        Column("vs base", right=True, drop=2),
+        Column("loss", right=True, drop=1),
+        Column("note", note=True, drop=3),
+    ]
+    rows = []
     for row in summary.to_dict("records"):
         status = row["status"]
-        style = STATUS_STYLE.get(status, "red")
         sps = spec(row["samples_per_s"], ".2f")
         cv = row.get("samples_per_s_cv_pct")
         if isinstance(cv, float) and not math.isnan(cv):
             sps += f" ±{cv:.1f}%"
-        table.add_row(  # text from the results is Text: "[bold]" in an error prints as written
-            Text(str(row["scenario"])),
-            f"[{style}]{status}[/{style}]",
-            sps,
-            pct(row["samples_per_s_vs_baseline_pct"]),
-            spec(row["peak_mem_mb"], ".0f"),
-            pct(row["peak_mem_mb_vs_baseline_pct"]),
-            spec(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
-            Text(str(row.get("error") or "")[:60]),
+        error = str(row.get("error") or "")
+        rows.append(
+            [
+                row["scenario"],
+                Text(status, style=STATUS_STYLE.get(status, "red")),
+                sps,
+                pct(row["samples_per_s_vs_baseline_pct"]),
+                num(row["peak_mem_mb"], 0),
+                pct(row["peak_mem_mb_vs_baseline_pct"]),
+                spec(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
+                error if len(error) <= NOTE_CHARS else error[: NOTE_CHARS - 1] + "…",
+            ]
         )
-    return table
+    return FitTable(columns, rows, title=title, footer=[f"peak MB source: {source}"] if source else [])

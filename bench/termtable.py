@@ -1,0 +1,143 @@
+"""Terminal tables that fit the console's width, at 80 columns as at 160.
+
+A table is declared as columns and rows of text; it is laid out when rich renders it, at the width
+it is given. Names and statuses are never cut: instead
+  - a column empty (or "-") in every row is left out;
+  - a note part (notes are split at "; " outside parentheses) that repeats on several rows is printed once, as a
+    numbered footnote under the table, and its rows carry the marker [N];
+  - while the table is too wide, the note column wraps down to NOTE_MIN columns, then the columns
+    with a `drop` rank go, lowest rank first. At the note column's own rank every note becomes a
+    footnote if that alone makes the table fit; otherwise only when nothing is left to drop.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rich.console import Console, ConsoleOptions, JustifyMethod, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+NOTE_MIN = 24  # the note column wraps down to this width before any column is dropped
+INLINE_MAX = 24  # a repeated note part longer than this becomes a footnote
+EMPTY = ("", "-")
+PIPE_WIDTH = 160  # the width of a table written to a pipe, a file or a CI log
+NOTE_SEP = "; "
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    right: bool = False  # numbers are right-aligned
+    drop: int = 0  # 0: always shown; else dropped when the table is too wide, rank 1 first
+    note: bool = False  # the one column that wraps and whose repeated parts become footnotes
+
+
+@dataclass
+class FitTable:
+    """A rich renderable: a title line, the table, its footnotes and any footer lines."""
+
+    columns: Sequence[Column]
+    rows: Sequence[Sequence[str | Text]]
+    title: str = ""
+    footer: Sequence[str] = field(default_factory=list)  # lines under the footnotes, e.g. the method
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table, footnotes = self.layout(options.max_width)
+        if self.title:
+            yield Text(self.title, style="table.title")
+        yield table
+        for number, note in enumerate(footnotes, start=1):
+            yield Text(f"[{number}] {note}", style="dim")
+        for line in self.footer:
+            yield Text(line, style="dim")
+
+    def layout(self, width: int) -> tuple[Table, list[str]]:
+        """The table at this width, and its footnotes in marker order."""
+        cells = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in self.rows]
+        shown = [i for i in range(len(self.columns)) if not cells or not all(_blank(row[i]) for row in cells)]
+        note = next((i for i in shown if self.columns[i].note), None)
+        texts = [row[note].plain for row in cells] if note is not None else []
+        notes, footnotes = footnoted(texts, everything=False)
+
+        def natural(i: int) -> int:
+            values = [Text(n) for n in notes] if i == note else [row[i] for row in cells]
+            return max([len(self.columns[i].header), *(v.cell_len for v in values)])
+
+        def needed() -> int:
+            widths = [min(natural(i), NOTE_MIN) if i == note else natural(i) for i in shown]
+            return sum(widths) + 3 * len(shown) + 1  # a cell's padding and border; the last border
+
+        for _rank, i in sorted((self.columns[i].drop, i) for i in shown if self.columns[i].drop):
+            if needed() <= width:
+                break
+            if i != note:
+                shown.remove(i)
+                continue
+            inline = notes, footnotes
+            notes, footnotes = footnoted(texts, everything=True)
+            if needed() > width:  # moving the notes alone is not enough: keep them, drop the next column
+                notes, footnotes = inline
+        if note is not None and needed() > width:
+            notes, footnotes = footnoted(texts, everything=True)
+        table = Table(header_style="bold")
+        for i in shown:
+            column = self.columns[i]
+            justify: JustifyMethod = "right" if column.right else "left"
+            if i == note:
+                table.add_column(column.header, justify=justify, min_width=min(natural(i), NOTE_MIN))
+            else:  # never wrapped, never cut: the layout made room
+                table.add_column(column.header, justify=justify, no_wrap=True, min_width=natural(i))
+        for r, row in enumerate(cells):
+            table.add_row(*[Text(notes[r]) if i == note else row[i] for i in shown])
+        return table, footnotes
+
+
+def footnoted(notes: Sequence[str], *, everything: bool) -> tuple[list[str], list[str]]:
+    """Notes with their repeated long parts replaced by markers [N] (with `everything`, the rest of
+    each note too, as one footnote), and the footnotes in marker order."""
+    parts = [note_parts(note) for note in notes]
+    counts = Counter(p for row in parts for p in dict.fromkeys(row))
+    footnotes: list[str] = []
+
+    def marker(text: str) -> str:
+        if text not in footnotes:
+            footnotes.append(text)
+        return f"[{footnotes.index(text) + 1}]"
+
+    out = []
+    for row in parts:
+        repeated = [p for p in row if counts[p] > 1 and len(p) > INLINE_MAX]
+        inline, markers = NOTE_SEP.join(p for p in row if p not in repeated), []
+        if everything and inline:
+            inline, markers = "", [marker(inline)]
+        markers += [marker(p) for p in repeated]
+        out.append(" ".join(filter(None, [inline, "".join(markers)])))
+    return out, footnotes
+
+
+def note_parts(note: str) -> list[str]:
+    """A note split at "; " outside parentheses (an error message's own "; " stays in its part)."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(note):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth <= 0 and note.startswith(NOTE_SEP, i):
+            parts.append(note[start:i])
+            start = i + len(NOTE_SEP)
+    parts.append(note[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _blank(cell: Text) -> bool:
+    return cell.plain.strip() in EMPTY
+
+
+def stdout_console(pipe_width: int = PIPE_WIDTH) -> Console:
+    """The terminal's width on a terminal (or $COLUMNS); pipe_width in a pipe or a CI log, not rich's 80."""
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = pipe_width
+    return console
