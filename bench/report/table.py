@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 from rich.table import Table
 
-from ..fmt import pct, spec
+from ..fmt import noise_legend, noise_tag, pct, spec
+from ..results import NOISE_COLUMNS
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow"}
 
@@ -38,10 +40,18 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> Table:
             row["scenario"],
             f"[{style}]{status}[/{style}]",
             sps,
-            pct(row["samples_per_s_vs_baseline_pct"]),
+            _vs(row, "samples_per_s"),
             spec(row["peak_mem_mb"], ".0f"),
-            pct(row["peak_mem_mb_vs_baseline_pct"]),
+            _vs(row, "peak_mem_mb"),
             spec(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
             str(row.get("error") or "")[:60],
         )
+    legend = noise_legend(v for c in NOISE_COLUMNS if c in summary for v in summary[c])
+    if legend:
+        table.caption, table.caption_justify = legend, "left"
     return table
+
+
+def _vs(row: dict[str, Any], metric: str) -> str:
+    """The change vs the baseline, tagged with what it is worth: +3.1% (noise), +3.1% (1 run)."""
+    return pct(row[f"{metric}_vs_baseline_pct"]) + noise_tag(row.get(f"{metric}_vs_baseline_noise"))
