@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,6 +50,31 @@ def metric_num(value: Any, metric: str) -> str:
     if metric == "final_loss":
         return spec(value, ".4g")
     return num(value, METRIC_DECIMALS.get(metric, 2))
+
+
+def noise_tag(judged: Any) -> str:
+    """What a change vs the baseline is worth, after its figure (summarize's METRIC_vs_baseline_noise):
+    " (noise)" within the noise of the repeats, " (1 run)" / " (2 runs)" too few to tell, "" beyond."""
+    if not isinstance(judged, str) or judged in ("", "beyond"):
+        return ""
+    return " (noise)" if judged == "within" else f" ({judged})"
+
+
+def noise_legend(judged: Iterable[Any]) -> str:
+    """What the tags among these judgements mean (summarize's METRIC_vs_baseline_noise); "" for none."""
+    tags = {noise_tag(j).strip() for j in judged} - {""}
+    parts = []
+    if "(noise)" in tags:
+        parts.append("(noise): within the noise, the min–max ranges over repeats overlap the baseline's")
+    few = sorted(tags - {"(noise)"})
+    if few:
+        parts.append(f"{', '.join(few)}: too few repeats to tell a change from noise")
+    return "; ".join(parts)
+
+
+def sentence(text: str) -> str:
+    """A note as a sentence: a capital first letter and a full stop."""
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def fmt_date(value: Any) -> str:

@@ -58,7 +58,7 @@ def test_speed_chart_labels_bars_and_keeps_failed_rows(gpu: Report) -> None:
         assert name in words, name  # every scenario has its row, failed ones too
     assert "34.00  (baseline)" in words
     assert "52.50  (+54.4%)" in words
-    assert "30.50  (−10.3%)  [1 of 3 repeats not ok]" in words
+    assert "30.50  (−10.3%) (2 runs)  [1 of 3 repeats not ok]" in words  # 2 ok repeats: too few to tell
     assert any(w.startswith("OOM: no measurement (CUDA out of memory.") for w in words)
     assert any(w.startswith("SKIPPED: no measurement (tf32 is a CUDA matmul mode") for w in words)
     assert "samples/s (median over ok repeats; error bars: min to max over ok repeats)" in words

@@ -14,7 +14,7 @@ from harness import write_run
 from bench.compare.core import ROW_COLUMNS, CompareResult, Thresholds, compare
 from bench.compare.env import EnvDifference
 from bench.errors import BadInput, IncomparableRuns
-from bench.results import load_run
+from bench.results import CPU_NOTE, load_run
 
 # -- fixtures ------------------------------------------------------------------------------------
 
@@ -294,6 +294,24 @@ def test_software_differences_are_shown_never_failing(tmp_path: Path) -> None:
         EnvDifference("packages.torch", "2.9.0", "2.10.0"),
         EnvDifference("packages.bitsandbytes", "0.48.0", "0.49.0"),
     )
+
+
+def test_two_cpu_runs_are_a_smoke_comparison_judged_as_ever(tmp_path: Path) -> None:
+    cpu = env(None)
+    result = run_compare(tmp_path, reps("baseline", TIGHT), reps("baseline", SLOW_TIGHT), base_env=cpu, new_env=cpu)
+    assert result.cpu_smoke and result.notes[0] == CPU_NOTE
+    assert row(result, "baseline", "samples_per_s")["verdict"] == "regression" and result.exit_code == 1
+    gpu = run_compare(tmp_path / "gpu", reps("baseline", TIGHT), reps("baseline", SLOW_TIGHT))
+    assert not gpu.cpu_smoke and CPU_NOTE not in gpu.notes
+
+
+def test_regressions_judged_without_the_test_are_counted(tmp_path: Path) -> None:
+    base = reps("baseline", TIGHT) + reps("fp16", TIGHT)
+    new = reps("baseline", SLOW_TIGHT) + reps("fp16", [90.0])
+    assert run_compare(tmp_path, base, new).untested_regressions == (2, 4)  # fp16's speed and step time
+    assert run_compare(
+        tmp_path / "b", base, reps("baseline", SLOW_TIGHT) + reps("fp16", TIGHT)
+    ).untested_regressions == (0, 2)
 
 
 def test_an_unsteady_cpu_is_noted_never_failing(tmp_path: Path) -> None:

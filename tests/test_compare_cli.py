@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from bench.cli import compare_cmd
 from bench.compare.core import ROW_COLUMNS
 from bench.errors import IncomparableRuns
+from bench.results import CPU_NOTE
 
 REPO = Path(__file__).resolve().parents[1]
 H200: dict[str, Any] = env()
@@ -93,6 +94,30 @@ def test_slowdown_exits_1_and_names_the_regression(runs: dict[str, Path]) -> Non
     line = next(x for x in result.stdout.splitlines() if "baseline" in x and "samples/s" in x)
     assert "-10.0%" in line and "regression" in line and "0.050" in line
     assert "FAIL (exit 1): REGRESSION 2, unchanged 6" in result.stdout
+
+
+def test_one_repeat_against_three_says_it_judged_by_the_threshold_alone(tmp_path: Path, runs: dict[str, Path]) -> None:
+    once = write_run(tmp_path / "once", reps("baseline", [90.0]) + reps("fp16", [200.0], mem=800.0))
+    result = invoke(runs["base"], once)
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[-1] == (
+        "FAIL (exit 1): REGRESSION 2, unchanged 6 (judged by the threshold alone: fewer than 3 ok repeats "
+        "on a side, too few to tell from noise)"
+    )
+
+
+def test_two_cpu_runs_headline_a_smoke_comparison(tmp_path: Path) -> None:
+    cpu = env(None)
+    base, slower = write_run(tmp_path / "base", BASE, cpu), write_run(tmp_path / "slower", SLOWER, cpu)
+    result = invoke(base, slower)
+    assert result.exit_code == 1  # the gate's policy stands
+    assert result.stderr.startswith(f"gpubench: note: {CPU_NOTE}\n")
+    last = result.stdout.splitlines()[-1]
+    assert last == "CPU smoke comparison, not a verdict on hardware (exit 1): regression 2, unchanged 6"
+    assert "FAIL" not in result.stdout and "REGRESSION" not in result.stdout
+    markdown = invoke(base, slower, "--format", "markdown").stdout
+    assert markdown.startswith("## ⚠️ gpubench compare: CPU smoke comparison, not a verdict on hardware (exit 1): ")
+    assert f"- {CPU_NOTE}" in markdown and markdown.count("smoke test of the harness") == 1
 
 
 def test_results_csv_paths_work_like_directories(runs: dict[str, Path]) -> None:

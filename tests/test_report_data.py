@@ -11,6 +11,7 @@ from report_fixtures import CRASH_ERROR, H200_ENV, OOM_ERROR, SKIP_REASON, cpu_s
 from bench.errors import BadInput
 from bench.report import data as report_data
 from bench.report.data import findings, pareto_front
+from bench.results import CPU_NOTE
 
 NAN = math.nan
 
@@ -86,6 +87,71 @@ def test_findings_name_the_fastest_the_leanest_the_front_and_the_trade_offs(tmp_
     assert text[-1].startswith("Without a full measurement: flaky (crashed), big-batch (oom), tf32 (skipped)")
 
 
+def noisy_set(tmp_path: Path, speeds: dict[str, list[float]], mem: float = 576.0) -> report_data.Report:
+    rows = [
+        {"scenario": name, "repeat": r, "status": "ok", "samples_per_s": value, "peak_mem_mb": mem}
+        for name, values in speeds.items()
+        for r, value in enumerate(values)
+    ]
+    return report_data.load(write_set(tmp_path / "noisy", rows, H200_ENV))
+
+
+def test_no_winner_where_the_ranges_overlap(tmp_path: Path) -> None:
+    """The noisy CPU machine: bf16 +47% by median, but its repeats overlap the baseline's."""
+    speeds = {"baseline": [20.1, 27.6, 14.2], "bf16": [33.0, 19.0, 29.5], "fp16": [26.0, 31.0, 22.0]}
+    text = findings(noisy_set(tmp_path, speeds))
+    assert text[0] == (
+        "Fastest: no single winner beyond the noise of 3 repeats; the min–max ranges of "
+        "bf16 (29.50 samples/s, the best median), baseline and fp16 overlap."
+    )
+    assert text[1] == "No scenario is faster than the baseline beyond the noise of 3 repeats."
+    assert text[2].startswith("Lowest peak memory: no single winner beyond the noise of 3 repeats")
+    assert "Within the noise or ±2% of the baseline on both: bf16, fp16." in text
+    assert not any("Faster" in t or "speed-up" in t for t in text), text
+
+
+def test_a_tie_at_the_top_still_names_those_beyond_the_baseline(tmp_path: Path) -> None:
+    speeds = {"baseline": [10.0, 10.1, 10.2], "a": [20.0, 21.0, 22.0], "b": [21.5, 22.5, 23.0]}
+    text = findings(noisy_set(tmp_path, speeds))
+    assert text[0] == (
+        "Fastest: no single winner beyond the noise of 3 repeats; the min–max ranges of "
+        "b (22.50 samples/s, the best median) and a overlap."
+    )
+    assert text[1] == "Faster than the baseline beyond the noise: a, b."
+
+
+def test_a_winner_needs_three_repeats_against_its_closest_rival(tmp_path: Path) -> None:
+    speeds = {"baseline": [10.0, 10.5], "fast": [20.0, 21.0, 22.0], "slow": [5.0, 5.5, 6.0]}
+    text = findings(noisy_set(tmp_path, speeds))
+    assert text[0] == (
+        "Fastest: 2 repeats: too few to tell differences from noise (3 or more needed); "
+        "the best figure: fast at 21.00 samples/s (+104.9% vs baseline)."
+    )
+    three = findings(noisy_set(tmp_path / "3", {**speeds, "baseline": [10.0, 10.5, 11.0]}))
+    assert three[0].startswith("Fastest: fast at 21.00 samples/s (+100.0% vs baseline); peak memory 576 MB")
+    assert three[0].endswith("(+0.0% vs baseline, within the noise).")  # the same memory: named as noise
+
+
+def test_one_repeat_names_no_winner_and_no_trade_off(tmp_path: Path) -> None:
+    text = findings(report_data.load(cpu_set(tmp_path)))
+    assert text[0] == (
+        "Fastest: one repeat: cannot tell differences from noise; "
+        "the best figure: accelerate at 114.30 samples/s (+50.2% vs baseline)."
+    )
+    assert text[1] == (
+        "Lowest peak memory: one repeat: cannot tell differences from noise; "
+        "the best figure: accelerate at 478 MB (−17.0% vs baseline)."
+    )
+    assert not any(t.startswith(("Faster", "Biggest", "Slower", "Within")) for t in text), text
+
+
+def test_cpu_figures_say_what_they_are_first(tmp_path: Path) -> None:
+    assert report_data.load(cpu_set(tmp_path)).caveats == (CPU_NOTE,)
+    assert report_data.load(gpu_set(tmp_path)).caveats == ()
+    rows = [{"scenario": "baseline", "repeat": 0, "status": "ok", "samples_per_s": 1.0, "device": "cpu"}]
+    assert report_data.load(write_set(tmp_path / "no-env", rows, None)).caveats == (CPU_NOTE,)  # from the rows
+
+
 def test_notes_for_single_repeats_and_busy_gpu(tmp_path: Path) -> None:
     report = report_data.load(cpu_set(tmp_path))
     assert any(n.startswith("one repeat per scenario") for n in report.notes)
@@ -102,10 +168,12 @@ def test_note_for_a_machine_whose_cpu_speed_swings(tmp_path: Path) -> None:
     rows = [{"scenario": "baseline", "repeat": 0, "status": "ok", "samples_per_s": 1.0, "peak_mem_mb": 1.0}]
     probe = {"passes": 64, "p10_ms": 11.5, "p90_ms": 20.1, "p90_over_p10": 20.1 / 11.5}
     unsteady = report_data.load(write_set(tmp_path / "a", rows, {**H200_ENV, "cpu_speed": probe}))
-    assert any("11.5 ms (p10) to 20.1 ms (p90), 1.75x, over 64 passes" in n for n in unsteady.notes)
+    assert len(unsteady.caveats) == 1 and "11.5 ms (p10) to 20.1 ms (p90), 1.75x, over 64 passes" in unsteady.caveats[0]
+    assert not any("CPU speed" in n for n in unsteady.notes)  # said once, at the top
+    assert CPU_NOTE not in unsteady.caveats  # a GPU run on an unsteady host still measured the GPU
     steady = {**probe, "p90_ms": 12.0, "p90_over_p10": 12.0 / 11.5}
     calm = report_data.load(write_set(tmp_path / "b", rows, {**H200_ENV, "cpu_speed": steady}))
-    assert not any("CPU speed" in n for n in calm.notes)
+    assert calm.caveats == () and not any("CPU speed" in n for n in calm.notes)
 
 
 def test_note_names_the_noisy_scenarios_whose_windows_met_a_cpu_of_another_speed(tmp_path: Path) -> None:

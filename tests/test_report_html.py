@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from report_fixtures import CRASH_ERROR, OOM_ERROR, SKIP_REASON, cpu_set, gpu_set, write_set
 
 from bench.report.html import REPORT_HTML, write_report
+from bench.results import CPU_NOTE
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "col", "wbr", "area", "base", "source"}
 SVG_VOID_OK = {"path", "use", "rect", "stop", "circle", "ellipse", "line", "polyline", "polygon"}
@@ -164,6 +166,20 @@ def test_failed_and_skipped_are_listed_with_reasons(gpu_html: str) -> None:
     assert "Without a full measurement: flaky (crashed), big-batch (oom), tf32 (skipped)" in findings
 
 
+def test_changes_within_the_noise_are_tagged_and_those_beyond_are_plain(tmp_path: Path, gpu_html: str) -> None:
+    rows = [
+        {"scenario": name, "repeat": r, "status": "ok", "samples_per_s": value, "peak_mem_mb": 100.0 + r}
+        for name, values in {"baseline": [20.1, 27.6, 14.2], "bf16": [33.0, 19.0, 29.5]}.items()
+        for r, value in enumerate(values)
+    ]
+    html = write_report(write_set(tmp_path / "r", rows, None)).read_text(encoding="utf-8")
+    assert table_rows(html)["bf16"][7] == "+46.8% (noise)"
+    assert "(noise): within the noise, the min–max ranges over repeats overlap the baseline" in html
+    assert "(1 run)" not in html
+    assert table_rows(gpu_html)["compile"][7] == "+105.9%"  # every repeat beyond the baseline's range
+    assert "(noise)" not in section(gpu_html, "summary") and '<p class="caveat">' not in gpu_html  # a GPU run
+
+
 def test_three_charts_inline(gpu_html: str) -> None:
     assert gpu_html.count("<svg ") == 3
     for title in (
@@ -191,6 +207,12 @@ def test_cpu_single_repeat_report(tmp_path: Path) -> None:
         "ref",
     ]  # no spread, torch or MFU columns
     assert rows["accelerate"][0] == "accelerate front"
+    assert rows["accelerate"][5:] == ["+50.2% (1 run)", "478", "−17.0% (1 run)"]  # one repeat: cannot tell
+    assert "(1 run): too few repeats to tell a change from noise" in section(html, "summary")
+    header = html[html.index("<header>") : html.index("</header>")]
+    caveat = f'<p class="caveat">{escape(CPU_NOTE[0].upper() + CPU_NOTE[1:])}.</p>'
+    assert caveat in header and header.index(caveat) < header.index('<dl class="env">')
+    assert html.count("smoke test of the harness") == 1
     assert "<dt>GPU</dt><dd>none (CPU run)</dd>" in html
     assert "one repeat per scenario: no spread to show" in html
     assert "One repeat per scenario: no error bars." in html

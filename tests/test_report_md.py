@@ -9,6 +9,7 @@ from report_fixtures import CPU_ENV, H200_ENV, cpu_set, gpu_set, write_set
 
 from bench.report import data as report_data
 from bench.report import markdown as report_md
+from bench.results import CPU_NOTE
 
 SMALL = """\
 ## gpubench report: full on NVIDIA H200
@@ -20,19 +21,18 @@ Command: `gpubench run --matrix full --repeats 3`
 | Scenario   | Status | ok/runs | samples/s | Δ samples/s (%) | Peak mem (MB, nvml-process) | Δ peak mem (%) | MFU (%) |
 |:-----------|:-------|--------:|----------:|----------------:|----------------------------:|---------------:|--------:|
 | baseline ★ | ok     |     1/1 |     10.00 |             ref |                       1,000 |            ref |    25.0 |
-| a\\|b ◆     | ok     |     1/1 |     12.50 |           +25.0 |                         900 |          −10.0 |    30.0 |
+| a\\|b ◆     | ok     |     1/1 |     12.50 |   +25.0 (1 run) |                         900 |  −10.0 (1 run) |    30.0 |
 | big        | oom    |     0/1 |         – |               – |                           – |              – |       – |
 
-★ baseline · ◆ Pareto front (no other scenario is both faster and lighter) · medians over ok repeats · Δ: change vs baseline
+★ baseline · ◆ Pareto front (no other scenario is both faster and lighter) · medians over ok repeats · Δ: change vs baseline; (1 run): too few repeats to tell a change from noise
 
 ### Findings
 
-- Fastest: a\\|b at 12.50 samples/s (+25.0% vs baseline); peak memory 900 MB (−10.0% vs baseline).
-- Lowest peak memory: a\\|b at 900 MB (−10.0% vs baseline); 12.50 samples/s (+25.0% vs baseline).
+- Fastest: one repeat: cannot tell differences from noise; the best figure: a\\|b at 12.50 samples/s (+25.0% vs baseline).
+- Lowest peak memory: one repeat: cannot tell differences from noise; the best figure: a\\|b at 900 MB (−10.0% vs baseline).
 - Not beaten on both speed and memory by any other scenario (Pareto front): a\\|b.
-- Faster and leaner than the baseline: a\\|b (+25.0% speed, −10.0% memory).
 - Without a full measurement: big (oom); see the list of failed and skipped scenarios.
-- _one repeat per scenario: no spread to show (run with --repeats 3 for error bars, and for significance tests in gpubench compare)_
+- _one repeat per scenario: no spread to show (run with --repeats 3 for error bars, to tell differences from noise, and for significance tests in gpubench compare)_
 
 ### Failed and skipped
 
@@ -116,9 +116,10 @@ def test_cpu_run_drops_unknown_columns(tmp_path: Path) -> None:
     text = report_md.render(report_data.load(cpu_set(tmp_path)))
     header = tables(text)[0][0]
     assert "MFU" not in header and "CV" not in header and "Peak mem (MB, rss)" in header
-    assert (
-        text.splitlines()[2] == "CPU · torch 2.11.0 · transformers 5.17.0 · bitsandbytes 0.50.2 · 2026-11-29 10:00 UTC"
-    )
+    lines = text.splitlines()
+    assert lines[2] == f"> **{CPU_NOTE[0].upper()}{CPU_NOTE[1:]}.**", "CPU figures say what they are, first"
+    assert lines[4] == "CPU · torch 2.11.0 · transformers 5.17.0 · bitsandbytes 0.50.2 · 2026-11-29 10:00 UTC"
+    assert text.count("smoke test of the harness") == 1
     assert CPU_ENV["command"] in text
 
 

@@ -338,3 +338,37 @@ def test_summarize_medians_ok_repeats_and_reports_the_worst_status() -> None:
     assert summary.loc["fp16", "peak_mem_mb_vs_baseline_pct"] == pytest.approx(-50.0)
     assert summary.loc["fp16", "error"] == "CUDA out of memory"
     assert summary.loc["tf32", "status"] == "skipped" and math.isnan(summary.loc["tf32", "samples_per_s"])
+
+
+def test_summarize_says_what_each_change_vs_the_baseline_is_worth() -> None:
+    speeds = {
+        "baseline": ([100.0, 110.0, 90.0], 500.0),
+        "clear": ([150.0, 160.0, 155.0], 500.0),  # every repeat beyond the baseline's range
+        "noisy": ([95.0, 130.0, 120.0], 500.0),  # +20% by median, ranges overlap
+        "pair": ([200.0, 210.0], 400.0),  # separate ranges, but two repeats
+        "single": ([300.0], 400.0),
+    }
+    frame = to_frame(
+        [
+            row(name, r, samples_per_s=value, peak_mem_mb=mem + r)
+            for name, (values, mem) in speeds.items()
+            for r, value in enumerate(values)
+        ]
+    )
+    summary = summarize(frame).set_index("scenario")
+    assert summary["samples_per_s_vs_baseline_noise"].to_dict() == {
+        "baseline": "",
+        "clear": "beyond",
+        "noisy": "within",
+        "pair": "2 runs",
+        "single": "1 run",
+    }
+    assert summary["peak_mem_mb_vs_baseline_noise"].to_dict() == {
+        "baseline": "",
+        "clear": "within",  # 500-502 against 500-502
+        "noisy": "within",
+        "pair": "2 runs",
+        "single": "1 run",
+    }
+    failed = to_frame([row("baseline"), row("oom", status="oom", error="CUDA out of memory", samples_per_s=None)])
+    assert summarize(failed).set_index("scenario").loc["oom", "samples_per_s_vs_baseline_noise"] == ""

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from bench.cli import run_cmd
 from bench.errors import ExitCode
-from bench.results import write_results
+from bench.results import CPU_NOTE, write_results
 from bench.run import envinfo, session
 from bench.run.plan import RunPlan
 from bench.run.runner import RunOutcome
@@ -54,7 +54,7 @@ def test_repeats_name_their_spread_and_the_run_says_where_the_report_is(
     assert result.exit_code == 0, result.output
     assert "samples/s ± CV" in result.stdout
     assert f"report:  {out / 'report.html'}" in result.stderr and (out / "report.html").is_file()
-    assert run_cmd.CPU_NOTE in " ".join(result.stderr.split())
+    assert CPU_NOTE in " ".join(result.stderr.split())
     assert "unsteady" not in result.stderr
 
 
@@ -67,3 +67,21 @@ def test_one_repeat_has_no_spread_and_an_unsteady_cpu_is_a_warning(
     words = " ".join(result.stderr.split())
     assert "warning: this machine's CPU speed was unsteady when the run started" in words
     assert "2.50x" in words
+
+
+def test_the_changes_say_what_they_are_worth_and_cpu_figures_say_so_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, _ = run_with(tmp_path / "one", monkeypatch, ok_rows(), UNSTEADY)
+    assert "+50.2% (1 run)" in one.stdout and "(1 run): too few repeats to tell a change from noise" in one.stdout
+    output = " ".join(one.output.split())  # stdout and stderr as a terminal shows them
+    assert output.count(CPU_NOTE) == 1 and output.count("CPU speed was unsteady") == 1
+    assert output.index(CPU_NOTE) < output.index("samples/s"), "the caveats come before the table"
+    noisy = [
+        {**r, "repeat": i, "samples_per_s": r["samples_per_s"] * f}
+        for r in ok_rows()
+        for i, f in enumerate((0.7, 1, 1.3))
+    ]
+    three, _ = run_with(tmp_path / "three", monkeypatch, noisy, STEADY)
+    table = three.stdout
+    assert "+50.2% (noise)" in table and "(noise): within the noise" in table and "(1 run)" not in table

@@ -99,3 +99,41 @@ def test_bad_samples(x: list[float], y: list[float], message: str) -> None:
 def test_unknown_alternative() -> None:
     with pytest.raises(ValueError, match="unknown alternative"):
         mann_whitney_p([1.0], [2.0], "sideways")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "judged"),
+    [
+        ([10.0, 11.0, 12.0], [13.0, 14.0, 15.0], "beyond"),  # every repeat of one beat every repeat of the other
+        ([13.0, 14.0, 15.0], [10.0, 11.0, 12.0], "beyond"),
+        ([10.0, 11.0, 12.0], [12.0, 14.0, 15.0], "within"),  # touching ranges overlap
+        ([14.2, 20.1, 27.6], [19.0, 29.5, 33.0], "within"),  # the noisy CPU case: +47% by median, noise
+        ([10.0, 11.0], [10.5, 20.0], "within"),  # two repeats are enough to see overlap...
+        ([10.0, 11.0], [13.0, 14.0], "too few"),  # ...not to call separate ranges a difference (1 in 3)
+        ([10.0, 11.0, 12.0], [13.0, 14.0], "too few"),
+        ([10.0], [20.0, 21.0, 22.0], "too few"),  # one repeat: cannot tell
+        ([10.0], [10.0], "too few"),
+        ([], [1.0, 2.0, 3.0], "too few"),
+        ([10.0, math.nan, 11.0, 12.0], [13.0, 14.0, 15.0], "beyond"),  # NaN dropped
+        ([10.0, math.nan, 11.0], [13.0, 14.0, 15.0], "too few"),
+        ([5.0] * 3, [5.0] * 3, "within"),  # identical figures (peak memory to the MB)
+    ],
+)
+def test_separation_by_ranges(a: list[float], b: list[float], judged: str) -> None:
+    assert stats.separation(a, b) == judged
+    assert stats.separation(b, a) == judged  # symmetric
+
+
+def test_separation_at_three_repeats_matches_compares_test() -> None:
+    """At 3 against 3, beyond the noise is exactly a one-sided Mann-Whitney p of 0.05 or less."""
+    rng = random.Random(11)
+    for _ in range(300):
+        a = [rng.choice(range(10)) + rng.random() for _ in range(3)]
+        b = [rng.choice(range(10)) + rng.random() for _ in range(3)]
+        p = min(mann_whitney_p(a, b, "greater"), mann_whitney_p(a, b, "less"))
+        assert (stats.separation(a, b) == "beyond") == (p <= 0.05 + 1e-12), (a, b)
+
+
+def test_separation_asks_for_more_repeats_when_told() -> None:
+    assert stats.separation([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], min_repeats=5) == "too few"
+    assert stats.separation([1.0, 2.0], [4.0, 5.0], min_repeats=2) == "beyond"

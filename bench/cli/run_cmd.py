@@ -33,11 +33,6 @@ from .options import (
 )
 from .output import emit
 
-CPU_NOTE = (
-    "note: these figures come from the CPU: a smoke test of the harness, not findings about any hardware; "
-    "run on a GPU to measure the techniques"
-)
-
 
 def _gpus(text: str | None) -> int | str | None:
     """--gpus: "all" or a whole number (the scenario checks its range)."""
@@ -145,7 +140,7 @@ def run(
     from .. import api  # pandas and the run's machinery: only when a run starts
     from ..report.html import REPORT_HTML
     from ..report.table import summary_table
-    from ..results import read_env, summarize, to_frame
+    from ..results import CPU_NOTE, caveats, read_env, summarize, to_frame
     from ..run.progress import RichReporter
 
     err = Console(stderr=True)
@@ -185,17 +180,16 @@ def run(
         info=lambda m: err.print(m, highlight=False, markup=False),
     )
     if outcome.rows:
-        summary = summarize(to_frame(outcome.rows))
+        frame = to_frame(outcome.rows)
+        for caveat in caveats(read_env(plan.out), frame):  # before the table: what its figures are worth
+            label = "note" if caveat == CPU_NOTE else "warning"
+            err.print(f"{label}: {caveat}", highlight=False, markup=False, soft_wrap=True)
+        summary = summarize(frame)
         stdout_console().print(summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})"))
         err.print(f"results: {plan.results_csv}", highlight=False, markup=False, soft_wrap=True)
         report = plan.out / REPORT_HTML
         if report.is_file():
             err.print(f"report:  {report}", highlight=False, markup=False, soft_wrap=True)
-        if plan.device == "cpu":
-            err.print(CPU_NOTE, highlight=False, soft_wrap=True)
-        unsteady = cpuspeed.warning((read_env(plan.out) or {}).get("cpu_speed"))
-        if unsteady:
-            err.print(f"warning: {unsteady}", highlight=False, markup=False, soft_wrap=True)
     else:
         err.print(f"no scenario ran; the plan is in {plan.out}", markup=False)
     if outcome.interrupted:

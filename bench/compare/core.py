@@ -16,11 +16,10 @@ import pandas as pd
 
 from ..checks import MAX_THRESHOLD_PCT, bounded, is_finite
 from ..errors import BadInput, ExitCode
-from ..results import FAILED_STATUSES, window_cpu_loop_ms, worst_failure
-from ..stats import mann_whitney_p
+from ..results import CPU_NOTE, FAILED_STATUSES, cpu_run, window_cpu_loop_ms, worst_failure
+from ..stats import MIN_REPEATS, mann_whitney_p
 from .env import EnvDifference, check_envs
 
-MIN_REPEATS = 3  # ok repeats on each side before a change must also be significant
 # metric -> +1 when higher is better, -1 when lower is better
 DIRECTIONS = {"samples_per_s": +1, "step_time_median_ms": -1, "peak_mem_mb": -1}
 LOSS_METRIC = "final_loss"  # compared on finiteness only
@@ -44,6 +43,7 @@ _ROW_DEFAULTS = {
 }
 STATUS_METRIC = "status"  # the metric of a row that judges the whole scenario
 SPEED_METRICS = ("samples_per_s", "step_time_median_ms")
+THRESHOLD_ONLY = "threshold only"  # the note of a row judged without the test (too few repeats)
 CPU_SHIFT_PCT = 15.0  # a CPU this much slower or faster around the windows gets a note
 
 
@@ -86,6 +86,13 @@ class CompareResult:
     method: str
     allow_missing: bool
     exit_code: int
+    cpu_smoke: bool = False  # a run is on the CPU: the comparison tests the harness, not hardware
+
+    @property
+    def untested_regressions(self) -> tuple[int, int]:
+        """(regressions judged by the threshold alone, all regressions): too few repeats to test."""
+        regressions = self.rows[self.rows["verdict"] == "regression"]
+        return int(regressions["note"].astype(str).str.startswith(THRESHOLD_ONLY).sum()), len(regressions)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -112,7 +119,8 @@ def compare(
     """Judge every scenario of base and new; raise IncomparableRuns when the GPU models differ."""
     thresholds = thresholds or Thresholds()
     env = check_envs(base_env, new_env, allow_mismatch=allow_env_mismatch, labels=labels)
-    notes = list(env.notes)
+    cpu_smoke = cpu_run(base_env, base_frame) or cpu_run(new_env, new_frame)
+    notes = ([CPU_NOTE] if cpu_smoke else []) + list(env.notes)
     rows: list[dict[str, Any]] = []
     base_groups = dict(tuple(base_frame.groupby("scenario", sort=False)))
     new_groups = dict(tuple(new_frame.groupby("scenario", sort=False)))
@@ -121,7 +129,7 @@ def compare(
         rows.extend(_scenario_rows(str(name), base_group, new_group, thresholds))
     frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
     failing = any(_fails(v, allow_missing) for v in frame["verdict"])
-    if any(str(note).startswith("threshold only") for note in frame["note"]):
+    if any(str(note).startswith(THRESHOLD_ONLY) for note in frame["note"]):
         notes.append(
             f"some scenarios have fewer than {MIN_REPEATS} ok repeats on a side; "
             "there the threshold alone decides (marked 'threshold only')"
@@ -138,6 +146,7 @@ def compare(
         method=method_text(thresholds.alpha),
         allow_missing=allow_missing,
         exit_code=int(ExitCode.FAILED if failing else ExitCode.OK),
+        cpu_smoke=cpu_smoke,
     )
 
 
@@ -252,7 +261,7 @@ def _judge_metric(
     if testable:  # one-sided, in the direction of the change: does new sit above base or below?
         out["p_value"] = mann_whitney_p(ys, xs, "greater" if change > 0 else "less")
     else:
-        out["note"] = f"threshold only: fewer than {MIN_REPEATS} ok repeats on a side"
+        out["note"] = f"{THRESHOLD_ONLY}: fewer than {MIN_REPEATS} ok repeats on a side"
     if abs(change) <= out["threshold_pct"]:
         return out
     better = change * DIRECTIONS[metric] > 0

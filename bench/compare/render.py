@@ -60,11 +60,23 @@ def render(result: CompareResult, fmt: str) -> str:
 
 # -- pieces shared by the formats ----------------------------------------------------------------
 def gate_line(result: CompareResult) -> str:
-    """One line: pass or fail, the exit code, and how many rows got each verdict."""
-    failing = set(result.failing["verdict"])
-    head = "FAIL" if result.exit_code else "PASS"
+    """One line: pass or fail, the exit code, how many rows got each verdict, and what the
+    regressions were judged by when there were too few repeats to test them. Two CPU runs are a
+    smoke comparison of the harness: said first, and nothing in capitals."""
+    if result.cpu_smoke:
+        head, failing = "CPU smoke comparison, not a verdict on hardware", set()
+    else:
+        head, failing = "FAIL" if result.exit_code else "PASS", set(result.failing["verdict"])
     summary = ", ".join(f"{v} {n}" if v not in failing else f"{v.upper()} {n}" for v, n in result.counts.items())
-    return f"{head} (exit {result.exit_code}): {summary or 'nothing compared'}"
+    line = f"{head} (exit {result.exit_code}): {summary or 'nothing compared'}"
+    untested, regressions = result.untested_regressions
+    if untested:
+        which = "judged" if untested == regressions else f"{untested} of the {regressions} regressions judged"
+        line += (
+            f" ({which} by the threshold alone: fewer than {MIN_REPEATS} ok repeats on a side, "
+            "too few to tell from noise)"
+        )
+    return line
 
 
 def thresholds_line(result: CompareResult) -> str:
@@ -103,19 +115,15 @@ def print_table(result: CompareResult, console: Console) -> None:
         values[1] = METRIC_LABELS.get(row["metric"], row["metric"])
         values[7] = Text(row["verdict"], style=STYLES.get(row["verdict"], ""))
         rows.append(values)
-    t = result.thresholds  # the method in short (markdown and JSON give it whole)
-    footer = [
-        f"thresholds: speed {t.speed_pct:g}%, memory {t.memory_pct:g}%; with {MIN_REPEATS}+ ok repeats a side, "
-        f"a one-sided Mann-Whitney U test (alpha {t.alpha:g}) must confirm"
-    ]
+    footer = [f"thresholds: {thresholds_line(result)}; {result.method}"]
     console.print(FitTable(TABLE_COLUMNS, rows, footer=footer))
-    colour = "green" if result.exit_code == 0 else "bold red"
+    colour = "yellow" if result.cpu_smoke else "green" if result.exit_code == 0 else "bold red"
     console.print(escape(gate_line(result)), style=colour, highlight=False)
 
 
 # -- markdown ------------------------------------------------------------------------------------
 def to_markdown(result: CompareResult) -> str:
-    mark = "✅" if result.exit_code == 0 else "❌"
+    mark = "⚠️" if result.cpu_smoke else "✅" if result.exit_code == 0 else "❌"
     lines = [
         f"## {mark} gpubench compare: {gate_line(result)}",
         "",

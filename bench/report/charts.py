@@ -19,7 +19,7 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..fmt import fmt_num, fmt_pct, missing
+from ..fmt import fmt_num, fmt_pct, missing, noise_tag
 from .data import MEMORY_SERIES, Report
 from .labels import place_labels
 
@@ -72,7 +72,8 @@ def speed_chart(report: Report) -> str:
             if r["is_baseline"]:
                 label += "  (baseline)"
             elif not missing(r["samples_per_s_vs_baseline_pct"]):
-                label += f"  ({fmt_pct(r['samples_per_s_vs_baseline_pct'])})"
+                change = fmt_pct(r["samples_per_s_vs_baseline_pct"])
+                label += f"  ({change}){noise_tag(r['samples_per_s_vs_baseline_noise'])}"
             if r["ok"] < r["repeats"]:
                 label += f"  [{r['repeats'] - r['ok']} of {r['repeats']} repeats not ok]"
             ax.text(max(hi, value) + top * 0.01, y, _plain(label), va="center", fontsize=8)

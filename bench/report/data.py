@@ -15,8 +15,8 @@ import pandas as pd
 
 from ..errors import BadInput, did_you_mean
 from ..fmt import fmt_num, fmt_pct, missing
-from ..measure import cpuspeed
-from ..results import load_run, summarize, window_cpu_loop_ms
+from ..results import caveats, load_run, summarize, window_cpu_loop_ms
+from ..stats import MIN_REPEATS, separation
 
 DEFAULT_BASELINE = "baseline"
 NOISE_PCT = 2.0  # changes vs baseline smaller than this are "about the same" in the findings
@@ -31,6 +31,8 @@ EXTRA_COLUMNS = [
     "description",
     "samples_per_s_min",
     "samples_per_s_max",
+    "samples_per_s_repeats",  # the ok repeats' values, for bench.stats.separation
+    "peak_mem_mb_repeats",
     "torch_max_reserved_mb",
     "nvml_process_peak_mb",
     "rss_peak_mb",
@@ -59,6 +61,7 @@ class Report:
     baseline: str | None  # the scenario the "vs baseline" columns refer to
     problems: tuple[Problem, ...]
     notes: tuple[str, ...]
+    caveats: tuple[str, ...] = ()  # what the figures are worth, said first (bench.results.caveats)
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -135,7 +138,7 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
     if len(summary) and summary["repeats"].max() == 1:
         notes.append(
             "one repeat per scenario: no spread to show (run with --repeats 3 for error "
-            "bars, and for significance tests in gpubench compare)"
+            "bars, to tell differences from noise, and for significance tests in gpubench compare)"
         )
     high_mfu = summary[summary["mfu"] > 1.0]
     if len(high_mfu):
@@ -145,9 +148,6 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
             + ": the FLOP count or the peak it divides by (peak_source in results.csv) "
             "does not fit what the scenario ran; treat that MFU with care"
         )
-    unsteady = cpuspeed.warning(env.get("cpu_speed") if env else None)
-    if unsteady:
-        notes.append(unsteady)
     windows = _cpu_window_note(frame, summary)
     if windows:
         notes.append(windows)
@@ -156,7 +156,8 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
             "other processes were on the GPU when the run started: figures may be "
             "disturbed (see env.json, gpu_processes_at_start)"
         )
-    return Report(summary, env, Path(source), baseline, _problems(frame, summary), tuple(notes))
+    problems = _problems(frame, summary)
+    return Report(summary, env, Path(source), baseline, problems, tuple(notes), tuple(caveats(env, frame)))
 
 
 def _cpu_window_note(frame: pd.DataFrame, summary: pd.DataFrame) -> str | None:
@@ -191,6 +192,9 @@ def _extend(summary: pd.DataFrame, frame: pd.DataFrame, baseline: str | None) ->
         sps = pd.to_numeric(ok["samples_per_s"], errors="coerce").dropna()
         extra["samples_per_s_min"].append(float(sps.min()) if len(sps) else math.nan)
         extra["samples_per_s_max"].append(float(sps.max()) if len(sps) else math.nan)
+        extra["samples_per_s_repeats"].append(tuple(float(v) for v in sps))
+        mem = pd.to_numeric(ok["peak_mem_mb"], errors="coerce").dropna()
+        extra["peak_mem_mb_repeats"].append(tuple(float(v) for v in mem))
         for column in ("torch_max_reserved_mb", "nvml_process_peak_mb", "rss_peak_mb"):
             values = pd.to_numeric(ok.get(column, pd.Series(dtype=float)), errors="coerce")
             extra[column].append(float(values.median()) if values.notna().any() else math.nan)
@@ -232,26 +236,24 @@ def _problems(frame: pd.DataFrame, summary: pd.DataFrame) -> tuple[Problem, ...]
     return tuple(out)
 
 
+# metric -> (+1 higher is better / -1 lower, the finding's name, the comparative, the unit)
+WINNERS = {
+    "samples_per_s": (+1, "Fastest", "faster", "samples/s"),
+    "peak_mem_mb": (-1, "Lowest peak memory", "leaner", "MB"),
+}
+
+
 def findings(report: Report) -> list[str]:
-    """A few plain-text sentences: the fastest, the leanest, the front, the trade-offs."""
+    """A few plain-text sentences: the fastest, the leanest, the front, the trade-offs. A scenario
+    is named better than another only beyond the noise of the repeats (bench.stats.separation)."""
     ok = report.ok
     out: list[str] = []
     if ok.empty:
         return ["No scenario produced a measurement."]
-    fastest = ok.loc[ok["samples_per_s"].idxmax()]
-    out.append(
-        f"Fastest: {fastest['scenario']} at {fmt_num(fastest['samples_per_s'], 2)} "
-        f"samples/s{_vs(fastest, 'samples_per_s')}; peak memory "
-        f"{fmt_num(fastest['peak_mem_mb'], 0)} MB{_vs(fastest, 'peak_mem_mb')}."
-    )
+    out += _best(ok, "samples_per_s")
     mem = ok[ok["peak_mem_mb"].notna()]
     if not mem.empty:
-        lean = mem.loc[mem["peak_mem_mb"].idxmin()]
-        out.append(
-            f"Lowest peak memory: {lean['scenario']} at {fmt_num(lean['peak_mem_mb'], 0)} "
-            f"MB{_vs(lean, 'peak_mem_mb')}; {fmt_num(lean['samples_per_s'], 2)} "
-            f"samples/s{_vs(lean, 'samples_per_s')}."
-        )
+        out += _best(mem, "peak_mem_mb")
     front = list(ok[ok["pareto"]]["scenario"])
     if front:
         out.append(
@@ -264,13 +266,84 @@ def findings(report: Report) -> list[str]:
     return out
 
 
+def _best(rows: pd.DataFrame, metric: str) -> list[str]:
+    """The best scenario on `metric` (by median), named only when every repeat of it beat every
+    repeat of every other scenario and it and its closest rival (the other scenario with the best
+    single repeat) have 3 or more repeats (bench.stats.separation); else the tie, or too few
+    repeats to tell."""
+    sign, label, better, _ = WINNERS[metric]
+    top = rows.loc[(rows[metric] * sign).idxmax()]
+    others = rows[rows["scenario"] != top["scenario"]]
+    if others.empty:
+        return [f"{label}: {_figures(top, metric)}."]
+    judged = {
+        str(r["scenario"]): separation(top[f"{metric}_repeats"], r[f"{metric}_repeats"]) for _, r in others.iterrows()
+    }
+    tied = [name for name, j in judged.items() if j == "within"]
+    if not tied:
+        rival = others.loc[others[f"{metric}_repeats"].map(lambda values: max(v * sign for v in values)).idxmax()]
+        if judged[str(rival["scenario"])] == "beyond":
+            return [f"{label}: {_figures(top, metric)}."]
+        runs = min(len(top[f"{metric}_repeats"]), len(rival[f"{metric}_repeats"]))
+        why = (
+            "one repeat: cannot tell differences from noise"
+            if runs <= 1
+            else f"{runs} repeats: too few to tell differences from noise ({MIN_REPEATS} or more needed)"
+        )
+        best = f"{top['scenario']} at {_figure(top, metric)}{_vs(top, metric, worth=False)}"
+        return [f"{label}: {why}; the best figure: {best}."]
+    group = rows[rows["scenario"].isin([top["scenario"], *tied])]
+    first = f"{top['scenario']} ({_figure(top, metric)}, the best median)"
+    out = [
+        f"{label}: no single winner beyond the noise of {_repeats(group)}; the min–max ranges of "
+        f"{_and([first, *tied])} overlap."
+    ]
+    if not rows["is_baseline"].any():
+        return out
+    noise, change = rows[f"{metric}_vs_baseline_noise"], rows[f"{metric}_vs_baseline_pct"] * sign
+    ahead = rows[(noise == "beyond") & (change > 0)]
+    if len(ahead):
+        out.append(f"{better.capitalize()} than the baseline beyond the noise: {', '.join(ahead['scenario'])}.")
+    elif (noise == "within").any():
+        judged_rows = rows[noise.isin(["within", "beyond"]) | rows["is_baseline"]]
+        out.append(f"No scenario is {better} than the baseline beyond the noise of {_repeats(judged_rows)}.")
+    return out
+
+
+def _figure(row: pd.Series, metric: str) -> str:
+    return f"{fmt_num(row[metric], 2 if metric == 'samples_per_s' else 0)} {WINNERS[metric][3]}"
+
+
+def _figures(row: pd.Series, metric: str) -> str:
+    """'compile at 70.00 samples/s (+105.9% vs baseline); peak memory 12,001 MB (+41.2% vs baseline)'."""
+    other = "peak_mem_mb" if metric == "samples_per_s" else "samples_per_s"
+    second = ("peak memory " if other == "peak_mem_mb" else "") + _figure(row, other)
+    return f"{row['scenario']} at {_figure(row, metric)}{_vs(row, metric)}; {second}{_vs(row, other)}"
+
+
+def _repeats(rows: pd.DataFrame) -> str:
+    counts = [int(n) for n in rows["ok"]]
+    lo, hi = min(counts), max(counts)
+    if hi <= 1:
+        return "one repeat"
+    return f"{hi} repeats" if lo == hi else f"{lo}-{hi} repeats"
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def _tradeoffs(others: pd.DataFrame) -> list[str]:
-    """Versus the baseline: better on both, the biggest trade-offs each way, worse on both."""
-    ds, dm = others["samples_per_s_vs_baseline_pct"], others["peak_mem_mb_vs_baseline_pct"]
-    known = others[ds.notna() & dm.notna()]
+    """Versus the baseline: better on both, the biggest trade-offs each way, worse on both. A change
+    counts where it is beyond the noise of the repeats and NOISE_PCT; scenarios with too few
+    repeats to tell are left out."""
+    judged = others["samples_per_s_vs_baseline_noise"].isin(["beyond", "within"]) & others[
+        "peak_mem_mb_vs_baseline_noise"
+    ].isin(["beyond", "within"])
+    known = others[judged]
     if known.empty:
         return []
-    ds, dm = known["samples_per_s_vs_baseline_pct"], known["peak_mem_mb_vs_baseline_pct"]
+    ds, dm = _beyond(known, "samples_per_s"), _beyond(known, "peak_mem_mb")
     out = []
     both = known[(ds > NOISE_PCT) & (dm < -NOISE_PCT)]
     if len(both):
@@ -288,8 +361,13 @@ def _tradeoffs(others: pd.DataFrame) -> list[str]:
         out.append("Slower and heavier than the baseline: " + _list(worse) + ".")
     same = known[(ds.abs() <= NOISE_PCT) & (dm.abs() <= NOISE_PCT)]
     if len(same):
-        out.append(f"Within ±{NOISE_PCT:g}% of the baseline on both: " + ", ".join(same["scenario"]) + ".")
+        out.append(f"Within the noise or ±{NOISE_PCT:g}% of the baseline on both: " + ", ".join(same["scenario"]) + ".")
     return out
+
+
+def _beyond(rows: pd.DataFrame, metric: str) -> pd.Series:
+    """The change vs the baseline where it is beyond the noise of the repeats, else 0."""
+    return rows[f"{metric}_vs_baseline_pct"].where(rows[f"{metric}_vs_baseline_noise"] == "beyond", 0.0)
 
 
 def _change(row: pd.Series) -> str:
@@ -303,8 +381,18 @@ def _list(rows: pd.DataFrame) -> str:
     return ", ".join(_change(r) for _, r in rows.iterrows())
 
 
-def _vs(row: pd.Series, metric: str) -> str:
+def _vs(row: pd.Series, metric: str, *, worth: bool = True) -> str:
+    """' (+3.1% vs baseline)', with what it is worth unless beyond the noise: ', within the noise',
+    '; 1 run: cannot tell'."""
     value = row[f"{metric}_vs_baseline_pct"]
     if row["is_baseline"] or missing(value):
         return ""
-    return f" ({fmt_pct(value)} vs baseline)"
+    judged = row.get(f"{metric}_vs_baseline_noise") if worth else ""
+    tail = (
+        ""
+        if judged in ("", "beyond", None)
+        else ", within the noise"
+        if judged == "within"
+        else f"; {judged}: cannot tell"
+    )
+    return f" ({fmt_pct(value)} vs baseline{tail})"

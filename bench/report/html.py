@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..fmt import fmt_date, fmt_num, fmt_pct, missing
+from ..fmt import fmt_date, fmt_num, fmt_pct, missing, noise_legend, noise_tag, sentence
 from ..fsio import atomic_write_text
+from ..results import NOISE_COLUMNS
 from .data import Problem, Report, device_name, env_part, findings, load
 
 REPORT_HTML = "report.html"
@@ -52,6 +53,7 @@ td.reason { max-width: 46em; overflow-wrap: anywhere; }
 tr.baseline td { background: #f7f7f7; }
 ul.findings li { margin: 2px 0; }
 .notes { color: var(--muted); font-size: 13px; }
+.caveat { border-left: 4px solid var(--warn); background: #fff8e6; padding: 6px 10px; margin: 12px 0 0; }
 figure { margin: 12px 0 24px; break-inside: avoid; page-break-inside: avoid; }
 figure svg { display: block; max-width: 100%; height: auto; }
 figcaption { color: var(--muted); font-size: 13px; margin-top: 4px; max-width: 60em; }
@@ -112,9 +114,10 @@ def _header(report: Report) -> str:
         x for x in (f"matrix {env.get('matrix')}" if env.get("matrix") else "", device_name(report.env), when) if x
     )
     rows = "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in _env_rows(report))
+    caveats = "".join(f'<p class="caveat">{escape(sentence(c))}</p>\n' for c in report.caveats)
     return (
         f"<header>\n<h1>gpubench report: {escape(report.title)}</h1>\n"
-        f'<p class="sub">{escape(sub)}</p>\n<dl class="env">{rows}</dl>\n</header>'
+        f'<p class="sub">{escape(sub)}</p>\n{caveats}<dl class="env">{rows}</dl>\n</header>'
     )
 
 
@@ -228,6 +231,8 @@ def _summary(report: Report) -> str:
         + '. <span class="tag front">front</span> marks the Pareto front: no other '
         "scenario is both faster and lighter."
     )
+    tags = noise_legend(v for c in NOISE_COLUMNS for v in s[c])
+    legend += f" Changes vs baseline: {escape(tags)}." if tags else ""
     return (
         f'<section id="summary">\n<h2>Summary</h2>\n<div class="scroll"><table>\n{table}\n'
         f'</table></div>\n<p class="notes">{legend}</p>\n</section>'
@@ -336,7 +341,7 @@ def _fmt_spread(r: dict[str, Any]) -> str:
 def _vs(r: dict[str, Any], metric: str) -> str:
     if r["is_baseline"] and not missing(r[metric]):
         return "ref"
-    return fmt_pct(r[f"{metric}_vs_baseline_pct"])
+    return fmt_pct(r[f"{metric}_vs_baseline_pct"]) + noise_tag(r.get(f"{metric}_vs_baseline_noise"))
 
 
 def size_text(path: Path) -> str:

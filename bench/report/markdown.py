@@ -7,25 +7,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..fmt import fmt_date, fmt_num, md_table, md_text, missing
+from ..fmt import fmt_date, fmt_num, md_table, md_text, missing, noise_legend, noise_tag, sentence
+from ..results import NOISE_COLUMNS
 from .data import Report, device_name, env_part, findings
 
 BASE_MARK, FRONT_MARK = "★", "◆"
 
 
 def render(report: Report) -> str:
-    lines = [f"## gpubench report: {md_text(report.title)}", "", _env_line(report)]
+    lines = [f"## gpubench report: {md_text(report.title)}", ""]
+    lines += [f"> **{md_text(sentence(caveat))}**\n" for caveat in report.caveats]
+    lines.append(_env_line(report))
     command = (report.env or {}).get("command")
     if command:
         lines += ["", f"Command: {_code(str(command))}"]
-    lines += [
-        "",
-        *_table(*_summary(report)),
-        "",
+    legend = (
         f"{BASE_MARK} baseline · {FRONT_MARK} Pareto front (no other scenario is both "
-        "faster and lighter) · medians over ok repeats · Δ: change vs baseline",
-        "",
-    ]
+        "faster and lighter) · medians over ok repeats · Δ: change vs baseline"
+    )
+    tags = noise_legend(v for c in NOISE_COLUMNS for v in report.summary[c])
+    lines += ["", *_table(*_summary(report)), "", legend + (f"; {md_text(tags)}" if tags else ""), ""]
     lines += ["### Findings", "", *[f"- {md_text(f)}" for f in findings(report)]]
     lines += [f"- _{md_text(note)}_" for note in report.notes]
     if report.problems:
@@ -91,7 +92,9 @@ def _delta(r: dict[str, Any], metric: str) -> str:
     if r["is_baseline"] and not missing(r[metric]):
         return "ref"
     value = r[f"{metric}_vs_baseline_pct"]
-    return "–" if missing(value) else f"{float(value):+.1f}".replace("-", "−")
+    if missing(value):
+        return "–"
+    return f"{float(value):+.1f}".replace("-", "−") + noise_tag(r.get(f"{metric}_vs_baseline_noise"))
 
 
 def _table(header: list[str], rows: list[list[str]], numeric: list[bool]) -> list[str]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 from rich.text import Text
 
-from ..fmt import num, pct, spec
+from ..fmt import noise_legend, noise_tag, num, pct, spec
+from ..results import NOISE_COLUMNS
 from ..termtable import Column, FitTable
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow"}
@@ -42,11 +44,18 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
                 row["scenario"],
                 Text(status, style=STATUS_STYLE.get(status, "red")),
                 sps,
-                pct(row["samples_per_s_vs_baseline_pct"]),
+                _vs(row, "samples_per_s"),
                 num(row["peak_mem_mb"], 0),
-                pct(row["peak_mem_mb_vs_baseline_pct"]),
+                _vs(row, "peak_mem_mb"),
                 spec(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
                 error if len(error) <= NOTE_CHARS else error[: NOTE_CHARS - 1] + "…",
             ]
         )
-    return FitTable(columns, rows, title=title, footer=[f"peak MB source: {source}"] if source else [])
+    legend = noise_legend(v for c in NOISE_COLUMNS if c in summary for v in summary[c])
+    footer = [f"peak MB source: {source}"] if source else []
+    return FitTable(columns, rows, title=title, footer=footer + ([legend] if legend else []))
+
+
+def _vs(row: dict[str, Any], metric: str) -> str:
+    """The change vs the baseline, tagged with what it is worth: +3.1% (noise), +3.1% (1 run)."""
+    return pct(row[f"{metric}_vs_baseline_pct"]) + noise_tag(row.get(f"{metric}_vs_baseline_noise"))

@@ -1,7 +1,8 @@
 """Results: the row schema (columns.py), the one reader and writer of a result directory
-(resultdir.py) and the checks its reader applies to every row (rowcheck.py), and per-scenario
-summaries (summary.py). Import these names from here."""
+(resultdir.py) and the checks its reader applies to every row (rowcheck.py), per-scenario
+summaries (summary.py) and what the figures are worth (caveats.py). Import these names from here."""
 
+from .caveats import CPU_NOTE, caveats, cpu_run
 from .columns import (
     COLUMNS,
     FAILED_STATUSES,
@@ -30,16 +31,25 @@ from .resultdir import (
     write_plan,
     write_results,
 )
-from .summary import CPU_LOOP_COLUMNS, row_cpu_loop_ms, summarize, window_cpu_loop_ms, worst_failure
+from .summary import (
+    CPU_LOOP_COLUMNS,
+    NOISE_COLUMNS,
+    row_cpu_loop_ms,
+    summarize,
+    window_cpu_loop_ms,
+    worst_failure,
+)
 
 __all__ = [
     "COLUMNS",
     "CPU_LOOP_COLUMNS",
+    "CPU_NOTE",
     "ENV_JSON",
     "FAILED_STATUSES",
     "FINAL_STATUSES",
     "FLOP_COLUMNS",
     "MEMORY_COLUMNS",
+    "NOISE_COLUMNS",
     "NUMERIC_COLUMNS",
     "PREDICTED_COLUMNS",
     "REQUIRED_COLUMNS",
@@ -49,7 +59,9 @@ __all__ = [
     "SPEED_COLUMNS",
     "STATUSES",
     "Run",
+    "caveats",
     "check_row",
+    "cpu_run",
     "load_run",
     "note_launcher_fallback",
     "read_env",

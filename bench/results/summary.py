@@ -8,14 +8,26 @@ from typing import Any
 
 import pandas as pd
 
+from ..stats import separation
 from .columns import FAILURE_SEVERITY
+
+JUDGED_METRICS = ("samples_per_s", "peak_mem_mb")  # each gets a change vs the baseline and its noise
+NOISE_COLUMNS = tuple(f"{m}_vs_baseline_noise" for m in JUDGED_METRICS)
 
 
 def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
-    """One row per scenario (matrix order): medians over ok repeats and change vs baseline."""
+    """One row per scenario (matrix order): medians over ok repeats and change vs baseline.
+
+    `METRIC_vs_baseline_noise` says what that change is worth (bench.stats.separation over the
+    ok repeats): "beyond" the noise, "within" it, "1 run" / "2 runs" (too few repeats to tell);
+    "" for the baseline itself and where there is no change.
+    """
     out = []
+    repeats: dict[str, dict[str, list[float]]] = {m: {} for m in JUDGED_METRICS}
     for name, group in frame.groupby("scenario", sort=False):
         ok = group[group["status"] == "ok"]
+        for metric in JUDGED_METRICS:
+            repeats[metric][str(name)] = pd.to_numeric(ok[metric], errors="coerce").dropna().tolist()
         statuses = list(group["status"])
         status = "ok" if statuses and all(s == "ok" for s in statuses) else _worst(statuses)
         sps = ok["samples_per_s"].astype(float)
@@ -41,10 +53,24 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
         )
     summary = pd.DataFrame(out)
     base = summary[summary["scenario"] == baseline]
-    for metric in ("samples_per_s", "peak_mem_mb"):
+    for metric in JUDGED_METRICS:
         ref = float(base[metric].iloc[0]) if len(base) else math.nan
         summary[f"{metric}_vs_baseline_pct"] = (summary[metric] / ref - 1) * 100 if ref else math.nan
+        ref_values = repeats[metric].get(baseline, [])
+        summary[f"{metric}_vs_baseline_noise"] = [
+            "" if name == baseline or math.isnan(change) else noise_label(repeats[metric][str(name)], ref_values)
+            for name, change in zip(summary["scenario"], summary[f"{metric}_vs_baseline_pct"], strict=True)
+        ]
     return summary
+
+
+def noise_label(values: list[float], ref: list[float]) -> str:
+    """bench.stats.separation of two scenarios' repeats, with "too few" named by its count."""
+    judged = separation(values, ref)
+    if judged != "too few":
+        return judged
+    runs = min(len(values), len(ref))
+    return f"{runs} run" if runs == 1 else f"{runs} runs"
 
 
 CPU_LOOP_COLUMNS = ["cpu_loop_start_ms", "cpu_loop_end_ms"]  # the worker's CPU probe around its window
