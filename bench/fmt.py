@@ -52,18 +52,27 @@ def metric_num(value: Any, metric: str) -> str:
     return num(value, METRIC_DECIMALS.get(metric, 2))
 
 
-def noise_tag(judged: Any) -> str:
+def noise_tag(judged: Any, short: bool = False) -> str:
     """What a change vs the baseline is worth, after its figure (summarize's METRIC_vs_baseline_noise):
-    " (noise)" within the noise of the repeats, " (1 run)" / " (2 runs)" too few to tell, "" beyond."""
+    " (noise)" within the noise of the repeats, " (1 run)" / " (2 runs)" too few to tell, "" beyond.
+    `short` (the terminal summary, where width is scarce): " ~" within the noise, " ?" too few."""
     if not isinstance(judged, str) or judged in ("", "beyond"):
         return ""
+    if short:
+        return " ~" if judged == "within" else " ?"
     return " (noise)" if judged == "within" else f" ({judged})"
 
 
-def noise_legend(judged: Iterable[Any]) -> str:
+def noise_legend(judged: Iterable[Any], short: bool = False) -> str:
     """What the tags among these judgements mean (summarize's METRIC_vs_baseline_noise); "" for none."""
-    tags = {noise_tag(j).strip() for j in judged} - {""}
+    tags = {noise_tag(j, short).strip() for j in judged} - {""}
     parts = []
+    if short:
+        if "~" in tags:
+            parts.append("~ within the noise: the min–max ranges over repeats overlap the baseline's")
+        if "?" in tags:
+            parts.append("? too few repeats (1 or 2) to tell a change from noise")
+        return "; ".join(parts)
     if "(noise)" in tags:
         parts.append("(noise): within the noise, the min–max ranges over repeats overlap the baseline's")
     few = sorted(tags - {"(noise)"})

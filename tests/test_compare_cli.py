@@ -101,8 +101,7 @@ def test_one_repeat_against_three_says_it_judged_by_the_threshold_alone(tmp_path
     result = invoke(runs["base"], once)
     assert result.exit_code == 1
     assert result.stdout.splitlines()[-1] == (
-        "FAIL (exit 1): REGRESSION 2, unchanged 6 (judged by the threshold alone: fewer than 3 ok repeats "
-        "on a side, too few to tell from noise)"
+        "FAIL (exit 1): REGRESSION 2, unchanged 6 (judged by the threshold alone: under 3 ok repeats a side)"
     )
 
 

@@ -72,10 +72,7 @@ def gate_line(result: CompareResult) -> str:
     untested, regressions = result.untested_regressions
     if untested:
         which = "judged" if untested == regressions else f"{untested} of the {regressions} regressions judged"
-        line += (
-            f" ({which} by the threshold alone: fewer than {MIN_REPEATS} ok repeats on a side, "
-            "too few to tell from noise)"
-        )
+        line += f" ({which} by the threshold alone: under {MIN_REPEATS} ok repeats a side)"
     return line
 
 
@@ -115,7 +112,11 @@ def print_table(result: CompareResult, console: Console) -> None:
         values[1] = METRIC_LABELS.get(row["metric"], row["metric"])
         values[7] = Text(row["verdict"], style=STYLES.get(row["verdict"], ""))
         rows.append(values)
-    footer = [f"thresholds: {thresholds_line(result)}; {result.method}"]
+    t = result.thresholds  # the method in short (markdown and JSON give it whole)
+    footer = [
+        f"thresholds: speed {t.speed_pct:g}%, memory {t.memory_pct:g}%; with {MIN_REPEATS}+ ok repeats a side, "
+        f"a one-sided Mann-Whitney U test (alpha {t.alpha:g}) must confirm"
+    ]
     console.print(FitTable(TABLE_COLUMNS, rows, footer=footer))
     colour = "yellow" if result.cpu_smoke else "green" if result.exit_code == 0 else "bold red"
     console.print(escape(gate_line(result)), style=colour, highlight=False)

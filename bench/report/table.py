@@ -51,11 +51,11 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
                 error if len(error) <= NOTE_CHARS else error[: NOTE_CHARS - 1] + "…",
             ]
         )
-    legend = noise_legend(v for c in NOISE_COLUMNS if c in summary for v in summary[c])
+    legend = noise_legend((v for c in NOISE_COLUMNS if c in summary for v in summary[c]), short=True)
     footer = [f"peak MB source: {source}"] if source else []
     return FitTable(columns, rows, title=title, footer=footer + ([legend] if legend else []))
 
 
 def _vs(row: dict[str, Any], metric: str) -> str:
-    """The change vs the baseline, tagged with what it is worth: +3.1% (noise), +3.1% (1 run)."""
-    return pct(row[f"{metric}_vs_baseline_pct"]) + noise_tag(row.get(f"{metric}_vs_baseline_noise"))
+    """The change vs the baseline, tagged with what it is worth: +3.1% ~ (noise), +3.1% ? (too few runs)."""
+    return pct(row[f"{metric}_vs_baseline_pct"]) + noise_tag(row.get(f"{metric}_vs_baseline_noise"), short=True)
