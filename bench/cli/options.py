@@ -90,3 +90,20 @@ def split_names(text: str | None, flag: str = "--only") -> list[str] | None:
     if not all(names):
         raise BadInput(f"{flag} {text!r} holds an empty scenario name", hint=f"write {flag} a,b,c")
     return names
+
+
+def gpus_value(text: str | None) -> int | str | None:
+    """--gpus: "all" or a whole number (the scenario checks its range)."""
+    if text is None or text == "all":
+        return text
+    if not text.isdigit():
+        raise typer.BadParameter('must be a whole number or "all"')
+    return int(text)
+
+
+GpusOpt = Annotated[
+    str | None,
+    typer.Option(
+        help='Processes per node for every multi-process scenario: a number or "all" (GPUs; gloo on the CPU).'
+    ),
+]

@@ -11,6 +11,7 @@ from ..termtable import stdout_console
 from .options import (
     EngineOpt,
     FormatOpt,
+    GpusOpt,
     MatrixOpt,
     ModelOpt,
     OnlyOpt,
@@ -18,6 +19,7 @@ from .options import (
     OutputFormat,
     SeqLenOpt,
     existing_path,
+    gpus_value,
     split_names,
 )
 from .output import emit, plain, say
@@ -51,6 +53,7 @@ def predict(
     model: ModelOpt = None,
     only: OnlyOpt = None,
     seq_len: SeqLenOpt = None,
+    gpus: GpusOpt = None,
     batch_size: Annotated[int | None, typer.Option(help="Per-device batch size, for every scenario.")] = None,
     engine: EngineOpt = None,
     gpu_memory: GpuMemoryOpt = None,
@@ -76,7 +79,7 @@ def predict(
         "full" if matrix is None else matrix,
         model=model,
         only=split_names(only),
-        overrides={"seq_len": seq_len, "batch_size": batch_size, "engine": engine},
+        overrides={"seq_len": seq_len, "batch_size": batch_size, "engine": engine, "gpus": gpus_value(gpus)},
         gpu_memory=gpu_memory,
         calibrate_dir=calibrate,
     )

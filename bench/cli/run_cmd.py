@@ -13,7 +13,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import BadInput
 from ..measure import cpuspeed
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
@@ -28,19 +27,11 @@ from .options import (
     OutputFileOpt,
     SeqLenOpt,
     db_target,
+    gpus_value,
     path_value,
     split_names,
 )
 from .output import emit
-
-
-def _gpus(text: str | None) -> int | str | None:
-    """--gpus: "all" or a whole number (the scenario checks its range)."""
-    if text is None or text == "all":
-        return text
-    if not text.isdigit():
-        raise BadInput(f'--gpus {text!r} must be a whole number or "all"')
-    return int(text)
 
 
 def register(app: typer.Typer) -> None:
@@ -158,7 +149,7 @@ def run(
             "seq_len": seq_len,
             "warmup_steps": warmup_steps,
             "engine": engine,
-            "gpus": _gpus(gpus),
+            "gpus": gpus_value(gpus),
             "nnodes": nnodes,
             "node_rank": node_rank,
             "rdzv_endpoint": rdzv_endpoint,

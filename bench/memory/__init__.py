@@ -64,6 +64,8 @@ def prediction_for(sc: Scenario, model: str) -> Prediction:
 
 def predicted_columns(sc: Scenario, model: str, figures: dict[str, Any]) -> dict[str, Any]:
     """The pred_* columns of one results row; empty when the model cannot be predicted (not BERT)."""
+    if sc.strategy == "deepspeed" and sc.offload != "none":
+        return {}  # DeepSpeed's offload buffers are not predicted (sharding.py)
     try:
         p = prediction_for(sc, model)
     except GpubenchError:

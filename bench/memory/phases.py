@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..scenario import Scenario
 from . import terms
 from .config import BertDims, buffer_bytes, param_count, param_tensors
+from .sharding import shard, world
 
 PHASES = ("forward", "backward", "optimizer_step")
 
@@ -46,8 +47,9 @@ class Prediction:
         return max(PHASES, key=lambda p: self.phases[p])
 
 
-def predict(sc: Scenario, d: BertDims) -> Prediction:
-    """Pure arithmetic on the model's dimensions and the scenario's settings."""
+def predict(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction:
+    """Pure arithmetic on the model's dimensions and the scenario's settings; per GPU for a
+    multi-process scenario (sharding.py), gpus = "all" counted as `assumed_gpus`."""
     tensors = param_tensors(d)
     b, s = sc.batch_size, sc.seq_len
     half = sc.precision in terms.HALF
@@ -71,13 +73,31 @@ def predict(sc: Scenario, d: BertDims) -> Prediction:
         saved_copies = terms.autocast_copies(tensors) if half else 0
         recompute = 0
     cache = terms.autocast_copies(tensors, include_biases=True) if half else 0
+    n = world(sc, assumed_gpus)
+    per_gpu = shard(sc, w, g, states, n)
+    w, g, states = per_gpu.weights, per_gpu.grads, per_gpu.optimizer
+    if not per_gpu.autocast_cached:
+        cache = saved_copies = 0
+        recompute = layer if sc.grad_checkpointing else 0
+    if sc.strategy in ("fsdp", "deepspeed"):
+        temp = temp // n if per_gpu.weights else 0  # the step runs on the shard (or on the CPU)
     accumulated = g if sc.grad_accum_steps > 1 else 0
-    resident = w + states + ws + accumulated
+    resident = w + states + ws + accumulated + per_gpu.resident_extra
     phases = {
         "forward": resident + acts + cache,
-        "backward": resident + acts + saved_copies + recompute + terms.backward_transient(tensors, d, b, s),
-        "optimizer_step": w + states + g + ws + temp,
+        "backward": resident
+        + acts
+        + saved_copies
+        + recompute
+        + terms.backward_transient(tensors, d, b, s)
+        + per_gpu.backward_extra,
+        "optimizer_step": w + states + g + ws + temp + per_gpu.resident_extra,
     }
+    if sc.strategy != "none":
+        assumed = f' (gpus = "all" counted as {assumed_gpus}; --gpus N to say)' if sc.gpus == "all" else ""
+        notes.append(f"per GPU over {n} processes ({sc.strategy}){assumed}; activations of one GPU's micro-batch")
+    if not per_gpu.predicted:
+        notes.append("DeepSpeed offload: the GPU holds DeepSpeed's own buffers, which are not predicted")
     if sc.compile:
         notes.append(
             "torch.compile: Inductor picks what to save and adds its own buffers; these are the eager-mode figures"
