@@ -135,3 +135,32 @@ def test_a_gpu_that_is_not_there_is_bad_input(tmp_path: Path) -> None:
     done = gpubench("run", "--matrix", "quick", "--device", "cuda:99", "--out", str(tmp_path / "x"))
     assert done.returncode == 2
     assert "cuda:99" in done.stderr and "Traceback" not in done.stderr
+
+
+def gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+@pytest.mark.skipif(gpu_count() < 2, reason="needs 2 or more CUDA GPUs")
+def test_ddp_fsdp_and_zero_on_every_gpu(tmp_path: Path) -> None:
+    """The multi-gpu matrix's strategies on every GPU, NCCL, both engines; DeepSpeed where it imports."""
+    import importlib.util
+
+    only = "single,ddp,fsdp,trainer-fsdp" + (",zero2,zero3" if importlib.util.find_spec("deepspeed") else "")
+    out = tmp_path / "mg"
+    done = gpubench(
+        "run", "--matrix", "multi-gpu", "--only", only, "--samples", "128", "--warmup-steps", "2", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["scenario"]: r for r in read_results(out / "results.csv").to_dict("records")}
+    wrappers = {"ddp": "DistributedDataParallel", "fsdp": "FSDP2", "trainer-fsdp": "FSDP2", "zero2": "DeepSpeedEngine"}
+    for name, wrapper in wrappers.items():
+        if name in rows:
+            row = rows[name]
+            assert row["status"] == "ok" and row["parallel_wrapper"] == wrapper and row["world_size"] == gpu_count()
+            assert len(str(row["gpu_peaks_mb"]).split(",")) == gpu_count()
+            assert row["engine"] == "trainer" or row["scaling_efficiency"] > 0  # `single` is the Accelerate loop
+    env = json.loads((out / "env.json").read_text())
+    assert len(env["multi_gpu"]["gpus"]) == gpu_count() and env["multi_gpu"]["nccl"]

@@ -164,19 +164,23 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
             hint="resume without them (the run's own scenarios.json is used), "
             "or also give the same --matrix to check they still match",
         )
-    current = _scenarios(request, device)[1] if request.matrix is not None else None
+    if request.matrix is not None:
+        _, current, _ = _scenarios(request, device)
+        # gpus = "all" was resolved to a number when the run was planned
+        unresolved = [
+            s.replace(gpus=old.gpus) if s.gpus == "all" and len(current) == len(scenarios) else s
+            for s, old in zip(current, scenarios, strict=False)
+        ]
+        if [s.settings() for s in unresolved] != [s.settings() for s in scenarios]:
+            raise BadInput(
+                f"--resume {out}: matrix '{request.matrix}' no longer matches the run's scenarios",
+                hint="resume without --matrix to finish the run as it was planned",
+            )
     resolve_models(scenarios, device)  # the checkpoints are still there
     probe = probe_torch(scratch)
     device, uuid = resolve_device(device, probe)
     uuids = gpu_uuids(device, probe)
     scenarios = resolve_gpus(scenarios, device, uuids)
-    if current is not None:
-        current = resolve_gpus(current, device, uuids)
-        if [s.settings() for s in current] != [s.settings() for s in scenarios]:
-            raise BadInput(
-                f"--resume {out}: matrix '{request.matrix}' no longer matches the run's scenarios",
-                hint="resume without --matrix to finish the run as it was planned",
-            )
     check_writable(out)
     name = str(saved.get("matrix", ""))
     plan = RunPlan(

@@ -1,0 +1,217 @@
+"""Multi-process scenarios on the CPU: torchrun with gloo, 2 processes, the tiny model, end to end
+through `gpubench run`; a crashed, a killed and a hung rank; two torchrun agents as two nodes. The
+arithmetic (ranks into one row, the failing rank's name, scaling, per-GPU memory) is tested in
+process. DeepSpeed and NCCL need a GPU: tests/test_gpu.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import BASE, gpubench, pids_with, start_gpubench, wait_for, write_matrix
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.errors import BadInput
+from bench.memory.config import load_dims
+from bench.memory.phases import predict
+from bench.results import read_results
+from bench.results.scaling import add_scaling
+from bench.run import torchrun
+from bench.scenario import Scenario
+from bench.worker.ranks import combine_ranks
+
+PARALLEL = {**BASE, "engine": "accelerate", "gpus": 2, "strategy": "ddp", "timeout_s": 40}
+
+
+# -- end to end ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run: a single-process reference, DDP, FSDP2, a rank that raises and one that hangs (a rank
+    killed by a signal: test_failure_names_the_root_cause_from_torchrun, on torchrun's own words)."""
+    tmp = tmp_path_factory.mktemp("multigpu")
+    matrix = write_matrix(
+        tmp / "m.toml",
+        {
+            "single": {"strategy": "none", "gpus": 1},
+            "ddp": {},
+            "fsdp": {"strategy": "fsdp"},
+            "raise1": {"inject_fault": "raise", "fault_rank": 1},
+            "hang1": {"inject_fault": "hang", "fault_rank": 1, "timeout_s": 60},
+        },
+        base=PARALLEL,
+    )
+    out = tmp / "out"
+    done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", out, timeout=600)
+    assert done.returncode == 1, done.stderr  # the two failing scenarios
+    return out
+
+
+def rows(out: Path) -> dict[str, dict[str, Any]]:
+    return {r["scenario"]: r for r in read_results(out / "results.csv").to_dict("records")}
+
+
+def test_ddp_and_fsdp_are_one_row_each_with_every_rank_in_it(run: Path) -> None:
+    got = rows(run)
+    for name, wrapper in (("ddp", "DistributedDataParallel"), ("fsdp", "FSDP2")):
+        row = got[name]
+        assert (row["status"], row["world_size"], row["parallel_wrapper"]) == ("ok", 2, wrapper)
+        ranks = json.loads(row["rank_figures"])
+        assert [r["rank"] for r in ranks] == [0, 1]
+        # the job's samples/s: both ranks' window samples over the (shared) window
+        assert row["samples_per_s"] == pytest.approx(sum(r["samples_per_s"] for r in ranks), rel=0.02)
+        assert row["samples_per_s_per_gpu"] == pytest.approx(row["samples_per_s"] / 2)
+        assert row["rss_peak_sum_mb"] == pytest.approx(sum(r["rss_peak_mb"] for r in ranks))
+        assert row["rss_peak_mb"] == max(r["rss_peak_mb"] for r in ranks)
+        assert row["scaling_ref"] == "single" and row["scaling_efficiency"] > 0
+    assert got["single"]["world_size"] != got["single"]["world_size"]  # NaN: one process
+
+
+def test_a_failing_rank_is_named_with_its_reason(run: Path) -> None:
+    got = rows(run)
+    raised, hung = got["raise1"], got["hang1"]
+    assert raised["status"] == "error" and raised["error"].startswith("rank 1: error: RuntimeError: injected")
+    assert hung["status"] == "timeout" and hung["error"].startswith("rank 1 never finished (hung)")
+    assert "rank 0 failed waiting for it in a collective" in hung["error"]
+    assert hung["worker_wall_s"] < 60  # the waiting rank's collective timeout (30 s) ended it, not the kill
+
+
+def test_no_rank_outlives_its_scenario(run: Path) -> None:
+    assert not pids_with(str(run))
+
+
+def test_two_torchrun_agents_are_two_nodes(tmp_path: Path) -> None:
+    matrix = write_matrix(
+        tmp_path / "m.toml", {"ddp": {"gpus": 1, "nnodes": 2, "rdzv_endpoint": "127.0.0.1:29561"}}, base=PARALLEL
+    )
+    runs = [
+        start_gpubench(
+            "run",
+            "--matrix",
+            matrix,
+            "--device",
+            "cpu",
+            "--node-rank",
+            str(r),
+            "--out",
+            tmp_path / f"node{r}",
+            log_dir=tmp_path / f"log{r}",
+        )
+        for r in (0, 1)
+    ]
+    codes = [
+        wait_for("both nodes to finish", lambda p=p: p.poll() is not None, timeout=300) and p.returncode for p in runs
+    ]
+    assert codes == [0, 0], [(tmp_path / f"log{r}" / "stderr.txt").read_text()[-800:] for r in (0, 1)]
+    node0, node1 = (rows(tmp_path / f"node{r}")["ddp"] for r in (0, 1))
+    assert node0["world_size"] == node1["world_size"] == 2 and (node0["node_rank"], node1["node_rank"]) == (0, 1)
+    assert node0["samples_per_s"] == node1["samples_per_s"]  # both nodes report the whole job
+
+
+# -- in process ------------------------------------------------------------------------------------
+def scenario(**settings: Any) -> Scenario:
+    return Scenario(name="s", **{**PARALLEL, **settings})
+
+
+CONTRADICTIONS = [
+    {"strategy": "none"},  # gpus = 2 without a strategy
+    {"strategy": "ddp", "zero_stage": 2},
+    {"strategy": "deepspeed"},  # no zero_stage
+    {"strategy": "ddp", "fsdp_sharding": "grad_op"},
+    {"strategy": "ddp", "offload": "params"},
+    {"strategy": "fsdp", "offload": "optimizer"},
+    {"strategy": "deepspeed", "zero_stage": 2, "offload": "params"},
+    {"strategy": "fsdp", "fsdp_sharding": "hybrid"},
+    {"nnodes": 2},  # no rdzv_endpoint
+    {"node_rank": 1},  # with nnodes = 1
+    {"fault_rank": 1},  # without inject_fault
+    {"rdzv_endpoint": "host-without-port"},
+]
+
+
+@pytest.mark.parametrize("bad", CONTRADICTIONS, ids=lambda b: ",".join(f"{k}={v}" for k, v in b.items()))
+def test_contradictions_are_bad_input(bad: dict[str, Any]) -> None:
+    with pytest.raises(BadInput, match="scenario 's'"):
+        scenario(**bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    key=st.sampled_from(["gpus", "nnodes", "node_rank", "zero_stage", "fault_rank"]),
+    value=st.one_of(st.integers(-(10**12), 10**12), st.floats(allow_nan=True), st.text(max_size=5), st.booleans()),
+)
+def test_any_count_is_checked(key: str, value: Any) -> None:
+    """Any value of a multi-process count is a valid scenario or BadInput naming it; nothing else."""
+    try:
+        scenario(**{key: value, "strategy": "deepspeed", "zero_stage": 1} if key != "zero_stage" else {key: value})
+    except BadInput as exc:
+        assert key in str(exc) or "zero_stage" in str(exc) or "strategy" in str(exc)
+
+
+def test_torchrun_command_one_node_and_several() -> None:
+    one = torchrun.command(scenario(), Path("s.json"), Path("r.json"))
+    assert "--standalone" in one and "--nproc-per-node=2" in one and one[-3:] == ["bench.worker", "s.json", "r.json"]
+    two = torchrun.command(
+        scenario(gpus=1, nnodes=2, node_rank=1, rdzv_endpoint="10.0.0.1:29500"), Path("s"), Path("r")
+    )
+    assert {"--nnodes=2", "--node-rank=1", "--master-addr=10.0.0.1", "--master-port=29500"} <= set(two)
+
+
+def test_ranks_combine_into_one_row() -> None:
+    rank = {"window_s": 2.0, "window_samples": 40, "tokens_per_s": 640.0, "loss_finite": True, "nonfinite_losses": 0}
+    ranks = [
+        {**rank, "step_time_median_ms": 10.0, "torch_max_allocated_mb": 100.0, "host": "a", "samples_per_s": 20.0},
+        {**rank, "window_s": 2.5, "step_time_median_ms": 12.0, "torch_max_allocated_mb": 80.0, "host": "b"},
+    ]
+    row = combine_ranks(ranks, "trainer")
+    assert row["samples_per_s"] == 80 / 2.5 and row["window_s"] == 2.5 and row["slowest_rank"] == 1
+    assert (row["torch_max_allocated_mb"], row["torch_max_allocated_sum_mb"]) == (100.0, 180.0)
+    assert row["step_time_median_ms"] == 12.0 and "host" not in row and row["world_size"] == 2
+
+
+def test_scaling_prefers_the_same_strategy_on_one_gpu() -> None:
+    base = {"status": "ok", "batch_size": 4, "precision": "bf16", "engine": "accelerate"}
+    rows_ = [
+        {**base, "scenario": "single", "strategy": "none", "gpus": 1, "samples_per_s": 100.0},
+        {**base, "scenario": "fsdp1", "strategy": "fsdp", "gpus": 1, "samples_per_s": 80.0},
+        {**base, "scenario": "fsdp2", "strategy": "fsdp", "gpus": 2, "world_size": 2, "samples_per_s_per_gpu": 72.0},
+        {**base, "scenario": "ddp2", "strategy": "ddp", "gpus": 2, "world_size": 2, "samples_per_s_per_gpu": 90.0},
+    ]
+    add_scaling(rows_)
+    assert (rows_[2]["scaling_ref"], rows_[2]["scaling_efficiency"]) == ("fsdp1", 0.9)
+    assert (rows_[3]["scaling_ref"], rows_[3]["scaling_efficiency"]) == ("single", 0.9)
+
+
+def test_failure_names_the_root_cause_from_torchrun(tmp_path: Path) -> None:
+    (tmp_path / "rank-0.json").write_text(json.dumps({"status": "running", "pid": 1}))
+    (tmp_path / "rank-1.json").write_text(json.dumps({"status": "running", "pid": 2}))
+    log = (
+        "Root Cause (first observed failure):\n[0]:\n"
+        "  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 7)  (SIGKILL)\n"
+    )
+    status, reason = torchrun.failure(tmp_path, 2, timed_out=False, log_text=log) or ("", "")
+    assert status == "crashed" and reason.startswith("rank 1 died (exit code -9 (SIGKILL))") and "rank 0 gave" in reason
+
+
+def test_model_states_shard_as_the_zero_paper_says() -> None:
+    """Per-GPU weights + gradients + optimizer state of bert-large (fp32 Adam: 16 bytes a parameter)."""
+    dims = load_dims("bert-large")
+
+    def states(**s: Any) -> float:
+        p = predict(scenario(model="bert-large", precision="bf16", **s), dims)
+        return (p.weights + p.grads + p.optimizer) / (p.params * 1.0)
+
+    one = predict(scenario(model="bert-large", strategy="none", gpus=1), dims)
+    assert (one.weights + one.grads + one.optimizer) / one.params == pytest.approx(16, rel=0.01)
+    assert states(strategy="fsdp", gpus=2) == pytest.approx(8, rel=0.01)
+    assert states(strategy="fsdp", gpus=4) == pytest.approx(4, rel=0.01)
+    assert states(strategy="deepspeed", zero_stage=1, gpus=2) == pytest.approx(2 + 2 + 12 / 2, rel=0.01)
+    assert states(strategy="deepspeed", zero_stage=2, gpus=2) == pytest.approx(2 + 14 / 2, rel=0.01)
+    assert states(strategy="deepspeed", zero_stage=3, gpus=2) == pytest.approx(20 / 2, rel=0.01)
+    assert states(strategy="fsdp", offload="params") == 0
+    ddp = predict(scenario(model="bert-large", precision="bf16"), dims)
+    single = predict(scenario(model="bert-large", precision="bf16", strategy="none", gpus=1), dims)
+    # the reducer's buckets, and the bucket in flight while gradients are reduced
+    assert ddp.phases["backward"] - single.phases["backward"] == 2 * ddp.grads
