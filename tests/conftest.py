@@ -22,6 +22,7 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 # (pytest-xdist, a file each) end together instead of waiting on one long file at the end.
 HEAVY_FIRST = (
     "test_reliability.py",
+    "test_multigpu.py",
     "test_launcher.py",
     "test_run_e2e.py",
     "test_history_cli.py",
