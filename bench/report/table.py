@@ -18,7 +18,8 @@ NOTE_CHARS = 100  # a worker's error, cut here in the table (results.csv and the
 
 def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
     """One row per scenario. At narrow widths the loss goes first, then the memory's change vs the
-    baseline, then the notes move under the table, then the speed's change and the peak memory."""
+    baseline, then the notes move under the table, then the speed's change, the peak memory, the
+    GPUs and the scaling efficiency (those two only where a row has several processes)."""
     source = next((s for s in summary.get("peak_mem_source", []) if isinstance(s, str) and s), "")
     cvs = [v for v in summary.get("samples_per_s_cv_pct", []) if isinstance(v, float) and not math.isnan(v)]
     columns = [
@@ -26,6 +27,8 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
         Column("status"),
         Column("samples/s ± CV" if cvs else "samples/s", right=True),  # CV: over the ok repeats
         Column("vs base", right=True, drop=4),
+        Column("GPUs", right=True, drop=6),  # multi-process rows only ("-" columns are left out)
+        Column("scaling", right=True, drop=7),
         Column("peak MB", right=True, drop=5),
         Column("vs base", right=True, drop=2),
         Column("loss", right=True, drop=1),
@@ -45,6 +48,8 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
                 Text(status, style=STATUS_STYLE.get(status, "red")),
                 sps,
                 _vs(row, "samples_per_s"),
+                num(row.get("world_size"), 0),
+                spec(row.get("scaling_efficiency"), ".0%"),
                 num(row["peak_mem_mb"], 0),
                 _vs(row, "peak_mem_mb"),
                 spec(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)

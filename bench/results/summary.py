@@ -47,6 +47,8 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
                 "torch_max_allocated_mb": _median(ok, "torch_max_allocated_mb"),
                 "final_loss": _median(ok, "final_loss"),
                 "mfu": _median(ok, "mfu"),
+                "world_size": _median(ok, "world_size"),
+                "scaling_efficiency": _median(ok, "scaling_efficiency"),
                 "trainer_samples_per_s": _median(ok, "trainer_samples_per_s"),
                 "error": errors[0] if errors else "",
             }
