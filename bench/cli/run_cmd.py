@@ -43,6 +43,15 @@ def _gpus(text: str | None) -> int | str | None:
     return int(text)
 
 
+def _window(text: str | None) -> int | str | None:
+    """--window: auto, epoch or a whole number of optimizer steps (the scenario checks its range)."""
+    if text is None or text in ("auto", "epoch"):
+        return text
+    if not (text.isascii() and text.isdigit()):
+        raise BadInput(f"--window {text!r} must be auto, epoch or a whole number of optimizer steps")
+    return int(text)
+
+
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
     app.command("list")(list_cmd)
@@ -64,6 +73,13 @@ def run(
     samples: Annotated[int | None, typer.Option(help="Samples in the epoch (guide: 512).")] = None,
     seq_len: SeqLenOpt = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Optimizer steps kept out of the timed window.")] = None,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            help="The timed window after warm-up, for every scenario: epoch (the rest of the epoch), auto (until "
+            "the mean step time is known within 2%, at most about 5 s) or a number of optimizer steps.",
+        ),
+    ] = None,
     engine: EngineOpt = None,
     gpus: Annotated[
         str | None,
@@ -157,6 +173,7 @@ def run(
             "samples": samples,
             "seq_len": seq_len,
             "warmup_steps": warmup_steps,
+            "window": _window(window),
             "engine": engine,
             "gpus": _gpus(gpus),
             "nnodes": nnodes,
