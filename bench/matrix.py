@@ -12,7 +12,9 @@ from .errors import BadInput, did_you_mean
 from .scenario import SETTING_KEYS, Scenario
 
 TOP_LEVEL_KEYS = ("matrix", "base", "scenarios")
-MATRIX_KEYS = ("description",)
+# [matrix] extends = "full": that matrix's [base] and [scenarios], this file's own on top (load_matrix)
+EXTENDS = "extends"
+MATRIX_KEYS = ("description", EXTENDS)
 # Command-line settings that only multi-process scenarios take (a single-GPU row stays one process).
 PARALLEL_OVERRIDES = ("gpus", "nnodes", "node_rank", "rdzv_endpoint")
 # Accepted for readers of the guide's TrainingArguments; mapped onto `precision`.
@@ -68,6 +70,11 @@ def resolve_matrix_path(name_or_path: str, directory: Path | None = None) -> Pat
 
 def load_matrix(name_or_path: str, directory: Path | None = None) -> Matrix:
     path = resolve_matrix_path(name_or_path, directory)
+    data = _inherit(_read_toml(path), path, directory)
+    return expand(data, origin=str(path), name=path.stem, path=path)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
@@ -77,7 +84,63 @@ def load_matrix(name_or_path: str, directory: Path | None = None) -> Matrix:
         raise BadInput(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
-    return expand(data, origin=str(path), name=path.stem, path=path)
+    return data
+
+
+def _inherit(data: dict[str, Any], path: Path, directory: Path | None) -> dict[str, Any]:
+    """A matrix whose [matrix] table says `extends = "NAME"` (a shipped matrix) or `"FILE.toml"`
+    (beside this file): the other matrix's [base] with this file's [base] over it, and its
+    scenarios with this file's [scenarios.NAME] over the same name (new names are added). One
+    level: the other matrix may not extend a third."""
+    meta = _table(data.get("matrix", {}), str(path), "[matrix]")
+    if EXTENDS not in meta:
+        return data
+    ref = meta[EXTENDS]
+    if not isinstance(ref, str) or not ref.strip():
+        raise BadInput(f"{path}: [matrix]: extends = {ref!r} must be a matrix name or a .toml file")
+    if ref.endswith(".toml"):
+        parent_path = path.parent / ref
+        if not parent_path.is_file():
+            raise BadInput(f"{path}: [matrix]: extends = {ref!r}: {parent_path} does not exist")
+    else:
+        names = available_matrices(directory)
+        if ref not in names:
+            hint = did_you_mean(ref, names)
+            raise BadInput(
+                f"{path}: [matrix]: extends = {ref!r} is not a shipped matrix",
+                hint=hint or f"name one of {', '.join(names)}, or a .toml file beside this one",
+            )
+        parent_path = (directory or scenario_dir()) / f"{ref}.toml"
+    if parent_path.resolve() == path.resolve():
+        raise BadInput(f"{path}: [matrix]: extends = {ref!r} names this file itself")
+    parent = _read_toml(parent_path)
+    if EXTENDS in _table(parent.get("matrix", {}), str(parent_path), "[matrix]"):
+        raise BadInput(f"{path}: [matrix]: extends {parent_path}, which extends another matrix: one level only")
+
+    own = _scenario_settings(data, path)
+    inherited = _scenario_settings(parent, parent_path)
+    scenarios = {name: {**table, **own.get(name, {})} for name, table in inherited.items()}
+    scenarios.update({name: table for name, table in own.items() if name not in inherited})
+    parent_meta = _table(parent.get("matrix", {}), str(parent_path), "[matrix]")
+    own_meta = {k: v for k, v in meta.items() if k != EXTENDS}
+    return {
+        **data,
+        "matrix": {"description": parent_meta.get("description", ""), **own_meta},
+        "base": {**_base_settings(parent, parent_path), **_base_settings(data, path)},
+        "scenarios": scenarios,
+    }
+
+
+def _base_settings(data: dict[str, Any], origin: Path) -> dict[str, Any]:
+    return _settings(_table(data.get("base", {}), str(origin), "[base]"), str(origin), "[base]")
+
+
+def _scenario_settings(data: dict[str, Any], origin: Path) -> dict[str, dict[str, Any]]:
+    tables = _table(data.get("scenarios", {}), str(origin), "[scenarios]")
+    return {
+        name: _settings(_table(table, str(origin), f"[scenarios.{name}]"), str(origin), f"[scenarios.{name}]")
+        for name, table in tables.items()
+    }
 
 
 def expand(data: dict[str, Any], *, origin: str, name: str = "", path: Path | None = None) -> Matrix:
@@ -89,6 +152,8 @@ def expand(data: dict[str, Any], *, origin: str, name: str = "", path: Path | No
     for key in meta:
         if key not in MATRIX_KEYS:
             raise BadInput(f"{origin}: [matrix]: unknown key '{key}'", hint=_known(key, MATRIX_KEYS))
+    if EXTENDS in meta:  # load_matrix resolves it; parsed data given here must not carry it
+        raise BadInput(f"{origin}: [matrix]: extends works in a matrix file (load_matrix), not in expanded data")
     description = meta.get("description", "")
     if not isinstance(description, str):
         raise BadInput(f"{origin}: [matrix]: description = {description!r} must be a string")

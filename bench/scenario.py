@@ -31,6 +31,10 @@ STRATEGIES = ("none", "ddp", "fsdp", "deepspeed")
 # FSDP2's reshard_after_forward: full = True (ZeRO-3-like), grad_op = False (ZeRO-2-like).
 FSDP_SHARDINGS = ("full", "grad_op")
 OFFLOADS = ("none", "optimizer", "params")
+# The steady-state window (bench/worker/window.py): the epoch after warm-up, "auto" (until the mean
+# step time is known within a stated interval), or a whole number of optimizer steps.
+WINDOW_MODES = ("epoch", "auto")
+MAX_WINDOW_STEPS = 10_000_000
 MAX_GPUS_PER_NODE = 64
 MAX_NODES = 1024
 # (least, most) of each whole-number setting: far beyond any benchmark, well inside what the worker
@@ -70,6 +74,7 @@ class Scenario:
     samples: int = 512
     seq_len: int = 512
     warmup_steps: int = 10
+    window: int | str = "epoch"  # "epoch" | "auto" | optimizer steps
     seed: int = 42
     timeout_s: float | None = None
     inject_fault: str = "none"
@@ -132,6 +137,21 @@ class Scenario:
                 f"leaves no timed steps: {self.samples} samples at batch {self.batch_size} x "
                 f"accumulation {self.grad_accum_steps} make only {self.optimizer_steps} optimizer "
                 "steps; raise samples or lower warmup_steps",
+            )
+        self._check_window(bad)
+
+    def _check_window(self, bad: Any) -> None:
+        if not (
+            (isinstance(self.window, str) and self.window in WINDOW_MODES) or _whole(self.window, 1, MAX_WINDOW_STEPS)
+        ):
+            raise bad("window", self.window, 'must be "epoch", "auto" or a whole number of optimizer steps (1 or more)')
+        if isinstance(self.window, int) and self.warmup_steps + self.window > self.optimizer_steps:
+            raise bad(
+                "window",
+                self.window,
+                f"does not fit in the epoch: {self.warmup_steps} warm-up + {self.window} timed steps, but "
+                f"{self.samples} samples at batch {self.batch_size} x accumulation {self.grad_accum_steps} make "
+                f"only {self.optimizer_steps} optimizer steps; raise samples or lower window",
             )
 
     def _check_parallel(self, bad: Any) -> None:

@@ -198,6 +198,9 @@ def sane(sc: Scenario) -> bool:
         value = getattr(sc, key)
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             return False
+    window = sc.window
+    if not (window in ("epoch", "auto") or (type(window) is int and sc.warmup_steps + window <= sc.optimizer_steps)):
+        return False
     timeout = sc.timeout_s
     if timeout is not None and (isinstance(timeout, bool) or not math.isfinite(timeout) or not 0 < timeout <= WEEK_S):
         return False

@@ -46,7 +46,7 @@ def test_fp16_and_bf16_flags_are_accepted_as_the_guide_writes_them(tmp_path: Pat
     assert [s.precision for s in load_matrix(str(path)).scenarios] == ["fp16", "bf16", "fp32"]
 
 
-@pytest.mark.parametrize("name", ["full", "quick", "throughput"])
+@pytest.mark.parametrize("name", ["full", "quick", "throughput", "nightly"])
 def test_shipped_matrices_load(name: str) -> None:
     m = load_matrix(name)
     assert m.scenarios and m.description
@@ -108,6 +108,15 @@ def test_unknown_key_in_base_and_at_top_level(tmp_path: Path) -> None:
             "compile_scope = 'layer' is not one of model, layers; did you mean 'layers'?",
         ),
         ({"compile_scope": "layers"}, "compile_scope = 'layers' needs compile = true"),
+        ({"window": "adaptive"}, 'window = \'adaptive\' must be "epoch", "auto" or a whole number of optimizer'),
+        ({"window": 0}, 'window = 0 must be "epoch", "auto" or a whole number of optimizer steps (1 or more)'),
+        ({"window": True}, "window = True must be"),
+        ({"window": 2.5}, "window = 2.5 must be"),
+        (
+            {"window": 4},
+            "window = 4 does not fit in the epoch: 1 warm-up + 4 timed steps, but 16 samples at batch 4 x "
+            "accumulation 1 make only 4 optimizer steps; raise samples or lower window",
+        ),
     ],
 )
 def test_bad_values_name_file_scenario_key_and_value(tmp_path: Path, settings: dict, expected: str) -> None:
@@ -210,3 +219,69 @@ def test_expand_is_pure_data_in_data_out() -> None:
     m = expand(data, origin="inline")
     assert m.scenarios[0].seed == 7 and m.scenarios[0].origin == "inline"
     assert data == {"base": {**BASE}, "scenarios": {"a": {"seed": 7}}}  # input untouched
+
+
+def test_a_window_is_the_epoch_by_default_auto_or_a_number_of_steps(tmp_path: Path) -> None:
+    path = write_matrix(tmp_path / "m.toml", {"a": {}, "b": {"window": "auto"}, "c": {"window": 3}})
+    assert [s.window for s in load_matrix(str(path)).scenarios] == ["epoch", "auto", 3]
+
+
+# -- --window on the command line: parsed, then applied to every scenario like any override ------------
+def test_the_window_option_is_auto_epoch_or_a_whole_number() -> None:
+    from bench.cli.run_cmd import _window
+
+    assert [_window(t) for t in (None, "auto", "epoch", "50")] == [None, "auto", "epoch", 50]
+    for text in ("soon", "-1", "2.5", "\u00b2", ""):
+        with pytest.raises(BadInput, match=r"--window .* must be auto, epoch or a whole number of optimizer steps"):
+            _window(text)
+
+
+def test_a_window_override_reaches_every_scenario_multi_process_ones_too(tmp_path: Path) -> None:
+    m = load_matrix(str(write_matrix(tmp_path / "m.toml", {"a": {}, "ddp": {"strategy": "ddp", "gpus": 2}})))
+    assert [s.window for s in apply_overrides(m.scenarios, {"window": "auto"})] == ["auto", "auto"]
+    with pytest.raises(BadInput, match=r"scenario 'a': window = 9 does not fit in the epoch"):
+        apply_overrides(m.scenarios, {"window": 9})
+
+
+# -- [matrix] extends: nightly is full with another window ---------------------------------------------
+def test_nightly_is_full_with_an_auto_window_and_room_for_it() -> None:
+    full, nightly = load_matrix("full"), load_matrix("nightly")
+    assert nightly.names() == full.names()
+    for a, b in zip(nightly.scenarios, full.scenarios, strict=True):
+        assert diff_from(a, b) == {"window": "auto", "samples": 2048}, a.name
+        assert a.description == b.description
+    assert {s.window for s in full.scenarios} == {"epoch"}  # full keeps the guide's whole epoch
+
+
+def test_extends_puts_this_files_base_and_scenarios_over_the_other_matrix(tmp_path: Path) -> None:
+    parent = write_matrix(tmp_path / "parent.toml", {"a": {}, "b": {"batch_size": 2, "fp16": True}}, description="p")
+    child = tmp_path / "child.toml"
+    child.write_text(
+        '[matrix]\nextends = "parent.toml"\n[base]\nwindow = "auto"\nsamples = 64\n'
+        "[scenarios.b]\nbf16 = true\n[scenarios.c]\nseed = 7\n"
+    )
+    m = load_matrix(str(child))
+    assert m.names() == ["a", "b", "c"] and m.description == "p" and m.name == "child"
+    a, b, c = m.scenarios
+    assert (a.window, a.samples, a.batch_size, a.precision) == ("auto", 64, 4, "fp32")
+    assert (b.batch_size, b.precision) == (2, "bf16")  # its own fp16 = true replaced, not contradicted
+    assert (c.seed, c.window, c.model) == (7, "auto", "tiny")
+    assert load_matrix(str(parent)).names() == ["a", "b"]  # the other file is unchanged
+
+
+@pytest.mark.parametrize(
+    ("extends", "expected"),
+    [
+        ('"child.toml"', "[matrix]: extends = 'child.toml' names this file itself"),
+        ("3", "[matrix]: extends = 3 must be a matrix name or a .toml file"),
+        ('"ful"', "[matrix]: extends = 'ful' is not a shipped matrix (did you mean 'full'?)"),
+        ('"missing.toml"', "[matrix]: extends = 'missing.toml': {tmp}/missing.toml does not exist"),
+        ('"middle.toml"', "middle.toml, which extends another matrix: one level only"),
+    ],
+)
+def test_what_extends_refuses(tmp_path: Path, extends: str, expected: str) -> None:
+    (tmp_path / "middle.toml").write_text('[matrix]\nextends = "full"\n')
+    child = tmp_path / "child.toml"
+    child.write_text(f"[matrix]\nextends = {extends}\n")
+    message = load_error(child)
+    assert message.startswith(f"{child}: ") and expected.format(tmp=tmp_path) in message

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ..errors import BadInput
 from ..measure import cpuspeed
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
@@ -32,6 +33,15 @@ from .options import (
     split_names,
 )
 from .output import emit
+
+
+def _window(text: str | None) -> int | str | None:
+    """--window: auto, epoch or a whole number of optimizer steps (the scenario checks its range)."""
+    if text is None or text in ("auto", "epoch"):
+        return text
+    if not (text.isascii() and text.isdigit()):
+        raise BadInput(f"--window {text!r} must be auto, epoch or a whole number of optimizer steps")
+    return int(text)
 
 
 def register(app: typer.Typer) -> None:
@@ -55,6 +65,13 @@ def run(
     samples: Annotated[int | None, typer.Option(help="Samples in the epoch (guide: 512).")] = None,
     seq_len: SeqLenOpt = None,
     warmup_steps: Annotated[int | None, typer.Option(help="Optimizer steps kept out of the timed window.")] = None,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            help="The timed window after warm-up, for every scenario: epoch (the rest of the epoch), auto (until "
+            "the mean step time is known within 2%, at most about 5 s) or a number of optimizer steps.",
+        ),
+    ] = None,
     engine: EngineOpt = None,
     gpus: Annotated[
         str | None,
@@ -148,6 +165,7 @@ def run(
             "samples": samples,
             "seq_len": seq_len,
             "warmup_steps": warmup_steps,
+            "window": _window(window),
             "engine": engine,
             "gpus": gpus_value(gpus),
             "nnodes": nnodes,

@@ -39,6 +39,7 @@ LATE_SETTINGS: dict[str, Any] = {
     "offload": "none",
     "nnodes": 1,
     "node_rank": 0,
+    "window": "epoch",
 }
 PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes")  # each has its own column
 

@@ -28,6 +28,8 @@ SPEED_COLUMNS = [
     "window_s",
     "window_steps",
     "window_samples",
+    "window_ci_pct",  # 95% interval of the mean step time (batch means), half-width in % of the mean
+    "window_stop",  # why the window ended: ci, max_time (window = "auto"), steps, epoch_end
     "first_step_s",  # first optimizer step (kernel selection, compilation)
     "warmup_s",  # training start to window start
     "train_loop_s",  # training start to last step end
@@ -117,6 +119,7 @@ NUMERIC_COLUMNS = [
         "started_at",
         "stderr_tail",
         "fp32_matmul_precision",
+        "window_stop",
         "startup_breakdown",
         "pred_peak_phase",
         "cpu_affinity",

@@ -15,7 +15,7 @@ from .columns import SETTING_COLUMNS
 
 PARALLEL_SETTINGS = ("gpus", "nnodes", "node_rank")
 STRATEGY_SETTINGS = ("strategy", "zero_stage", "fsdp_sharding", "offload")
-NOT_WORKLOAD = ("description", "timeout_s", "samples", "warmup_steps", *PARALLEL_SETTINGS)
+NOT_WORKLOAD = ("description", "timeout_s", "samples", "warmup_steps", "window", *PARALLEL_SETTINGS)
 
 
 def _world(row: dict[str, Any]) -> int:

@@ -1,7 +1,8 @@
 """The plain Accelerate loop from the guide: prepare, accumulate, backward, step.
 
 `setup` prepares it and `AccelerateLoop.step` trains one batch; `train` runs them over the data
-set. validation/interleaved.py drives the same two, block by block, beside the reference loop.
+set, and stops when the clock's window has closed. validation/interleaved.py drives the same two,
+block by block, beside the reference loop.
 """
 
 from __future__ import annotations
@@ -87,14 +88,18 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
     loop = setup(inputs)
     inputs.clock.train_begin()
     start = time.perf_counter()
+    batches = 0
     for batch in loop.loader:
         loop.step(batch)
+        batches += 1
+        if inputs.clock.done:  # the window has closed (window = "auto" or STEPS): end the epoch here
+            break
     if inputs.device.type == "cuda":
         torch.cuda.synchronize()
     loop_s = time.perf_counter() - start
-    samples = len(loop.loader) * inputs.sc.batch_size
-    # The loop's own whole-epoch figures, the counterpart of the Trainer's train_runtime (this
-    # rank's; bench/worker/ranks.py adds the ranks up).
+    samples = batches * inputs.sc.batch_size
+    # The loop's own figures over what it trained (the whole epoch unless the window ended it), the
+    # counterpart of the Trainer's train_runtime (this rank's; bench/worker/ranks.py adds the ranks up).
     figures: dict[str, Any] = {"trainer_runtime_s": loop_s, "trainer_samples_per_s": samples / loop_s}
     if inputs.sc.distributed:
         figures["parallel_wrapper"] = wrapper_name(loop.model)

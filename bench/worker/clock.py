@@ -1,8 +1,14 @@
 """Steady-state timing: synchronise only at the window's ends; per-step times from CUDA events.
 
 Optimizer steps 1..warmup are warm-up (kernel selection, allocator growth, compilation); the
-window runs from the end of step `warmup` to the end of the last step. The device is synchronised
-three times in a run (end of step 1, window start, window end), never inside the window.
+window runs from the end of step `warmup` to the end of the step at which its rule
+(bench/worker/window.py) ends it: the epoch's last step, a fixed number of steps, or, with "auto",
+the first check point at which the mean step time is known well enough. `step_end` then returns
+True and the engine stops its epoch. The device is synchronised three times in a run (end of
+step 1, window start, window end), never inside the window: an "auto" check reads only the CUDA
+events that have already completed (`Event.query`, which does not wait). With several ranks,
+rank 0's decision at each check point is broadcast over a CPU (gloo) channel (`agree`), so every
+rank closes its window at the same step.
 
 `samples_per_s` is the window's samples over its wall time: what training gets. The step-time
 quantiles (p10, median, p90) show how the steps spread inside the window. Just before the window
@@ -19,6 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from .window import WindowRule, ci_pct
 
 
 def quantiles(sorted_times: list[float]) -> tuple[float | None, float | None, float | None]:
@@ -51,6 +59,8 @@ class StepClock:
         cpu_probe: Callable[[], float] | None = None,
         on_step: Callable[[], None] | None = None,
         barrier: Callable[[], None] | None = None,
+        window: WindowRule | None = None,
+        agree: Callable[[str | None], str | None] | None = None,
     ) -> None:
         self.cuda = device.type == "cuda"
         self.warmup_steps = warmup_steps
@@ -64,6 +74,12 @@ class StepClock:
         # several ranks: after the drain at each edge of the window, wait for every rank, so the
         # window opens and closes at the same step everywhere (bench/worker/ranks.py)
         self.barrier = barrier
+        self.window = window or WindowRule()
+        # several ranks with window = "auto": every rank's decision at a check point -> rank 0's
+        self.agree = agree
+        self.window_stop: str | None = None  # why the window ended (window.STOPS); None while open
+        self.end_step: int | None = None  # the optimizer step that closed the window
+        self._known_s: list[float] = []  # step times of completed CUDA events (auto's checks)
         self.steps_seen = 0
         self.t_begin: float | None = None
         self.t_first: float | None = None
@@ -108,8 +124,16 @@ class StepClock:
         self.t_begin = self._start_window() if self.warmup_steps == 0 else self._sync()
         self.wall_begin = time.time()
 
-    def step_end(self) -> None:
-        """Call once per optimizer step, after the step."""
+    @property
+    def done(self) -> bool:
+        """The window has closed: the engine should stop its epoch."""
+        return self.window_stop is not None
+
+    def step_end(self) -> bool:
+        """Call once per optimizer step, after the step. True once the window has closed (the
+        engine stops training there); no step after that is timed."""
+        if self.done:
+            return True
         if self.on_step is not None:
             self.on_step()
         self.steps_seen += 1
@@ -122,9 +146,34 @@ class StepClock:
                 self.on_first_step()
         if step == self.warmup_steps:
             self._start_window()
-        if step == self.total_steps:
-            self.t_window_end = self._edge()
-            self._probe("end")
+        if step > self.warmup_steps:
+            timed = step - self.warmup_steps
+            last = step >= self.total_steps  # the epoch's last step: every rank is here, no vote needed
+            stop = (self.window.fixed_stop(timed) or "epoch_end") if last else self._decide(timed)
+            if stop is not None:
+                self.t_window_end = self._edge()
+                self._probe("end")
+                self.window_stop, self.end_step = stop, step
+        return self.done
+
+    def _decide(self, window_steps: int) -> str | None:
+        """Why the window ends after this window step, or None; at "auto"'s check points, rank 0's
+        verdict on every rank."""
+        if not self.window.is_check_point(window_steps):
+            return self.window.fixed_stop(window_steps)
+        assert self.t_window_start is not None
+        mine = self.window.auto_stop(self._completed_step_times(), time.perf_counter() - self.t_window_start)
+        return mine if self.agree is None else self.agree(mine)
+
+    def _completed_step_times(self) -> list[float]:
+        """The window's step times so far whose end has been reached by the device, without waiting
+        for it: CUDA events complete in stream order, so stop at the first one not done."""
+        if not self.cuda:
+            return self.step_times_s()
+        known = self._known_s
+        while len(known) + 1 < len(self.marks) and self.marks[len(known) + 1].query():
+            known.append(self.marks[len(known)].elapsed_time(self.marks[len(known) + 1]) / 1000.0)
+        return known
 
     def step_times_s(self) -> list[float]:
         if self.cuda:
@@ -132,18 +181,21 @@ class StepClock:
         return [b - a for a, b in zip(self.marks, self.marks[1:], strict=False)]
 
     def summary(self) -> dict[str, Any]:
-        if self.t_window_end is None or self.t_window_start is None or self.t_begin is None:
+        if self.t_window_end is None or self.t_window_start is None or self.t_begin is None or self.end_step is None:
             raise RuntimeError(f"training ended after {self.steps_seen} of {self.total_steps} optimizer steps")
-        window_steps = self.total_steps - self.warmup_steps
+        window_steps = self.end_step - self.warmup_steps
         window_s = self.t_window_end - self.t_window_start
         window_samples = window_steps * self.samples_per_step
+        step_s = self.step_times_s()
         return {
             "samples_per_s": window_samples / window_s,
             "tokens_per_s": window_samples * self.tokens_per_sample / window_s,
             "window_s": window_s,
             "window_steps": window_steps,
             "window_samples": window_samples,
-            **step_time_ms(self.step_times_s()),
+            "window_ci_pct": ci_pct(step_s),  # of the whole window, read after it closed
+            "window_stop": self.window_stop,
+            **step_time_ms(step_s),
             "first_step_s": (self.t_first - self.t_begin) if self.t_first else None,
             "warmup_s": self.t_window_start - self.t_begin,
             "train_loop_s": self.t_window_end - self.t_begin,

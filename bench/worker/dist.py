@@ -1,5 +1,6 @@
 """A worker as one rank of a torchrun job: the process group, the barriers that align the timed
-window on every rank, and the gather that turns the ranks' figures into one row.
+window on every rank, the broadcast that ends an "auto" window at the same step on every rank, and
+the gather that turns the ranks' figures into one row.
 
 The group is created here, before the engine, with a timeout of its own: accelerate, the Trainer
 and DeepSpeed all reuse an existing group. A rank that stops answering then makes the others fail
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from .window import STOPS
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,28 @@ def barrier() -> None:
 
     if dist.is_initialized():
         dist.barrier()
+
+
+def window_agreement(timeout_s: float) -> Callable[[str | None], str | None]:
+    """For window = "auto" with several ranks: a call that every rank makes at the same check point
+    with its own verdict and that returns rank 0's, so all ranks close the window at the same step.
+    It goes over a gloo (CPU) group, the default group on the CPU and a group of its own beside
+    NCCL: reading an NCCL result on the host would wait for the GPU's queued work (a sync inside the
+    window). Ranks that reach the check point before rank 0 wait for it on the host only; their GPU
+    keeps running what was queued. Every rank must call this at the same point (it makes a group)."""
+    import torch.distributed as dist
+
+    group = None
+    if dist.get_backend() != "gloo":
+        group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=timeout_s))
+    codes: tuple[str | None, ...] = (None, *STOPS)
+
+    def agree(mine: str | None) -> str | None:
+        decision = torch.tensor([codes.index(mine)], dtype=torch.int64)
+        dist.broadcast(decision, src=0, group=group)
+        return codes[int(decision.item())]
+
+    return agree
 
 
 def gather(figures: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,7 +1,9 @@
 """Many ranks' figures as one row (pure arithmetic, no torch).
 
-Every rank opens and closes its timed window at the same step behind a barrier, so the window is
-one span of wall time: the job's samples/s is all ranks' window samples over the longest window.
+Every rank opens and closes its timed window at the same step behind a barrier (with window =
+"auto", at the step rank 0 decided: bench/worker/dist.py), so the window is one span of wall time:
+the job's samples/s is all ranks' window samples over the longest window; window_steps,
+window_ci_pct and window_stop are rank 0's (each rank's window_steps is in rank_figures).
 Step times come from the slowest rank (a step ends for everyone when its slowest rank is done);
 memory is given as the largest rank (what must fit on one GPU) and as the sum over ranks.
 """
@@ -15,6 +17,7 @@ PER_RANK_KEYS = (
     "samples_per_s",
     "step_time_median_ms",
     "window_s",
+    "window_steps",
     "torch_max_allocated_mb",
     "torch_max_reserved_mb",
     "rss_peak_mb",

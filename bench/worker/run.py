@@ -23,6 +23,7 @@ from .model import build_model, count_parameters
 from .precision import matmul_precision, set_tf32
 from .ranks import combine_ranks
 from .tracking import MB, LossTracker, MemoryPhases
+from .window import WindowRule
 
 ENGINES = {"trainer": trainer_engine.train, "accelerate": accelerate_engine.train}
 
@@ -98,8 +99,11 @@ def build_inputs(
         set_tf32(sc.tf32)
         torch.empty(1, device=device)  # the CUDA context, unless a start-up thread made it already
     marks["cuda_ready"] = time.time()
+    agree = None
     if rank is not None:
         dist.init(rank, device, dist.collective_timeout_s(timeout_s))
+        if sc.window == "auto":
+            agree = dist.window_agreement(dist.collective_timeout_s(timeout_s))
         marks["process_group"] = time.time()
     world = rank.world_size if rank else 1
     faulty = sc.fault_rank < 0 or (rank.rank if rank else 0) == sc.fault_rank
@@ -129,6 +133,8 @@ def build_inputs(
         cpu_probe=window_probe_ms,
         on_step=(lambda: time.sleep(SLOW_STEP_S)) if fault == "slow" else None,
         barrier=dist.barrier if rank is not None else None,
+        window=WindowRule(sc.window),
+        agree=agree,
     )
     return EngineInputs(sc, model, dataset, device, clock, LossTracker(), phases, scratch)
 

@@ -1,4 +1,5 @@
-"""The HF Trainer engine: the guide's own recipe, with a callback that feeds the step clock."""
+"""The HF Trainer engine: the guide's own recipe, with a callback that feeds the step clock and
+stops the training when the clock's window has closed."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
             phases.mark_optimizer_step(kwargs.get("optimizer"))
 
         def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-            clock.step_end()
+            if clock.step_end():  # the window has closed: no more steps (window = "auto" or STEPS)
+                control.should_training_stop = True
 
     class MeasuredTrainer(Trainer):
         def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -73,10 +75,12 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         # says (seen on the H200 with accelerate 1.15): pin it back to what the scenario says.
         set_tf32(sc.tf32)
     metrics = trainer.train().metrics
-    figures: dict[str, Any] = {
-        "trainer_runtime_s": metrics.get("train_runtime"),
-        "trainer_samples_per_s": metrics.get("train_samples_per_second"),
-    }
+    runtime_s, samples_per_s = metrics.get("train_runtime"), metrics.get("train_samples_per_second")
+    if clock.window_stop != "epoch_end" and runtime_s:
+        # stopped before the epoch's end: what was trained over the Trainer's runtime (older
+        # transformers count the whole planned epoch in train_samples_per_second)
+        samples_per_s = trainer.state.global_step * sc.samples_per_step * args.world_size / runtime_s
+    figures: dict[str, Any] = {"trainer_runtime_s": runtime_s, "trainer_samples_per_s": samples_per_s}
     if sc.distributed:
         figures["parallel_wrapper"] = wrapper_name(trainer.model_wrapped)
     return figures
