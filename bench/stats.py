@@ -1,5 +1,7 @@
-"""The Mann-Whitney U test, by hand (no scipy): exact for small samples, normal beyond; and the
-rule that says whether two scenarios' repeats differ beyond their noise (`separation`).
+"""The Mann-Whitney U test, by hand (no scipy): exact for small samples, normal beyond; the rule
+that says whether two scenarios' repeats differ beyond their noise (`separation`); and what
+compare's gate needs besides: Student's t distribution (`t_sf`, `t_quantile`) and Holm's
+step-down adjustment of p-values across a family of tests (`holm`).
 
 The exact distribution is that of the rank sum of the first sample over every way of choosing
 its members from the pooled values, ties given mid-ranks, so it stays exact with ties.
@@ -7,6 +9,7 @@ its members from the pooled values, ties given mid-ranks, so it stays exact with
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -93,7 +96,7 @@ def separation(a: Sequence[float], b: Sequence[float], min_repeats: int = MIN_RE
     "within": both have 2 or more values and the ranges overlap (touching counts): the repeats
     cannot tell the two apart. "beyond": the ranges do not overlap and each side has at least
     `min_repeats` values: every repeat of one beat every repeat of the other. At 3 against 3 that
-    is exactly when compare's one-sided exact Mann-Whitney test reaches p = 0.05; with 2 against 2,
+    is exactly when a one-sided exact Mann-Whitney test reaches p = 0.05; with 2 against 2,
     separate ranges happen by chance one time in three, so they are "too few". "too few": a side
     with fewer than 2 values, or separate ranges with fewer than `min_repeats` values on a side.
     NaN values are dropped.
@@ -105,3 +108,76 @@ def separation(a: Sequence[float], b: Sequence[float], min_repeats: int = MIN_RE
     if min(xs) <= max(ys) and min(ys) <= max(xs):
         return "within"
     return "beyond" if min(len(xs), len(ys)) >= min_repeats else "too few"
+
+
+# -- Student's t and Holm --------------------------------------------------------------------------
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with df degrees of freedom (df > 0); t may be infinite."""
+    if not df > 0 or math.isnan(t):
+        raise ValueError(f"t = {t!r} with df = {df!r}: df must be above 0 and t a number")
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))  # P(|T| > |t|) / 2
+    return tail if t >= 0 else 1.0 - tail
+
+
+@functools.lru_cache(maxsize=4096)
+def t_quantile(p: float, df: float) -> float:
+    """The t with P(T <= t) = p (0 < p < 1), by bisection on t_sf (monotone); cached, as a gate
+    asks for the same few levels again and again."""
+    if not 0 < p < 1:
+        raise ValueError(f"p = {p!r} must lie between 0 and 1")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    low, high = 0.0, 1.0
+    while t_sf(high, df) > 1.0 - p:
+        low, high = high, high * 2.0
+    for _ in range(200):
+        mid = (low + high) / 2.0
+        if t_sf(mid, df) > 1.0 - p:
+            low = mid
+        else:
+            high = mid
+        if high - low < 1e-12 * max(1.0, high):
+            break
+    return (low + high) / 2.0
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction (Lentz)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast below this point
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    fraction = d
+    for m in range(1, 500):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            fraction *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return math.exp(log_front) * fraction / a
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: reject a test at family-wise level
+    alpha exactly when its adjusted p <= alpha. NaN (no test) stays NaN and does not count."""
+    tested = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    adjusted = [math.nan] * len(p_values)
+    running, m = 0.0, len(tested)
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted

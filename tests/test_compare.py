@@ -1,4 +1,5 @@
-"""compare(): verdicts, thresholds, significance, environments; load_run(): bad inputs."""
+"""compare(): verdicts, thresholds, significance across scenarios, environments, settings;
+load_run(): bad inputs."""
 
 from __future__ import annotations
 
@@ -79,12 +80,7 @@ def test_identical_runs_pass(tmp_path: Path) -> None:
     result = run_compare(tmp_path, rows, rows)
     assert result.exit_code == 0
     assert set(result.rows["verdict"]) == {"unchanged"}
-    assert list(result.rows["metric"][:4]) == [
-        "samples_per_s",
-        "step_time_median_ms",
-        "peak_mem_mb",
-        "final_loss",
-    ]
+    assert list(result.rows["metric"][:3]) == ["samples_per_s", "peak_mem_mb", "final_loss"]
     assert list(result.rows.columns) == ROW_COLUMNS
     assert result.notes == ()
 
@@ -96,11 +92,14 @@ def test_tight_ten_percent_slowdown_is_a_regression(tmp_path: Path) -> None:
     assert speed["verdict"] == "regression"
     assert speed["base"] == 100.0 and speed["new"] == 90.0
     assert speed["change_pct"] == pytest.approx(-10.0)
-    assert speed["p_value"] == pytest.approx(0.05)
+    assert speed["p_value"] < 1e-4  # one scenario: Holm leaves it; the 2 quantities share alpha
+    assert speed["p_holm"] == pytest.approx(2 * speed["p_value"])
     assert (speed["base_n"], speed["new_n"]) == (3, 3)
-    assert row(result, "baseline", "step_time_median_ms")["verdict"] == "regression"
+    assert (speed["base_step_ms"], speed["new_step_ms"]) == (80.0, pytest.approx(8000 / 90))  # shown beside
+    assert speed["detectable_pct"] == 5.0  # tight repeats: the threshold is the limit
+    assert set(result.rows["metric"]) == {"samples_per_s", "peak_mem_mb", "final_loss"}  # no separate step verdict
     assert row(result, "baseline", "peak_mem_mb")["verdict"] == "unchanged"
-    assert "Mann-Whitney" in result.method
+    assert "t-test" in result.method and "Holm" in result.method
 
 
 def test_noisy_ten_percent_slowdown_is_noisy_and_passes(tmp_path: Path) -> None:
@@ -108,7 +107,9 @@ def test_noisy_ten_percent_slowdown_is_noisy_and_passes(tmp_path: Path) -> None:
     speed = row(result, "baseline", "samples_per_s")
     assert speed["verdict"] == "noisy"
     assert speed["change_pct"] == pytest.approx(-10.0)
-    assert speed["p_value"] == pytest.approx(0.35)
+    assert speed["p_value"] == pytest.approx(0.28, abs=0.01)
+    assert speed["spread_pct"] == pytest.approx(20.3, abs=0.1)
+    assert speed["detectable_pct"] == pytest.approx(46.0, abs=0.1)  # what this noise lets through
     assert "not significant" in speed["note"]
     assert result.exit_code == 0
 
@@ -122,7 +123,7 @@ def test_tight_speedup_is_an_improvement(tmp_path: Path) -> None:
 def test_change_within_threshold_is_unchanged_even_when_significant(tmp_path: Path) -> None:
     result = run_compare(tmp_path, reps("baseline", TIGHT), reps("baseline", [96.0, 96.2, 95.8]))
     speed = row(result, "baseline", "samples_per_s")
-    assert speed["p_value"] == pytest.approx(0.05)
+    assert speed["p_value"] < 0.001
     assert speed["verdict"] == "unchanged"
     assert result.exit_code == 0
 
@@ -256,6 +257,38 @@ def test_two_against_three_repeats_use_the_threshold_alone(tmp_path: Path) -> No
     assert speed["note"].startswith("threshold only")
 
 
+def test_a_change_significant_alone_is_noisy_among_thirteen_scenarios(tmp_path: Path) -> None:
+    # raw one-sided p about 0.01: a regression judged alone (x 2 quantities: 0.019); Holm over 13
+    # scenarios makes it 0.25
+    slow = ([100.0, 102.0, 98.0], [92.0, 95.0, 89.0])
+    alone = row(run_compare(tmp_path / "alone", reps("s0", slow[0]), reps("s0", slow[1])), "s0", "samples_per_s")
+    assert alone["p_value"] == pytest.approx(0.0097, abs=1e-4)
+    assert alone["verdict"] == "regression" and alone["p_holm"] == pytest.approx(2 * alone["p_value"])
+    quiet = [r for i in range(1, 13) for r in reps(f"s{i}", TIGHT)]
+    among = run_compare(tmp_path / "among", reps("s0", slow[0]) + quiet, reps("s0", slow[1]) + quiet)
+    judged = row(among, "s0", "samples_per_s")
+    assert judged["p_value"] == alone["p_value"]
+    assert judged["p_holm"] == pytest.approx(2 * 13 * alone["p_value"])
+    assert judged["verdict"] == "noisy" and "Holm-adjusted p > 0.05" in judged["note"]
+    assert judged["detectable_pct"] > alone["detectable_pct"] > 5.0  # more scenarios: a larger change to see
+    assert among.exit_code == 0
+
+
+def test_every_judged_row_states_what_it_could_detect(tmp_path: Path) -> None:
+    base = reps("quiet", TIGHT) + reps("loud", [100.0, 80.0, 120.0]) + reps("once", [100.0])
+    result = run_compare(tmp_path, base, base)
+    assert set(result.rows["verdict"]) == {"unchanged"}
+    assert row(result, "quiet", "samples_per_s")["detectable_pct"] == 5.0
+    assert row(result, "quiet", "peak_mem_mb")["detectable_pct"] == 2.0  # identical repeats: the threshold
+    # spread 0.2031 (log), se 0.2031 x sqrt(2/3); 2 scenarios x 2 quantities share alpha 0.05:
+    # (t4(1 - 0.0125) + t4(0.8)) x se = (3.4954 + 0.9410) x 0.1658 = 0.7356
+    assert row(result, "loud", "samples_per_s")["detectable_pct"] == pytest.approx(
+        100 * (1 - math.exp(-0.7356)), abs=0.01
+    )
+    assert math.isnan(row(result, "once", "samples_per_s")["detectable_pct"])  # nothing to test with
+    assert math.isnan(row(result, "quiet", "final_loss")["detectable_pct"])
+
+
 def test_loss_turning_non_finite_is_a_regression(tmp_path: Path) -> None:
     result = run_compare(tmp_path, reps("baseline", TIGHT), reps("baseline", TIGHT, loss=math.inf))
     assert row(result, "baseline", "final_loss")["verdict"] == "regression"
@@ -308,10 +341,10 @@ def test_two_cpu_runs_are_a_smoke_comparison_judged_as_ever(tmp_path: Path) -> N
 def test_regressions_judged_without_the_test_are_counted(tmp_path: Path) -> None:
     base = reps("baseline", TIGHT) + reps("fp16", TIGHT)
     new = reps("baseline", SLOW_TIGHT) + reps("fp16", [90.0])
-    assert run_compare(tmp_path, base, new).untested_regressions == (2, 4)  # fp16's speed and step time
+    assert run_compare(tmp_path, base, new).untested_regressions == (1, 2)  # fp16's speed
     assert run_compare(
         tmp_path / "b", base, reps("baseline", SLOW_TIGHT) + reps("fp16", TIGHT)
-    ).untested_regressions == (0, 2)
+    ).untested_regressions == (0, 1)
 
 
 def test_an_unsteady_cpu_is_noted_never_failing(tmp_path: Path) -> None:
@@ -347,10 +380,9 @@ def test_a_speed_change_that_comes_with_a_slower_cpu_is_noted_and_still_judged(
     new = with_cpu_loop(reps("baseline", SLOW_TIGHT), *new_loop)  # type: ignore[arg-type]
     result = run_compare(tmp_path, base, new)
     assert result.exit_code == 1  # still a regression: the note explains, it does not excuse
-    for metric in ("samples_per_s", "step_time_median_ms"):
-        judged = row(result, "baseline", metric)
-        assert judged["verdict"] == "regression"
-        assert (note in judged["note"]) if note else ("CPU" not in str(judged["note"]))
+    judged = row(result, "baseline", "samples_per_s")
+    assert judged["verdict"] == "regression"
+    assert (note in judged["note"]) if note else ("CPU" not in str(judged["note"]))
     assert "CPU" not in str(row(result, "baseline", "peak_mem_mb")["note"])
 
 
@@ -370,6 +402,67 @@ def test_missing_env_json_is_noted_not_fatal(tmp_path: Path) -> None:
     assert (result.base_gpu, result.new_gpu) == ("unknown", "NVIDIA H200")
     assert result.notes == ("base: no env.json beside results.csv; GPU unknown, not checked",)
     assert result.exit_code == 0
+
+
+# -- settings ------------------------------------------------------------------------------------
+def with_settings(rows: list[dict[str, Any]], **values: Any) -> list[dict[str, Any]]:
+    return [{**r, **values} for r in rows]
+
+
+GUIDE = {"batch_size": 4, "precision": "fp32", "samples": 512, "peak_mem_source": "nvml-process"}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"samples": 2048}, "scenarios were measured differently (baseline: samples 512 -> 2048)"),
+        (
+            {"peak_mem_source": "torch-reserved"},
+            "scenarios were measured differently (baseline: peak_mem_source nvml-process -> torch-reserved)",
+        ),
+        ({"gpus": 2}, "the runs used different numbers of GPUs (baseline: gpus 1 -> 2)"),  # gpus missing in base
+    ],
+)
+def test_a_scenario_measured_differently_is_refused(tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    base = with_settings(reps("baseline", TIGHT), **GUIDE)
+    new = with_settings(reps("baseline", TIGHT), **{**GUIDE, **change})
+    with pytest.raises(IncomparableRuns) as caught:
+        run_compare(tmp_path, base, new)
+    assert caught.value.message == message
+    assert "--allow-env-mismatch" in str(caught.value.hint)
+
+
+def test_a_different_world_size_is_a_different_machine_and_named_first(tmp_path: Path) -> None:
+    ddp = {**GUIDE, "gpus": "all", "strategy": "ddp"}
+    base = with_settings(reps("ddp", TIGHT), **ddp, world_size=2) + with_settings(reps("one", TIGHT), **GUIDE)
+    new = with_settings(reps("ddp", TIGHT), **ddp, world_size=4) + with_settings(
+        reps("one", TIGHT), **{**GUIDE, "samples": 64}
+    )
+    with pytest.raises(IncomparableRuns) as caught:
+        run_compare(tmp_path, base, new)
+    assert caught.value.message == "the runs used different numbers of GPUs (ddp: world_size 2 -> 4; and 1 more)"
+
+
+def test_settings_mismatch_can_be_allowed_and_is_noted_on_its_rows(tmp_path: Path) -> None:
+    base = with_settings(reps("baseline", TIGHT), **GUIDE) + with_settings(reps("fp16", TIGHT), **GUIDE)
+    new = with_settings(reps("baseline", TIGHT), **{**GUIDE, "samples": 2048}) + with_settings(
+        reps("fp16", TIGHT), **GUIDE
+    )
+    result = run_compare(tmp_path, base, new, allow_env_mismatch=True)
+    assert result.exit_code == 0
+    assert result.notes == ("scenarios were measured differently (baseline: samples 512 -> 2048); compared anyway",)
+    assert {row(result, "baseline", m)["note"] for m in ("samples_per_s", "peak_mem_mb")} == {
+        "settings differ: samples 512 -> 2048"
+    }
+    assert row(result, "fp16", "samples_per_s")["note"] == ""
+
+
+def test_settings_missing_from_an_older_run_count_as_their_defaults(tmp_path: Path) -> None:
+    old = with_settings(reps("baseline", TIGHT), **GUIDE)  # before gpus, strategy, ... were columns
+    late = {"gpus": 1, "strategy": "none", "zero_stage": 0, "compile_scope": "model", "nnodes": 1}
+    assert run_compare(tmp_path / "a", old, with_settings(reps("baseline", TIGHT), **GUIDE, **late)).exit_code == 0
+    with pytest.raises(IncomparableRuns, match=r"baseline: strategy none -> ddp"):
+        run_compare(tmp_path / "b", old, with_settings(reps("baseline", TIGHT), **GUIDE, **{**late, "strategy": "ddp"}))
 
 
 # -- bad input -----------------------------------------------------------------------------------

@@ -85,15 +85,15 @@ def test_identical_runs_exit_0_with_a_table(runs: dict[str, Path]) -> None:
     result = invoke(runs["base"], runs["same"])
     assert result.exit_code == 0, result.output
     assert "samples/s" in result.stdout  # the table's label for samples_per_s
-    assert "PASS (exit 0): unchanged 8" in result.stdout
+    assert "PASS (exit 0): unchanged 6" in result.stdout
 
 
 def test_slowdown_exits_1_and_names_the_regression(runs: dict[str, Path]) -> None:
     result = invoke(runs["base"], runs["slower"])
     assert result.exit_code == 1
     line = next(x for x in result.stdout.splitlines() if "baseline" in x and "samples/s" in x)
-    assert "-10.0%" in line and "regression" in line and "0.050" in line
-    assert "FAIL (exit 1): REGRESSION 2, unchanged 6" in result.stdout
+    assert "-10.0%" in line and "regression" in line and "80.0 → 88.9" in line  # the step times beside
+    assert "FAIL (exit 1): REGRESSION 1, unchanged 5" in result.stdout
 
 
 def test_one_repeat_against_three_says_it_judged_by_the_threshold_alone(tmp_path: Path, runs: dict[str, Path]) -> None:
@@ -101,7 +101,7 @@ def test_one_repeat_against_three_says_it_judged_by_the_threshold_alone(tmp_path
     result = invoke(runs["base"], once)
     assert result.exit_code == 1
     assert result.stdout.splitlines()[-1] == (
-        "FAIL (exit 1): REGRESSION 2, unchanged 6 (judged by the threshold alone: under 3 ok repeats a side)"
+        "FAIL (exit 1): REGRESSION 1, unchanged 5 (judged by the threshold alone: under 3 ok repeats a side)"
     )
 
 
@@ -112,7 +112,7 @@ def test_two_cpu_runs_headline_a_smoke_comparison(tmp_path: Path) -> None:
     assert result.exit_code == 1  # the gate's policy stands
     assert result.stderr.startswith(f"gpubench: note: {CPU_NOTE}\n")
     last = result.stdout.splitlines()[-1]
-    assert last == "CPU smoke comparison, not a verdict on hardware (exit 1): regression 2, unchanged 6"
+    assert last == "CPU smoke comparison, not a verdict on hardware (exit 1): regression 1, unchanged 5"
     assert "FAIL" not in result.stdout and "REGRESSION" not in result.stdout
     markdown = invoke(base, slower, "--format", "markdown").stdout
     assert markdown.startswith("## ⚠️ gpubench compare: CPU smoke comparison, not a verdict on hardware (exit 1): ")
@@ -154,6 +154,49 @@ def test_gpu_mismatch_raises_and_can_be_allowed(runs: dict[str, Path]) -> None:
     }
 
 
+def test_settings_mismatch_raises_and_can_be_allowed(tmp_path: Path, runs: dict[str, Path]) -> None:
+    longer = write_run(tmp_path / "longer", [{**r, "samples": 2048} for r in BASE])
+    shorter = write_run(tmp_path / "shorter", [{**r, "samples": 512} for r in BASE])
+    refused = invoke(shorter, longer)
+    assert isinstance(refused.exception, IncomparableRuns)  # main() turns it into exit 3
+    assert refused.exception.message.startswith("scenarios were measured differently (baseline: samples 512 -> 2048")
+    allowed = invoke(shorter, longer, "--allow-env-mismatch")
+    assert allowed.exit_code == 0
+    assert "note: scenarios were measured differently" in allowed.stderr
+    assert "settings differ: samples 512 -> 2048" in allowed.stdout
+
+
+def test_detect_says_how_many_repeats_each_scenario_needs(tmp_path: Path) -> None:
+    loud = write_run(tmp_path / "loud", reps("quiet", [100.0, 100.5, 99.5]) + reps("loud", [100.0, 90.0, 110.0]))
+    result = invoke("--detect", "5%", loud)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert any(line.split() == ["│", "quiet", "│", "3", "│", "0.5%", "│", "5.0%", "│", "3", "│"] for line in lines)
+    assert any("loud" in line and "more than 50" in line for line in lines)
+    data = json.loads(invoke("--detect", "20", loud, "--format", "json").stdout)
+    assert list(data) == [
+        "schema", "target_pct", "alpha", "power", "threshold_pct", "family", "sources", "note", "rows"
+    ]  # fmt: skip
+    assert data["schema"] == "gpubench.compare-plan/1" and data["family"] == 2
+    # loud: spread 0.1003; at 6 a side (t10(1 - 0.05/4) + t10(0.8)) x 0.1003 x sqrt(2/6) = 0.203: 18.4%;
+    # at 5 a side (df 8) 20.6%, beyond the 20% asked for
+    assert [(r["scenario"], r["repeats_needed"]) for r in data["rows"]] == [("quiet", 3), ("loud", 6)]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--detect", "five"], "'five' is not a number of percent"),
+        (["--detect", "0"], "'0' must lie above 0"),
+        ([], "give the new run too (or --detect PCT)"),
+    ],
+)
+def test_detect_and_new_are_checked(runs: dict[str, Path], args: list[str], message: str) -> None:
+    result = invoke(runs["base"], *args)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
 def test_json_keys_are_locked(runs: dict[str, Path]) -> None:
     result = invoke(runs["base"], runs["slower"], "--format", "json")
     assert result.exit_code == 1
@@ -165,23 +208,21 @@ def test_json_keys_are_locked(runs: dict[str, Path]) -> None:
         "new",
         "method",
         "alpha",
+        "power",
         "min_repeats",
         "thresholds_pct",
         "allow_missing",
         "counts",
         "env_differences",
+        "setting_differences",
         "notes",
         "rows",
     ]
-    assert data["schema"] == "gpubench.compare/1"
+    assert data["schema"] == "gpubench.compare/2"
     assert data["exit_code"] == 1
     assert list(data["base"]) == ["path", "gpu"]
-    assert data["thresholds_pct"] == {
-        "samples_per_s": 5.0,
-        "step_time_median_ms": 5.0,
-        "peak_mem_mb": 2.0,
-    }
-    assert data["counts"] == {"regression": 2, "unchanged": 6}
+    assert data["thresholds_pct"] == {"samples_per_s": 5.0, "peak_mem_mb": 2.0}
+    assert data["counts"] == {"regression": 1, "unchanged": 5}
     assert all(list(r) == ROW_COLUMNS for r in data["rows"])
     assert ROW_COLUMNS == [
         "scenario",
@@ -189,39 +230,51 @@ def test_json_keys_are_locked(runs: dict[str, Path]) -> None:
         "base",
         "new",
         "change_pct",
+        "base_step_ms",
+        "new_step_ms",
         "threshold_pct",
+        "detectable_pct",
+        "spread_pct",
         "base_n",
         "new_n",
         "p_value",
+        "p_holm",
         "verdict",
         "base_status",
         "new_status",
         "note",
     ]
-    assert data["rows"][0] == {
+    first = data["rows"][0]
+    assert first == {
         "scenario": "baseline",
         "metric": "samples_per_s",
         "base": 100.0,
         "new": 90.0,
         "change_pct": -10.0,
+        "base_step_ms": 80.0,
+        "new_step_ms": pytest.approx(88.889, abs=1e-3),
         "threshold_pct": 5.0,
+        "detectable_pct": 5.0,
+        "spread_pct": pytest.approx(0.473, abs=1e-3),
         "base_n": 3,
         "new_n": 3,
-        "p_value": 0.05,
+        "p_value": pytest.approx(5.37e-6, rel=1e-2),
+        "p_holm": pytest.approx(2 * 2 * 5.37e-6, rel=1e-2),  # Holm over 2 scenarios, x 2 quantities
         "verdict": "regression",
         "base_status": "ok",
         "new_status": "ok",
         "note": "",
     }
-    assert data["rows"][3]["p_value"] is None  # final_loss: no test; NaN becomes null
+    assert data["rows"][2]["p_value"] is None  # final_loss: no test; NaN becomes null
 
 
 def test_csv_format(runs: dict[str, Path]) -> None:
     result = invoke(runs["base"], runs["slower"], "--format", "csv")
     lines = result.stdout.splitlines()
     assert lines[0] == ",".join(ROW_COLUMNS)
-    assert lines[1] == "baseline,samples_per_s,100.0,90.0,-10.0,5.0,3,3,0.05,regression,ok,ok,"
-    assert len(lines) == 9
+    assert lines[1].startswith("baseline,samples_per_s,100.0,90.0,-10.0,80.0,88.88")
+    assert lines[1].endswith(",regression,ok,ok,") and len(lines[1].split(",")) == len(ROW_COLUMNS)
+    assert len(lines) == 7
 
 
 def test_markdown_to_a_file(tmp_path: Path, runs: dict[str, Path]) -> None:
@@ -230,9 +283,10 @@ def test_markdown_to_a_file(tmp_path: Path, runs: dict[str, Path]) -> None:
     assert result.exit_code == 1
     assert result.stdout == ""
     text = out.read_text()
-    assert text.startswith("## ❌ gpubench compare: FAIL (exit 1): REGRESSION 2, unchanged 6\n")
-    assert "| baseline | samples_per_s | 100.00 | 90.00 | -10.0% | 3/3 | 0.050 | **regression** |" in text
-    assert "Mann-Whitney" in text
+    assert text.startswith("## ❌ gpubench compare: FAIL (exit 1): REGRESSION 1, unchanged 5\n")
+    cells = "| baseline | samples_per_s | 100.00 | 90.00 | -10.0% | 80.0 → 88.9 | 3/3 | 0.5% | 5.0% | 0.000 |"
+    assert f"{cells} **regression** |" in text
+    assert "Holm" in text
     assert f"wrote {out}" in result.stderr
 
 
@@ -240,13 +294,14 @@ def test_help_lists_exit_codes_and_an_example() -> None:
     result = CliRunner().invoke(make_app(), ["compare", "--help"])
     assert result.exit_code == 0
     for text in (
-        "Example:",
+        "Examples:",
         "gpubench compare baselines/h200 results/nightly",
+        "gpubench compare --detect 5 results/h200-bert-large/full",
         "Exit codes:",
         "0  no regression",
         "1  a regression, a new failure or a missing scenario",
         "2  bad input",
-        "3  incomparable environments",
+        "3  incomparable runs",
     ):
         assert text in result.stdout, text
 
@@ -255,7 +310,7 @@ def test_help_lists_exit_codes_and_an_example() -> None:
 def test_entry_point_regression_exits_1(runs: dict[str, Path]) -> None:
     done = gpubench("compare", runs["base"], runs["slower"], "--format", "json")
     assert done.returncode == 1, done.stderr
-    assert json.loads(done.stdout)["counts"] == {"regression": 2, "unchanged": 6}
+    assert json.loads(done.stdout)["counts"] == {"regression": 1, "unchanged": 5}
 
 
 def test_entry_point_gpu_mismatch_exits_3(runs: dict[str, Path]) -> None:

@@ -137,3 +137,38 @@ def test_separation_at_three_repeats_matches_compares_test() -> None:
 def test_separation_asks_for_more_repeats_when_told() -> None:
     assert stats.separation([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], min_repeats=5) == "too few"
     assert stats.separation([1.0, 2.0], [4.0, 5.0], min_repeats=2) == "beyond"
+
+
+# -- Student's t and Holm --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("p", "df", "t"),
+    [  # from printed tables of Student's t
+        (0.975, 4, 2.776445),
+        (0.95, 10, 1.812461),
+        (0.995, 1, 63.656741),
+        (0.8, 4, 0.940965),
+        (0.999, 30, 3.385185),
+    ],
+)
+def test_t_quantiles_match_the_tables(p: float, df: int, t: float) -> None:
+    assert stats.t_quantile(p, df) == pytest.approx(t, abs=1e-5)
+    assert stats.t_quantile(1 - p, df) == pytest.approx(-t, abs=1e-5)
+    assert stats.t_sf(t, df) == pytest.approx(1 - p, abs=1e-7)
+
+
+def test_t_tails_at_the_edges() -> None:
+    assert stats.t_sf(0.0, 3) == pytest.approx(0.5)
+    assert stats.t_sf(math.inf, 3) == 0.0 and stats.t_sf(-math.inf, 3) == 1.0
+    assert stats.t_sf(-1.0, 5) == pytest.approx(1 - stats.t_sf(1.0, 5))
+    assert stats.t_sf(1.96, 100_000) == pytest.approx(0.025, abs=1e-4)  # the normal, far out
+    with pytest.raises(ValueError, match="df must be above 0"):
+        stats.t_sf(1.0, 0)
+    with pytest.raises(ValueError, match="must lie between 0 and 1"):
+        stats.t_quantile(1.0, 4)
+
+
+def test_holm_steps_down_and_keeps_the_order() -> None:
+    # sorted 0.01, 0.03, 0.04 get x3, x2, x1, each at least the one before
+    assert stats.holm([0.04, 0.01, math.nan, 0.03]) == pytest.approx([0.06, 0.03, math.nan, 0.06], nan_ok=True)
+    assert stats.holm([0.5, 0.9]) == [1.0, 1.0]
+    assert stats.holm([]) == []

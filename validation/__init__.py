@@ -9,6 +9,8 @@ Not part of the `gpubench` product (nothing in bench/ imports it); run from the 
 - `interleaved`: the engine against the loop in one process, in alternating blocks, with an A/A
   control, the sampler's cost, and the engine's cost split into accelerate's and gpubench's
   (`interleave_sides` builds the sides, `interleave_stats` computes the ratios and intervals);
+- `power`: the power study of `gpubench compare`'s gate: the published repeats resampled into
+  A/A and slowed nights, judged by compare's own function (no GPU);
 - `run_all`: `make bench`, the published GPU results in resumable parts (`parts`: what the
   drivers share).
 

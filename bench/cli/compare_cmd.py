@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..checks import MAX_THRESHOLD_PCT
 from ..termtable import stdout_console
 from .options import FormatOpt, MemoryThresholdOpt, OutputFileOpt, OutputFormat, ThresholdOpt, path_value
 from .output import emit, say
+
+if TYPE_CHECKING:
+    from ..compare.core import Thresholds
+    from ..results import Run
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +25,12 @@ def compare_command(
     base: Annotated[
         Path, typer.Argument(parser=path_value, help="The baseline: a result directory or its results.csv.")
     ],
-    new: Annotated[Path, typer.Argument(parser=path_value, help="The new run: a result directory or its results.csv.")],
+    new: Annotated[
+        Path | None,
+        typer.Argument(
+            parser=path_value, show_default=False, help="The new run: a result directory or its results.csv."
+        ),
+    ] = None,
     threshold: ThresholdOpt = 5.0,
     memory_threshold: MemoryThresholdOpt = 2.0,
     allow_missing: Annotated[
@@ -29,43 +39,66 @@ def compare_command(
     ] = False,
     allow_env_mismatch: Annotated[
         bool,
-        typer.Option("--allow-env-mismatch", help="Compare runs from different GPU models anyway."),
+        typer.Option(
+            "--allow-env-mismatch",
+            help="Compare anyway: runs from different GPU models or GPU counts, or scenarios measured with other "
+            "settings or another memory source.",
+        ),
     ] = False,
+    detect: Annotated[
+        float | None,
+        typer.Option(
+            "--detect",
+            parser=percent_value,
+            metavar="PCT",
+            help="Compare nothing: say how many repeats a side it takes to catch a slow-down of PCT% in each "
+            "scenario, from the spread of the repeats in BASE (and NEW).",
+        ),
+    ] = None,
     fmt: FormatOpt = OutputFormat.table,
     output: OutputFileOpt = None,
 ) -> None:
     """Compare a new run against a baseline and fail on regressions.
 
-    Repeats are aggregated per scenario: the median over its ok repeats.
-    samples_per_s, step_time_median_ms and peak_mem_mb regress when the
-    median moves past the threshold and, with 3 or more ok repeats on each
-    side, a one-sided exact Mann-Whitney U test (alpha 0.05) finds the move
-    significant; past the threshold but not significant is "noisy".
-    With fewer repeats the threshold alone decides.
+    Each scenario gets one verdict per quantity: speed (samples_per_s, the
+    median step time shown beside it), peak memory, and its status. A median
+    change counts when it passes the threshold and, with 3 or more ok
+    repeats a side, a one-sided t-test on the log figures, Holm-adjusted over
+    all scenarios (alpha 0.05), finds it significant; past the threshold but
+    not significant is "noisy". With fewer repeats the threshold alone
+    decides. Each judged row gives the smallest change it could detect.
     A loss turning non-finite, a scenario that stops running (oom, timeout,
     error, ...) and a scenario missing from the new run also fail the gate.
-    Runs from different GPU models are refused; software versions are shown.
+    Runs from different GPU models or GPU counts, and scenarios whose
+    settings or memory source differ, are refused; software is shown.
 
-    Example:
+    Examples:
       gpubench compare baselines/h200 results/nightly -f markdown -o sum.md
+      gpubench compare --detect 5 results/h200-bert-large/full
 
     Exit codes:
-      0  no regression
+      0  no regression (--detect: always)
       1  a regression, a new failure or a missing scenario
       2  bad input (a missing, empty or malformed results file)
-      3  incomparable environments (different GPU models)
+      3  incomparable runs (GPU model or count, or a scenario's settings)
     """
     from ..compare.core import Thresholds, compare  # pandas: only when a command needs it
     from ..compare.render import gate_line, print_table, render
     from ..results import load_run
 
+    thresholds = Thresholds(speed_pct=threshold, memory_pct=memory_threshold)
+    if detect is not None:
+        _detect(detect, [load_run(p) for p in (base, new) if p is not None], thresholds, fmt, output)
+        return
+    if new is None:
+        raise typer.BadParameter("give the new run too (or --detect PCT)", param_hint="NEW")
     base_run, new_run = load_run(base), load_run(new)
     result = compare(
         base_run.frame,
         new_run.frame,
         base_run.env,
         new_run.env,
-        Thresholds(speed_pct=threshold, memory_pct=memory_threshold),
+        thresholds,
         allow_missing=allow_missing,
         allow_env_mismatch=allow_env_mismatch,
         labels=(str(base_run.csv_path), str(new_run.csv_path)),
@@ -77,3 +110,25 @@ def compare_command(
     else:
         emit(render(result, fmt.value), output, gate_line(result))
     raise typer.Exit(result.exit_code)
+
+
+def _detect(target: float, runs: list[Run], thresholds: Thresholds, fmt: OutputFormat, output: Path | None) -> None:
+    from ..compare.plan import plan
+    from ..compare.render import print_plan, render_plan
+
+    result = plan([r.frame for r in runs], target, thresholds, [str(r.csv_path) for r in runs])
+    if output is None and fmt is OutputFormat.table:
+        print_plan(result, stdout_console())
+    else:
+        emit(render_plan(result, fmt.value), output, f"repeats for {target:g}%")
+
+
+def percent_value(text: str) -> float:
+    """5, 5.0 or 5%: a change in % above 0 and at most MAX_THRESHOLD_PCT."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number of percent (e.g. 5 or 5%)") from None
+    if not (0 < value <= MAX_THRESHOLD_PCT):
+        raise typer.BadParameter(f"{text!r} must lie above 0 and at most {MAX_THRESHOLD_PCT:g}")
+    return value

@@ -1,7 +1,12 @@
-"""Compare two result sets (base -> new) scenario by scenario, metric by metric: the nightly gate.
+"""Compare two result sets (base -> new) scenario by scenario: the nightly gate.
 
-`compare` is pure: frames and env dicts in, a CompareResult out. Reading files is bench.results.load_run;
-turning the result into text is bench.compare.render.
+Each scenario gets one verdict per quantity: its failure status (a scenario not ok on both sides
+gets that row alone), its speed (samples_per_s judged, the median step time shown beside it), its
+peak memory, and whether its loss stayed finite. Speed and memory are judged by bench.compare.gate
+over all scenarios at once, with the error controlled across the comparison.
+
+`compare` is pure: frames and env dicts in, a CompareResult out. Reading files is
+bench.results.load_run; turning the result into text is bench.compare.render.
 """
 
 from __future__ import annotations
@@ -15,43 +20,53 @@ from typing import Any
 import pandas as pd
 
 from ..checks import MAX_THRESHOLD_PCT, bounded, is_finite
-from ..errors import BadInput, ExitCode
+from ..errors import BadInput, ExitCode, IncomparableRuns
 from ..results import CPU_NOTE, FAILED_STATUSES, cpu_run, window_cpu_loop_ms, worst_failure
-from ..stats import MIN_REPEATS, mann_whitney_p
+from ..stats import MIN_REPEATS
 from .env import EnvDifference, check_envs
+from .gate import Judgement, Rule, Sample, judge, percent_change
+from .settings import SettingDifference, refusal, setting_differences
 
-# metric -> +1 when higher is better, -1 when lower is better
+# metric -> +1 when higher is better, -1 when lower is better (bench.history judges all three)
 DIRECTIONS = {"samples_per_s": +1, "step_time_median_ms": -1, "peak_mem_mb": -1}
+SPEED_METRIC, STEP_METRIC, MEMORY_METRIC = "samples_per_s", "step_time_median_ms", "peak_mem_mb"
+JUDGED = (SPEED_METRIC, MEMORY_METRIC)  # step time is shown beside samples/s, not judged apart
 LOSS_METRIC = "final_loss"  # compared on finiteness only
-METRICS = (*DIRECTIONS, LOSS_METRIC)
+METRICS = (*JUDGED, LOSS_METRIC)
 # fmt: off
 VERDICTS = ("regression", "new failure", "missing", "noisy", "improvement", "fixed", "new",
             "unchanged")
-ROW_COLUMNS = ["scenario", "metric", "base", "new", "change_pct", "threshold_pct", "base_n",
-               "new_n", "p_value", "verdict", "base_status", "new_status", "note"]
+ROW_COLUMNS = ["scenario", "metric", "base", "new", "change_pct", "base_step_ms", "new_step_ms",
+               "threshold_pct", "detectable_pct", "spread_pct", "base_n", "new_n", "p_value", "p_holm",
+               "verdict", "base_status", "new_status", "note"]
 # fmt: on
 _ROW_DEFAULTS = {
     "base": math.nan,
     "new": math.nan,
     "change_pct": math.nan,
+    "base_step_ms": math.nan,
+    "new_step_ms": math.nan,
     "threshold_pct": math.nan,
+    "detectable_pct": math.nan,
+    "spread_pct": math.nan,
     "base_n": 0,
     "new_n": 0,
     "p_value": math.nan,
+    "p_holm": math.nan,
     "verdict": "unchanged",
     "note": "",
 }
 STATUS_METRIC = "status"  # the metric of a row that judges the whole scenario
-SPEED_METRICS = ("samples_per_s", "step_time_median_ms")
-THRESHOLD_ONLY = "threshold only"  # the note of a row judged without the test (too few repeats)
+SPEED_METRICS = (SPEED_METRIC, STEP_METRIC)
+THRESHOLD_ONLY = "threshold only"  # the note of a row judged without the test (too little spread)
 CPU_SHIFT_PCT = 15.0  # a CPU this much slower or faster around the windows gets a note
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """How far (in %) a median may move before it counts; and the test's significance level."""
+    """The floors (in %) a median must move beyond to count, and the family-wise level of the test."""
 
-    speed_pct: float = 5.0  # samples_per_s and step_time_median_ms
+    speed_pct: float = 5.0  # samples_per_s (and, in bench.history, step_time_median_ms)
     memory_pct: float = 2.0  # peak_mem_mb
     alpha: float = 0.05
 
@@ -63,19 +78,27 @@ class Thresholds:
             raise BadInput(f"alpha = {self.alpha!r} must lie between 0 and 1")
 
     def for_metric(self, metric: str) -> float:
-        return self.memory_pct if metric == "peak_mem_mb" else self.speed_pct
+        return self.memory_pct if metric == MEMORY_METRIC else self.speed_pct
+
+    def rule(self, metric: str) -> Rule:
+        """How compare judges this quantity: alpha is shared by the quantities judged (JUDGED)."""
+        return Rule(self.for_metric(metric), DIRECTIONS[metric], self.alpha, quantities=len(JUDGED))
 
 
 def method_text(alpha: float) -> str:
     return (
-        f"one-sided exact Mann-Whitney U test at alpha={alpha:g} (in the direction of the change) "
-        f"when both sides have at least {MIN_REPEATS} ok repeats; the threshold alone otherwise"
+        "per scenario, samples_per_s (step time shown beside it) and peak_mem_mb: the median change must pass "
+        f"the threshold and a one-sided t-test on the log figures (the spread pooled over both sides' repeats), "
+        f"Holm-adjusted over the scenarios and Bonferroni over the {len(JUDGED)} quantities, must reach "
+        f"alpha={alpha:g} for the whole comparison; the test needs "
+        f"{MIN_REPEATS} ok repeats a side; "
+        "the threshold alone decides otherwise"
     )
 
 
 @dataclass(frozen=True)
 class CompareResult:
-    rows: pd.DataFrame  # ROW_COLUMNS, one row per scenario x metric (or one status row)
+    rows: pd.DataFrame  # ROW_COLUMNS, one row per scenario x quantity (or one status row)
     base_label: str
     new_label: str
     base_gpu: str  # a GPU name, "CPU", or "unknown"
@@ -87,6 +110,7 @@ class CompareResult:
     allow_missing: bool
     exit_code: int
     cpu_smoke: bool = False  # a run is on the CPU: the comparison tests the harness, not hardware
+    setting_differences: tuple[SettingDifference, ...] = ()  # compared anyway (--allow-env-mismatch)
 
     @property
     def untested_regressions(self) -> tuple[int, int]:
@@ -116,17 +140,24 @@ def compare(
     allow_env_mismatch: bool = False,
     labels: tuple[str, str] = ("base", "new"),
 ) -> CompareResult:
-    """Judge every scenario of base and new; raise IncomparableRuns when the GPU models differ."""
+    """Judge every scenario of base and new. Raise IncomparableRuns when the GPU models, the numbers
+    of GPUs, or a scenario's settings or memory source differ, unless allow_env_mismatch."""
     thresholds = thresholds or Thresholds()
     env = check_envs(base_env, new_env, allow_mismatch=allow_env_mismatch, labels=labels)
+    differences = setting_differences(base_frame, new_frame)
+    if differences and not allow_env_mismatch:
+        raise IncomparableRuns(
+            refusal(differences), hint="compare runs made with the same settings, or pass --allow-env-mismatch"
+        )
     cpu_smoke = cpu_run(base_env, base_frame) or cpu_run(new_env, new_frame)
     notes = ([CPU_NOTE] if cpu_smoke else []) + list(env.notes)
-    rows: list[dict[str, Any]] = []
-    base_groups = dict(tuple(base_frame.groupby("scenario", sort=False)))
-    new_groups = dict(tuple(new_frame.groupby("scenario", sort=False)))
-    for name in [*base_groups, *[n for n in new_groups if n not in base_groups]]:
-        base_group, new_group = base_groups.get(name), new_groups.get(name)
-        rows.extend(_scenario_rows(str(name), base_group, new_group, thresholds))
+    if differences:
+        notes.append(f"{refusal(differences)}; compared anyway")
+    rows = _rows(base_frame, new_frame, thresholds)
+    for r in rows:
+        differing = [d.text() for d in differences if d.scenario == r["scenario"]]
+        if differing:
+            r["note"] = "; ".join(filter(None, [r["note"], "settings differ: " + ", ".join(dict.fromkeys(differing))]))
     frame = pd.DataFrame(rows, columns=ROW_COLUMNS)
     failing = any(_fails(v, allow_missing) for v in frame["verdict"])
     if any(str(note).startswith(THRESHOLD_ONLY) for note in frame["note"]):
@@ -147,6 +178,7 @@ def compare(
         allow_missing=allow_missing,
         exit_code=int(ExitCode.FAILED if failing else ExitCode.OK),
         cpu_smoke=cpu_smoke,
+        setting_differences=differences,
     )
 
 
@@ -163,22 +195,65 @@ def side_status(group: pd.DataFrame | None) -> str:
     return worst_failure(statuses) or ("ok" if "ok" in statuses else "skipped")
 
 
-def _scenario_rows(
-    name: str, base: pd.DataFrame | None, new: pd.DataFrame | None, thresholds: Thresholds
-) -> list[dict[str, Any]]:
-    b, n = side_status(base), side_status(new)
-    if base is None or new is None or not b == n == "ok":
-        verdict, note = _status_verdict(b, n)
-        counts = {"base_n": _ok_count(base), "new_n": _ok_count(new)}
-        return [_row(name, b, n, metric=STATUS_METRIC, verdict=verdict, note=note, **counts)]
-    ok_base, ok_new = base[base["status"] == "ok"], new[new["status"] == "ok"]
-    judged = [_judge_metric(m, ok_base, ok_new, thresholds) for m in DIRECTIONS]
-    cpu = _cpu_note(ok_base, ok_new)
-    for values in judged:
-        if cpu and values and values["metric"] in SPEED_METRICS and values.get("verdict", "unchanged") != "unchanged":
-            values["note"] = "; ".join(filter(None, [values.get("note", ""), cpu]))
-    judged.append(_judge_loss(ok_base, ok_new))
-    return [_row(name, b, n, **values) for values in judged if values]
+def _rows(base_frame: pd.DataFrame, new_frame: pd.DataFrame, thresholds: Thresholds) -> list[dict[str, Any]]:
+    """Every scenario's rows in order: a status row, or its speed, memory and loss rows, the speed
+    and memory rows of all scenarios judged together (one family per quantity)."""
+    base_groups = dict(tuple(base_frame.groupby("scenario", sort=False)))
+    new_groups = dict(tuple(new_frame.groupby("scenario", sort=False)))
+    rows: list[dict[str, Any]] = []
+    pending: dict[str, list[tuple[dict[str, Any], Sample, str | None]]] = {m: [] for m in JUDGED}
+    for name in [*base_groups, *[n for n in new_groups if n not in base_groups]]:
+        base, new = base_groups.get(name), new_groups.get(name)
+        b, n = side_status(base), side_status(new)
+        if base is None or new is None or not b == n == "ok":
+            verdict, note = _status_verdict(b, n)
+            counts = {"base_n": _ok_count(base), "new_n": _ok_count(new)}
+            rows.append(_row(str(name), b, n, metric=STATUS_METRIC, verdict=verdict, note=note, **counts))
+            continue
+        ok_base, ok_new = base[base["status"] == "ok"], new[new["status"] == "ok"]
+        cpu = _cpu_note(ok_base, ok_new)
+        for metric in JUDGED:
+            xs, ys = _values(ok_base, metric), _values(ok_new, metric)
+            if not xs and not ys:
+                continue
+            row = _row(str(name), b, n, metric=metric, base=_median(xs), new=_median(ys), base_n=len(xs), new_n=len(ys))
+            row["threshold_pct"] = thresholds.for_metric(metric)
+            if metric == SPEED_METRIC:
+                row["base_step_ms"] = _median(_values(ok_base, STEP_METRIC))
+                row["new_step_ms"] = _median(_values(ok_new, STEP_METRIC))
+            rows.append(row)
+            if not xs or not ys:
+                row["note"] = f"no values in {'base' if not xs else 'new'}"
+                continue
+            pending[metric].append((row, Sample(xs, ys), cpu))
+        loss = _judge_loss(ok_base, ok_new)
+        if loss:
+            rows.append(_row(str(name), b, n, **loss))
+    for metric, items in pending.items():
+        judged = judge([sample for _, sample, _ in items], thresholds.rule(metric)) if items else []
+        for (row, _, cpu), judgement in zip(items, judged, strict=True):
+            row.update(_judged(judgement, thresholds.alpha))
+            if cpu and metric == SPEED_METRIC and judgement.verdict != "unchanged":
+                row["note"] = "; ".join(filter(None, [row["note"], cpu]))
+    return rows
+
+
+def _judged(j: Judgement, alpha: float) -> dict[str, Any]:
+    """A row's figures and verdict from the gate's judgement, with the note that explains it."""
+    note = ""
+    if not j.tested:
+        note = f"{THRESHOLD_ONLY}: fewer than {MIN_REPEATS} ok repeats on a side"
+    elif j.verdict == "noisy":
+        note = f"beyond the threshold but not significant (Holm-adjusted p > {alpha:g})"
+    return {
+        "change_pct": j.change_pct,
+        "spread_pct": j.spread_pct,
+        "detectable_pct": j.detectable_pct,
+        "p_value": j.p_value,
+        "p_holm": j.p_holm,
+        "verdict": j.verdict,
+        "note": note,
+    }
 
 
 def _cpu_loop_ms(frame: pd.DataFrame) -> float:
@@ -238,39 +313,6 @@ def _values(frame: pd.DataFrame, metric: str) -> list[float]:
     return [float(v) for v in pd.to_numeric(frame[metric], errors="coerce") if not math.isnan(v)]
 
 
-def _judge_metric(
-    metric: str, ok_base: pd.DataFrame, ok_new: pd.DataFrame, thresholds: Thresholds
-) -> dict[str, Any] | None:
-    """Median change vs the threshold, then (with enough repeats) the one-sided test."""
-    xs, ys = _values(ok_base, metric), _values(ok_new, metric)
-    if not xs and not ys:
-        return None
-    out: dict[str, Any] = {
-        "metric": metric,
-        "base": _median(xs),
-        "new": _median(ys),
-        "threshold_pct": thresholds.for_metric(metric),
-        "base_n": len(xs),
-        "new_n": len(ys),
-    }
-    if not xs or not ys:
-        return {**out, "note": f"no values in {'base' if not xs else 'new'}"}
-    change = round(percent_change(out["base"], out["new"]), 6)  # judged as shown, no float dust
-    out["change_pct"] = change
-    testable = len(xs) >= MIN_REPEATS and len(ys) >= MIN_REPEATS
-    if testable:  # one-sided, in the direction of the change: does new sit above base or below?
-        out["p_value"] = mann_whitney_p(ys, xs, "greater" if change > 0 else "less")
-    else:
-        out["note"] = f"{THRESHOLD_ONLY}: fewer than {MIN_REPEATS} ok repeats on a side"
-    if abs(change) <= out["threshold_pct"]:
-        return out
-    better = change * DIRECTIONS[metric] > 0
-    if not testable or out["p_value"] <= thresholds.alpha + 1e-12:  # 1/20 at 3 vs 3 must pass
-        return {**out, "verdict": "improvement" if better else "regression"}
-    note = f"beyond the threshold but not significant (p > {thresholds.alpha:g})"
-    return {**out, "verdict": "noisy", "note": note}
-
-
 def _judge_loss(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> dict[str, Any] | None:
     """final_loss: the medians are shown; only a loss turning non-finite (or back) counts."""
     fb, fn = _finite_flags(ok_base), _finite_flags(ok_new)
@@ -320,10 +362,3 @@ def _as_bool(value: Any) -> bool | None:
 
 def _median(values: list[float]) -> float:
     return float(statistics.median(values)) if values else math.nan
-
-
-def percent_change(base: float, new: float) -> float:
-    """(new / base - 1) x 100; a move away from zero is infinite."""
-    if base == 0:
-        return 0.0 if new == 0 else math.copysign(math.inf, new)
-    return (new / base - 1.0) * 100.0

@@ -8,15 +8,18 @@ import math
 from dataclasses import asdict
 from typing import Any
 
+import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
 from ..fmt import METRIC_LABELS, csv_escape, md_cell, md_code, md_table, metric_num, pct, spec
 from ..termtable import PIPE_WIDTH, Column, FitTable
-from .core import DIRECTIONS, MIN_REPEATS, ROW_COLUMNS, STATUS_METRIC, CompareResult
+from .core import JUDGED, MIN_REPEATS, ROW_COLUMNS, SPEED_METRIC, STATUS_METRIC, CompareResult
+from .gate import POWER
+from .plan import PLAN_COLUMNS, Plan, needed_text
 
-JSON_SCHEMA = "gpubench.compare/1"
+JSON_SCHEMA = "gpubench.compare/2"
 STYLES = {
     "regression": "bold red",
     "new failure": "bold red",
@@ -27,20 +30,38 @@ STYLES = {
     "new": "cyan",
     "unchanged": "dim",
 }
-HEADERS = ["Scenario", "Metric", "Base", "New", "Change", "n base/new", "p", "Verdict", "Note"]
-# the terminal table: HEADERS shortened; when the terminal is narrow, p and n go first, then the
-# notes move under the table if that is enough, else Base and New go
+HEADERS = [
+    "Scenario",
+    "Metric",
+    "Base",
+    "New",
+    "Change",
+    "Step ms",
+    "n base/new",
+    "Spread",
+    "Detectable",
+    "p (Holm)",
+    "Verdict",
+    "Note",
+]
+# the terminal table: HEADERS shortened, without the spread; when the terminal is narrow, the step
+# times, p and n go first, then the notes move under the table if that is enough, else Base, New
+# and Detectable go
 TABLE_COLUMNS = [
     Column("Scenario"),
     Column("Metric"),
-    Column("Base", right=True, drop=4),
-    Column("New", right=True, drop=5),
+    Column("Base", right=True, drop=5),
+    Column("New", right=True, drop=6),
     Column("Change", right=True),
-    Column("n", right=True, drop=2),
-    Column("p", right=True, drop=1),
+    Column("Step ms", right=True, drop=1),
+    Column("n", right=True, drop=3),
+    Column("Detect", right=True, drop=7),
+    Column("p", right=True, drop=2),
     Column("Verdict"),
-    Column("Note", note=True, drop=3),
+    Column("Note", note=True, drop=4),
 ]
+TABLE_CELLS = [0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11]  # the HEADERS cells the terminal table shows
+VERDICT_CELL = HEADERS.index("Verdict")
 
 
 def render(result: CompareResult, fmt: str) -> str:
@@ -78,7 +99,18 @@ def gate_line(result: CompareResult) -> str:
 
 def thresholds_line(result: CompareResult) -> str:
     t = result.thresholds
-    return f"speed {t.speed_pct:g}% (samples_per_s, step_time_median_ms), memory {t.memory_pct:g}% (peak_mem_mb)"
+    return (
+        f"speed {t.speed_pct:g}% (samples_per_s; the step time shown beside it), memory {t.memory_pct:g}% (peak_mem_mb)"
+    )
+
+
+def method_footer(result: CompareResult) -> str:
+    """The method in short, under the terminal table (markdown and JSON give it whole)."""
+    t = result.thresholds
+    return (
+        f"thresholds: speed {t.speed_pct:g}%, memory {t.memory_pct:g}%; {MIN_REPEATS}+ ok repeats a side: a t-test, "
+        f"Holm-adjusted (p), must confirm at alpha {t.alpha:g}; Detect: a change caught {POWER:.0%} of the time"
+    )
 
 
 def cells(row: dict[str, Any]) -> list[str]:
@@ -89,9 +121,18 @@ def cells(row: dict[str, Any]) -> list[str]:
     else:
         base, new = metric_num(row["base"], metric), metric_num(row["new"], metric)
     change = pct(row["change_pct"])
-    p = spec(row["p_value"], ".3f")
+    step = "-"
+    if metric == SPEED_METRIC and not (_missing(row["base_step_ms"]) and _missing(row["new_step_ms"])):
+        step = f"{spec(row['base_step_ms'], '.1f')} → {spec(row['new_step_ms'], '.1f')}"
+    spread = pct(row["spread_pct"], sign=False)
+    detectable = pct(row["detectable_pct"], sign=False)
+    p = spec(row["p_holm"], ".3f")
     n = f"{row['base_n']}/{row['new_n']}"
-    return [row["scenario"], metric, base, new, change, n, p, row["verdict"], row["note"]]
+    return [row["scenario"], metric, base, new, change, step, n, spread, detectable, p, row["verdict"], row["note"]]
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _records(result: CompareResult) -> list[dict[str, Any]]:
@@ -110,14 +151,9 @@ def print_table(result: CompareResult, console: Console) -> None:
     for row in _records(result):
         values: list[str | Text] = list(cells(row))
         values[1] = METRIC_LABELS.get(row["metric"], row["metric"])
-        values[7] = Text(row["verdict"], style=STYLES.get(row["verdict"], ""))
-        rows.append(values)
-    t = result.thresholds  # the method in short (markdown and JSON give it whole)
-    footer = [
-        f"thresholds: speed {t.speed_pct:g}%, memory {t.memory_pct:g}%; with {MIN_REPEATS}+ ok repeats a side, "
-        f"a one-sided Mann-Whitney U test (alpha {t.alpha:g}) must confirm"
-    ]
-    console.print(FitTable(TABLE_COLUMNS, rows, footer=footer))
+        values[VERDICT_CELL] = Text(row["verdict"], style=STYLES.get(row["verdict"], ""))
+        rows.append([values[i] for i in TABLE_CELLS])
+    console.print(FitTable(TABLE_COLUMNS, rows, footer=[method_footer(result)]))
     colour = "yellow" if result.cpu_smoke else "green" if result.exit_code == 0 else "bold red"
     console.print(escape(gate_line(result)), style=colour, highlight=False)
 
@@ -160,7 +196,7 @@ def _md_table(records: list[dict[str, Any]]) -> list[str]:
     for row in records:
         values = [md_cell(v) for v in cells(row)]
         if row["verdict"] in ("regression", "new failure", "missing"):
-            values[7] = f"**{values[7]}**"
+            values[VERDICT_CELL] = f"**{values[VERDICT_CELL]}**"
         rows.append(values)
     return md_table(HEADERS, rows)
 
@@ -176,19 +212,70 @@ def to_data(result: CompareResult) -> dict[str, Any]:
         "new": {"path": result.new_label, "gpu": result.new_gpu},
         "method": result.method,
         "alpha": t.alpha,
+        "power": POWER,
         "min_repeats": MIN_REPEATS,
-        "thresholds_pct": {m: t.for_metric(m) for m in DIRECTIONS},
+        "thresholds_pct": {m: t.for_metric(m) for m in JUDGED},
         "allow_missing": result.allow_missing,
         "counts": result.counts,
         "env_differences": [asdict(d) for d in result.env_differences],
+        "setting_differences": [asdict(d) for d in result.setting_differences],
         "notes": list(result.notes),
         "rows": [{k: _json_value(row[k]) for k in ROW_COLUMNS} for row in _records(result)],
     }
 
 
 def _json_value(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
+    if value is None or value is pd.NA or (isinstance(value, float) and not math.isfinite(value)):
         return None
     if hasattr(value, "item"):  # numpy scalars
         return _json_value(value.item())
     return value
+
+
+# -- the repeats a comparison needs (compare --detect) -------------------------------------------
+PLAN_HEADERS = ["Scenario", "Repeats", "Spread", "Detectable now", "Repeats needed"]
+PLAN_SCHEMA = "gpubench.compare-plan/1"
+
+
+def plan_cells(row: dict[str, Any]) -> list[str]:
+    return [
+        row["scenario"],
+        str(row["repeats"]),
+        pct(row["spread_pct"], sign=False),
+        pct(row["detectable_pct"], sign=False),
+        needed_text(row),
+    ]
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    columns = [Column(h, right=i > 0) for i, h in enumerate(PLAN_HEADERS)]
+    rows = [plan_cells(row) for row in plan.rows.to_dict("records")]
+    console.print(FitTable(columns, rows, footer=[plan.note]))
+
+
+def render_plan(plan: Plan, fmt: str) -> str:
+    """The plan in one format, as text."""
+    records = plan.rows.to_dict("records")
+    if fmt == "json":
+        data = {
+            "schema": PLAN_SCHEMA,
+            "target_pct": plan.target_pct,
+            "alpha": plan.thresholds.alpha,
+            "power": POWER,
+            "threshold_pct": plan.thresholds.speed_pct,
+            "family": plan.family,
+            "sources": list(plan.labels),
+            "note": plan.note,
+            "rows": [{k: _json_value(row[k]) for k in PLAN_COLUMNS} for row in records],
+        }
+        return json.dumps(data, indent=2) + "\n"
+    if fmt == "csv":
+        return plan.rows[PLAN_COLUMNS].map(csv_escape).to_csv(index=False)
+    if fmt == "markdown":
+        table = md_table(PLAN_HEADERS, [[md_cell(c) for c in plan_cells(r)] for r in records])
+        return "\n".join([f"## gpubench compare --detect {plan.target_pct:g}%", "", *table, "", md_cell(plan.note), ""])
+    if fmt == "table":
+        buffer = io.StringIO()
+        print_plan(plan, Console(file=buffer, width=PIPE_WIDTH, color_system=None))
+        return buffer.getvalue()
+    raise ValueError(f"unknown format {fmt!r}")
