@@ -361,7 +361,7 @@ def test_a_young_series_flags_but_cannot_fail_until_its_noise_is_measured() -> N
     assert gate_verdicts(series(nights)) == ["no baseline", "unchanged", *["watch"] * 4, "regression", "regression"]
     row = verdicts(series(nights[:4]))["samples_per_s"]
     assert row["verdict"] == "watch" and row["streak"] == "0/2"
-    assert row["note"].endswith("fewer than 5 earlier runs to measure its noise from: it cannot fail the gate yet")
+    assert row["note"].endswith("a series' first 5 runs only warn: its noise is unknown")
 
 
 def test_the_threshold_widens_with_the_series_noise_and_says_so() -> None:

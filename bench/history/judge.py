@@ -213,11 +213,7 @@ def verdict_of(judged: Sequence[Mark], metric: str, params: Params) -> tuple[str
     last = judged[-1]
     run_of = streak(judged)
     if last.flagged and last.young:
-        return "watch", _join(
-            last.note,
-            f"flagged, but the series has fewer than {MIN_NOISE_NIGHTS} earlier runs to measure its noise "
-            f"from: it cannot fail the gate yet",
-        )
+        return "watch", _join(last.note, f"a series' first {MIN_NOISE_NIGHTS} runs only warn: its noise is unknown")
     if last.flagged and run_of >= params.consecutive:
         verdict = "new failure" if metric == STATUS_METRIC else "regression"
         return verdict, _join(last.note, f"flagged in the newest {run_of} runs")

@@ -208,14 +208,13 @@ def gate_line(result: CheckResult) -> str:
 
 def method_text(result: CheckResult) -> str:
     p = result.params
-    noise = f", or {p.noise_factor:g}x the series' night-to-night noise if larger," if p.noise_factor else ""
-    drift = f"; or drifting steadily beyond it over the newest {p.drift_nights} runs" if p.drift_nights else ""
+    noise = f" or {p.noise_factor:g}x the night-to-night noise" if p.noise_factor else ""
+    drift = f", or drifting over the newest {p.drift_nights} runs" if p.drift_nights else ""
     return (
-        f"baseline: median of the last {p.window} unflagged runs of each series since its last accepted "
-        f"step; flagged: beyond {p.thresholds.speed_pct:g}% (speed) or {p.thresholds.memory_pct:g}% "
-        f"(peak memory){noise} and, with 3+ ok repeats, confirmed by a one-sided Mann-Whitney U test "
-        f"against the baseline runs' medians (alpha {p.thresholds.alpha:g}){drift}; fails when "
-        f"flagged in the newest {p.consecutive} runs (a series' first {MIN_NOISE_NIGHTS} runs only warn)"
+        f"baseline: median of the last {p.window} unflagged runs since the last accepted step; "
+        f"flagged: beyond {p.thresholds.speed_pct:g}% (speed), {p.thresholds.memory_pct:g}% (memory){noise}, "
+        f"confirmed by a one-sided Mann-Whitney test (3+ repeats, alpha {p.thresholds.alpha:g}){drift}; "
+        f"fails when flagged in the newest {p.consecutive} runs (not in a series' first {MIN_NOISE_NIGHTS})"
     )
 
 
