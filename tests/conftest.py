@@ -26,6 +26,7 @@ HEAVY_FIRST = (
     "test_launcher.py",
     "test_run_e2e.py",
     "test_history_cli.py",
+    "test_workflow.py",
     "test_predict_cli.py",
     "test_readme.py",
     "test_report_cli.py",

@@ -192,7 +192,15 @@ def test_check_json_has_fixed_keys(regressed: str) -> None:
     assert code == 1
     assert list(data) == ["schema", "gate", "exit_code", "run", "params", "method", "counts", "notes", "rows"]
     assert data["schema"] == "gpubench.history.check/1"
-    assert data["params"] == {"window": 7, "consecutive": 2, "speed_pct": 5.0, "memory_pct": 2.0, "alpha": 0.05}
+    assert data["params"] == {
+        "window": 7,
+        "consecutive": 2,
+        "speed_pct": 5.0,
+        "memory_pct": 2.0,
+        "alpha": 0.05,
+        "drift_nights": 10,
+        "noise_factor": 3.0,
+    }
     assert all(list(row) == CHECK_COLUMNS for row in data["rows"])
     assert data["run"]["id"] == 8 and "env_json" not in data["run"]
 
@@ -276,36 +284,3 @@ def test_record_after_run_only_warns_when_the_store_fails(tmp_path: Path) -> Non
         str(tmp_path / "h.sqlite"), directory, unfinished=False, warn=warnings.append, info=infos.append
     )
     assert stored is not None and infos == [f"history: recorded run 1 in {tmp_path / 'h.sqlite'}"]
-
-
-@pytest.mark.slow
-def test_run_record_stores_the_run_in_the_store_named_by_gpubench_db(tmp_path: Path) -> None:
-    store = tmp_path / "history.sqlite"
-    done = gpubench(
-        "run",
-        "--matrix",
-        "quick",
-        "--only",
-        "baseline",
-        "--device",
-        "cpu",
-        "--model",
-        "tiny",
-        "--samples",
-        "16",
-        "--seq-len",
-        "32",
-        "--warmup-steps",
-        "1",
-        "--out",
-        tmp_path / "out",
-        "--record",
-        timeout=300,
-        GPUBENCH_DB=str(store),
-    )
-    assert done.returncode == 0, done.stderr
-    assert f"history: recorded run 1 in {store}" in done.stderr
-    [run] = api.list_runs(str(store))
-    assert (run["gpu_model"], run["status"], run["scenarios"]) == ("CPU", "ok", 1)
-    assert run["command"].startswith("gpubench run --matrix quick") and "--record" in run["command"]
-    assert run["source"] == str((tmp_path / "out").resolve())

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import random
+import re
 import statistics
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -16,6 +18,7 @@ from bench.history.judge import (
     ACCEPTED,
     BEYOND,
     CHECK_COLUMNS,
+    DRIFT,
     IMPROVED,
     NO_BASELINE,
     NOISY,
@@ -26,6 +29,7 @@ from bench.history.judge import (
     Step,
     judge_run,
     marks,
+    verdict_of,
 )
 
 T0 = datetime(2026, 11, 1, 2, 0)
@@ -128,7 +132,7 @@ def test_repeats_that_straddle_the_baseline_do_not_confirm_it() -> None:
 
 
 def test_without_three_repeats_the_threshold_alone_decides() -> None:
-    s = series([[100.0]] * 4 + [[90.0], [90.0]])
+    s = series([[100.0]] * 5 + [[90.0], [90.0]])
     row = verdicts(s)["samples_per_s"]
     assert row["verdict"] == "regression"
     assert math.isnan(row["p_value"])
@@ -237,3 +241,143 @@ def test_a_slow_night_with_a_slower_cpu_says_so_and_is_still_judged() -> None:
 def test_params_are_checked(key: str, value: Any) -> None:
     with pytest.raises(BadInput, match=f"--{key}"):
         Params(**{key: value})
+
+
+# -- nights as the unit: regressions stay red, outlier nights, drifts, false alarms ----------------
+def noisy_nights(levels: list[float], *, night_pct: float, repeat_pct: float, seed: int) -> list[list[float]]:
+    """One night per level: an offset for the night (night_pct, a standard deviation in %), then
+    three repeats around it (repeat_pct); fixed seed, so every run of the test sees the same nights."""
+    rng = random.Random(seed)
+    out = []
+    for level in levels:
+        offset = rng.gauss(0, night_pct / 100)
+        out.append([level * (1 + offset + rng.gauss(0, repeat_pct / 100)) for _ in range(3)])
+    return out
+
+
+def gate_verdicts(s: Series, params: Params | None = None) -> list[str]:
+    """The verdict `history check` gives each night on samples/s, judged as the newest run then."""
+    params = params or Params()
+    judged = marks(s, "samples_per_s", params)
+    return [verdict_of(judged[: j + 1], "samples_per_s", params)[0] for j in range(len(judged))]
+
+
+def test_a_10_percent_step_stays_red_for_15_nights_until_it_is_accepted() -> None:
+    """30 nights, bf16 10% slower from night 16: every night from the 17th is a regression (the slow
+    nights never enter the baseline), until the 30th is accepted; the night after that is judged
+    against the new level."""
+    levels = [100.0] * 15 + [90.0] * 15
+    nights = noisy_nights(levels, night_pct=1.0, repeat_pct=1.0, seed=3)
+    red = gate_verdicts(series(nights))
+    assert red[:15] == ["no baseline"] + ["unchanged"] * 14
+    assert red[15] == "watch" and red[16:] == ["regression"] * 14
+    row = verdicts(series(nights))["samples_per_s"]
+    assert row["baseline"] == pytest.approx(100.0, abs=1.5) and row["streak"] == "15/2"
+    accepted = series([*nights, [90.2, 89.9, 90.1]], steps=(Step(30, None, "slower bf16 kernels, on purpose"),))
+    after = gate_verdicts(accepted)
+    assert after[16:29] == ["regression"] * 13  # the red nights stay on record
+    assert after[29:] == ["accepted", "unchanged"]
+    assert verdicts(accepted)["samples_per_s"]["baseline"] == pytest.approx(statistics.median(nights[29]))
+
+
+def test_a_night_back_within_the_threshold_of_the_old_level_is_a_recovery() -> None:
+    nights = [*STEADY, *[[90.0, 90.2, 89.9]] * 4, [99.8, 100.1, 100.0], [90.1, 90.0, 89.8]]
+    red = ["regression"] * 3
+    assert gate_verdicts(series(nights))[6:] == ["watch", *red, "unchanged", "watch"]
+    row = verdicts(series(nights[:11]))["samples_per_s"]
+    assert row["note"] == "recovered: back within the threshold after 4 flagged runs"
+    assert verdicts(series(nights))["samples_per_s"]["baseline"] == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("outlier", [[33.0, 33.4, 33.2], [100.1, 33.0, 99.9]], ids=["night", "repeat"])
+def test_a_night_of_3x_slower_outliers_does_not_hide_a_later_regression(outlier: list[float]) -> None:
+    """A night 3x slower (all its repeats, or one of them), then steady nights, then a real 10%
+    slow-down: the outlier night weighs as one night (its median) and, when beyond the threshold,
+    stays out of the baseline; the slow-down fails the gate on its second night."""
+    steady = noisy_nights([100.0] * 20, night_pct=1.0, repeat_pct=1.0, seed=5)
+    slow = noisy_nights([90.0] * 2, night_pct=1.0, repeat_pct=1.0, seed=6)
+    s = series([*steady[:12], outlier, *steady[12:], *slow])
+    judged = gate_verdicts(s)
+    assert judged[12] == ("watch" if outlier[0] < 50 else "unchanged")
+    assert judged[13:21] == ["unchanged"] * 8
+    assert judged[21:] == ["watch", "regression"]
+    row = verdicts(s)["samples_per_s"]
+    assert row["baseline"] == pytest.approx(100.0, abs=1.5) and row["p_value"] <= 0.05
+
+
+def test_a_drift_of_1_5_percent_a_night_is_flagged_and_fails_within_10_nights() -> None:
+    """20 steady nights, then 1.5% slower every night (1% noise a night and a repeat): in 20 such
+    histories the gate fails within 10 nights of the drift's start, by the frozen baseline or the
+    drift check. At 1% a night (inside the 5% threshold against a rolling baseline for ever) the
+    drift check is what catches it within 10 nights."""
+    for rate, params in ((1.5, Params()), (1.0, Params())):
+        failed_after = []
+        for seed in range(20):
+            levels = [100.0] * 20 + [100.0 * (1 - rate / 100 * k) for k in range(1, 16)]
+            judged = gate_verdicts(series(noisy_nights(levels, night_pct=1.0, repeat_pct=1.0, seed=seed)), params)
+            assert "regression" not in judged[:20]
+            failed_after.append(next(k for k in range(1, 16) if judged[19 + k] == "regression"))
+        assert max(failed_after) <= 10, (rate, failed_after)
+    levels = [100.0] * 20 + [100.0 * (1 - 0.01 * k) for k in range(1, 11)]
+    histories = [series(noisy_nights(levels, night_pct=1.0, repeat_pct=1.0, seed=seed)) for seed in range(20)]
+    without = [gate_verdicts(s, Params(drift_nights=0)) for s in histories]
+    assert sum("regression" in v[20:] for v in without) < 20  # the drift check is doing work
+
+
+def test_the_drift_check_says_what_it_found() -> None:
+    """1% slower a night from night 13: on night 17 the median of the last 7 nights is only 4% above
+    it (inside the threshold), but the newest 10 nights fall steadily: flagged as a drift."""
+    levels = [100.0] * 12 + [100.0 - 1.0 * k for k in range(1, 11)]
+    judged = marks(series([[v, v, v] for v in levels]), "samples_per_s", Params())
+    first = next(i for i, m in enumerate(judged) if m.flag == DRIFT)
+    assert first == 16 and judged[first].change_pct == pytest.approx(-4.040404)
+    assert judged[first].note == "drift: -0.61% a run over the newest 10 runs (-5.5% in all; Mann-Kendall p = 0.000473)"
+    assert [m.flag for m in judged[first + 1 :]] == [BEYOND] * 5  # out of the baseline: the level stays
+
+
+def test_the_false_alarm_rate_of_no_change_nights_is_low() -> None:
+    """A/A: 40 histories of 30 unchanged nights of a launch-bound row (4% noise a night, 6% a
+    repeat) and 40 of a compute-bound one (1% and 1%). With the threshold widened to 3x the measured
+    night-to-night noise, at most 1% of nights fail (measured over 800 histories each: 0.3% and
+    0%); a fixed 5% threshold fails many more, so this test can tell the two apart."""
+
+    def failing(params: Params, night_pct: float, repeat_pct: float) -> float:
+        count = 0
+        for seed in range(40):
+            nights = noisy_nights([100.0] * 30, night_pct=night_pct, repeat_pct=repeat_pct, seed=seed)
+            judged = gate_verdicts(series(nights), params)
+            count += sum(v == "regression" for v in judged)
+        return count / (40 * 30)
+
+    assert failing(Params(), 4.0, 6.0) <= 0.01
+    assert failing(Params(), 1.0, 1.0) == 0.0
+    assert failing(Params(noise_factor=0), 4.0, 6.0) >= 0.05
+
+
+def test_a_young_series_flags_but_cannot_fail_until_its_noise_is_measured() -> None:
+    """Its first 5 runs cannot tell its noise: a slow night among them is flagged (watch) but does not
+    count; from the 6th run on, 2 flagged runs in a row fail the gate."""
+    nights = [[100.0, 100.1, 99.9]] * 2 + [[80.0, 80.1, 79.9]] * 6
+    assert gate_verdicts(series(nights)) == ["no baseline", "unchanged", *["watch"] * 4, "regression", "regression"]
+    row = verdicts(series(nights[:4]))["samples_per_s"]
+    assert row["verdict"] == "watch" and row["streak"] == "0/2"
+    assert row["note"].endswith("a series' first 5 runs only warn: its noise is unknown")
+
+
+def test_the_threshold_widens_with_the_series_noise_and_says_so() -> None:
+    """A row whose nights move by about 4% (a launch-bound one): a night 9% down is within its noise;
+    with the threshold alone (noise factor 0) it would be flagged."""
+    nights = [*noisy_nights([100.0] * 12, night_pct=4.0, repeat_pct=1.0, seed=8), [91.0, 91.2, 90.9]]
+    row = verdicts(series(nights))["samples_per_s"]
+    assert row["threshold_pct"] > 9.0 and row["verdict"] == "unchanged"
+    assert verdicts(series(nights), Params(noise_factor=0))["samples_per_s"]["verdict"] in ("watch", "regression")
+    widened = r"threshold \d+\.\d%: 3 x this series' night-to-night noise \(\d\.\d% over 12 runs\)"
+    assert re.fullmatch(widened, row["note"])
+
+
+def test_a_failure_stays_new_until_the_scenario_runs_ok_again_or_is_accepted() -> None:
+    statuses = ["ok"] * 6 + ["oom"] * 12
+    s = series([*STEADY, *[None] * 12], statuses=statuses)
+    assert verdicts(s)["status"]["verdict"] == "new failure"  # 12 nights on, still red
+    accepted = replace(s, steps=(Step(7, None, "bigger model, oom expected"),))
+    assert verdicts(accepted)["status"]["verdict"] == "still failing"

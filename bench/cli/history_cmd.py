@@ -47,7 +47,19 @@ class AcceptMetric(StrEnum):
     status = "status"
 
 
-WindowOpt = Annotated[int, typer.Option("--window", min=1, help="Earlier runs of a series in its baseline (median).")]
+WindowOpt = Annotated[
+    int, typer.Option("--window", min=1, help="Earlier runs of a series in its baseline (median; flagged ones out).")
+]
+DriftOpt = Annotated[
+    int,
+    typer.Option("--drift-nights", min=0, help="Flag a steady drift over a series' newest N runs; 0: no drift check."),
+]
+NoiseOpt = Annotated[
+    float,
+    typer.Option(
+        "--noise-factor", min=0, help="Widen the threshold to K x a series' night-to-night noise; 0: threshold alone."
+    ),
+]
 RunOpt = Annotated[
     str | None,
     typer.Option("--run", help="A run id (see `history list`) or a stored result directory. Default: the newest run."),
@@ -77,12 +89,23 @@ def _table(draw: Callable[[Console], None], output: Path | None, what: str = "")
         emit(plain(draw), output, what)
 
 
-def _params(window: int, threshold: float, memory_threshold: float, consecutive: int = 2) -> Params:
+def _params(
+    window: int,
+    threshold: float,
+    memory_threshold: float,
+    consecutive: int = 2,
+    drift_nights: int = 10,
+    noise_factor: float = 3.0,
+) -> Params:
     from ..compare.core import Thresholds
     from ..history.judge import Params
 
     return Params(
-        window=window, consecutive=consecutive, thresholds=Thresholds(speed_pct=threshold, memory_pct=memory_threshold)
+        window=window,
+        consecutive=consecutive,
+        thresholds=Thresholds(speed_pct=threshold, memory_pct=memory_threshold),
+        drift_nights=drift_nights,
+        noise_factor=noise_factor,
     )
 
 
@@ -117,6 +140,8 @@ def show_command(
     window: WindowOpt = 7,
     threshold: ThresholdOpt = 5.0,
     memory_threshold: MemoryThresholdOpt = 2.0,
+    drift_nights: DriftOpt = 10,
+    noise_factor: NoiseOpt = 3.0,
     fmt: FormatOpt = OutputFormat.table,
     output: OutputFileOpt = None,
     svg: Annotated[
@@ -127,7 +152,8 @@ def show_command(
     """Show a scenario's series over time: a table and a sparkline (and, with --svg, a chart).
 
     Each point is judged as `history check` would judge it: flagged (!) when beyond the
-    threshold against the median of the earlier runs since the last accepted step (|).
+    threshold against the median of the earlier unflagged runs since the last accepted step (|),
+    or when the newest runs drift steadily.
     A scenario run on several GPU models or with other settings has one series for each.
 
     Example: gpubench history show --scenario bf16 --metric samples_per_s --svg bf16.svg
@@ -138,9 +164,8 @@ def show_command(
         raise BadInput(
             f"-o/--output {output} writes the {fmt.value} document, not a chart: draw the chart with --svg {output}"
         )
-    views = api.show(
-        db_target(db), scenario, metric.value, _params(window, threshold, memory_threshold), gpu=gpu, last=last or None
-    )
+    params = _params(window, threshold, memory_threshold, drift_nights=drift_nights, noise_factor=noise_factor)
+    views = api.show(db_target(db), scenario, metric.value, params, gpu=gpu, last=last or None)
     if svg is not None:
         chart.write_svg(views, svg, f"{scenario}: {metric.value}")
         say(f"wrote {svg}")
@@ -164,17 +189,23 @@ def check_command(
     window: WindowOpt = 7,
     threshold: ThresholdOpt = 5.0,
     memory_threshold: MemoryThresholdOpt = 2.0,
+    drift_nights: DriftOpt = 10,
+    noise_factor: NoiseOpt = 3.0,
     fmt: FormatOpt = OutputFormat.table,
     output: OutputFileOpt = None,
 ) -> None:
     """Judge the newest run against the history of each of its scenarios; exit 1 on a regression.
 
-    Per series (scenario, settings, GPU model, model) and metric, the baseline is the median of
-    the last --window runs since the last accepted step. A run is flagged when its median is
-    beyond the threshold (5% speed, 2% peak memory) the wrong way and, with 3 or more ok
-    repeats, a one-sided Mann-Whitney U test of its repeats against the baseline's confirms it.
-    A regression is a series flagged in its newest --consecutive runs (default 2), so one
-    noisy night alone does not fail. A scenario failing after ok runs counts the same way.
+    Runs (nights) are the unit: each is its median. Per series (scenario, settings, GPU model,
+    model) and metric, the baseline is the median of the last --window runs since the last
+    accepted step, leaving out runs flagged before, so a regression stays red until `history
+    accept` or a run back within the threshold. A run is flagged when its median is beyond the
+    threshold (5% speed, 2% peak memory, or --noise-factor x the series' night-to-night noise if
+    larger) the wrong way and, with 3 or more ok repeats, a one-sided Mann-Whitney U test of its
+    repeats against the baseline runs' medians confirms it; or when the newest --drift-nights runs
+    drift steadily beyond the threshold. A regression is a series flagged in its newest
+    --consecutive runs (default 2), so one noisy night alone does not fail; a series' first 5 runs
+    only warn. A scenario failing after ok runs counts the same way.
 
     Example: gpubench history check --format markdown >> "$GITHUB_STEP_SUMMARY"
 
@@ -183,7 +214,8 @@ def check_command(
     """
     from ..history import api, render
 
-    result = api.check(db_target(db), _params(window, threshold, memory_threshold, consecutive), run=run)
+    params = _params(window, threshold, memory_threshold, consecutive, drift_nights, noise_factor)
+    result = api.check(db_target(db), params, run=run)
     for text in result.notes:
         say(f"note: {text}")
     if fmt is OutputFormat.table:

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 from ..errors import BadInput
 from ..fsio import atomic_write_text
-from .judge import ACCEPTED, BEYOND, FAILED, NO_VALUE, NOISY, Mark
+from .judge import ACCEPTED, BEYOND, DRIFT, FAILED, NO_VALUE, NOISY, Mark
 
 if TYPE_CHECKING:
     from .api import SeriesView
 
 BLOCKS = "▁▂▃▄▅▆▇█"
-MARKERS = {BEYOND: "!", FAILED: "!", NOISY: "?", ACCEPTED: "|", NO_VALUE: "x"}
-LEGEND = "! flagged   ? beyond the threshold, not confirmed   | accepted   x no value"
+MARKERS = {BEYOND: "!", DRIFT: "!", FAILED: "!", NOISY: "?", ACCEPTED: "|", NO_VALUE: "x"}
+LEGEND = "! flagged (beyond, or drifting)   ? beyond the threshold, not confirmed   | accepted   x no value"
 
 
 def sparkline(values: Sequence[float | None]) -> str:

@@ -1,13 +1,23 @@
 """Judge a run against its history: pure functions over series of points; no database here.
 
-A series is one scenario with fixed settings on one GPU model and model, run after run. Each
-point of a series is judged on each metric against a baseline: the median of the last `window`
-earlier points, counted from the last accepted step (an accepted step starts a new level).
-A point is flagged when its median is beyond the metric's threshold (bench.compare.Thresholds:
-5% speed, 2% peak memory) in the bad direction and, when it has 3 or more ok repeats, a
-one-sided Mann-Whitney U test of its repeats against the baseline points' repeats confirms it.
+A series is one scenario with fixed settings on one GPU model and model, run after run; nights
+(points), not pooled repeats, are the unit. Each point is judged on each metric against a
+baseline: the median of the last `window` earlier *clean* points of its level. A level starts at
+the last accepted step; a clean point is one that was not beyond the threshold the wrong way, so a
+regression never becomes its own baseline: it stays flagged until `accept`, or until a night is
+back within the threshold of the old level (a recovery).
+
+The threshold is the metric's (bench.compare.Thresholds: 5% speed, 2% peak memory), widened to
+`noise_factor` x the series' night-to-night noise where that is larger (bench.history.trend:
+robust, from successive nights, so neither a drift nor a step passes for noise). A point is flagged
+when its median is beyond it in the bad direction and, with 3 or more ok repeats, a one-sided
+Mann-Whitney U test of its repeats against the baseline nights' medians confirms it; or when the
+last `drift_nights` nights of its level fall steadily (a Theil-Sen slope whose total is beyond
+the threshold, confirmed by a one-sided Mann-Kendall test), so a slow drift is caught too.
 A series fails the gate when its newest `consecutive` points are all flagged, so one noisy
-night alone does not. A scenario that fails (oom, crash, ...) after ok runs is flagged the same way.
+night alone does not; its first MIN_NOISE_NIGHTS points, whose noise is not known yet, only warn.
+A scenario that fails (oom, crash, ...) after ok runs is flagged the same way, until it runs ok
+again or is accepted.
 """
 
 from __future__ import annotations
@@ -27,15 +37,21 @@ from ..compare.core import DIRECTIONS, MIN_REPEATS, SPEED_METRICS, Thresholds, c
 from ..errors import ExitCode, IncomparableRuns
 from ..results import FAILED_STATUSES
 from ..stats import mann_whitney_p
+from .trend import drift, widened_threshold
 
 METRICS = tuple(DIRECTIONS)  # samples_per_s, step_time_median_ms, peak_mem_mb
-MAX_WINDOW = 1000  # --window, --consecutive: runs
+MAX_WINDOW = 1000  # --window, --consecutive, --drift-nights: runs
+MAX_NOISE_FACTOR = 100.0
+NOISE_NIGHTS = 30  # the newest nights of a series that estimate its night-to-night noise
+MIN_NOISE_NIGHTS = 5  # fewer earlier runs in a series: the threshold alone, and the gate cannot fail yet
 STATUS_METRIC = "status"
 # what one point got on one metric
 BEYOND, NOISY, IMPROVED, WITHIN = "beyond", "noisy", "improvement", "within"
+DRIFT = "drift"
 ACCEPTED, NO_BASELINE, NO_VALUE = "accepted", "no baseline", "no value"
 FAILED, STILL_FAILING, OK, SKIPPED = "failed", "still failing", "ok", "skipped"
-FLAGGED = (BEYOND, FAILED)
+FLAGGED = (BEYOND, DRIFT, FAILED)
+OUT_OF_BASELINE = (BEYOND, DRIFT, NOISY)  # wrong-way points that no later baseline counts
 # what the judged run's newest point means for its series
 VERDICT_OF_FLAG = {
     WITHIN: "unchanged",
@@ -83,14 +99,19 @@ CHECK_COLUMNS = [
 
 @dataclass(frozen=True)
 class Params:
-    window: int = 7  # earlier points in a baseline
+    window: int = 7  # earlier clean points in a baseline
     consecutive: int = 2  # flagged newest points that fail the gate
     thresholds: Thresholds = field(default_factory=Thresholds)
+    drift_nights: int = 10  # the newest points of a level the drift check reads; 0: no drift check
+    noise_factor: float = 3.0  # threshold: at least this x the night-to-night noise; 0: the threshold alone
 
     def __post_init__(self) -> None:
         for key in ("window", "consecutive"):
             value = getattr(self, key)
             bounded(value, f"--{key} = {value!r}", 1, MAX_WINDOW, whole=True)
+        if self.drift_nights != 0:
+            bounded(self.drift_nights, f"--drift-nights = {self.drift_nights!r}", 3, MAX_WINDOW, whole=True)
+        bounded(self.noise_factor, f"--noise-factor = {self.noise_factor!r}", 0, MAX_NOISE_FACTOR)
 
 
 @dataclass(frozen=True)
@@ -143,6 +164,8 @@ class Mark:
     baseline_n: int = 0
     p_value: float | None = None
     note: str = ""
+    threshold_pct: float | None = None  # the threshold applied (widened by the noise), when judged
+    young: bool = False  # its series had too few earlier runs to measure the noise: it cannot fail yet
 
     @property
     def flagged(self) -> bool:
@@ -164,9 +187,46 @@ class CheckResult:
 
 
 def marks(series: Series, metric: str, params: Params) -> list[Mark]:
-    """Every point of the series judged on metric (or on its status), oldest first."""
-    judge = _status_mark if metric == STATUS_METRIC else _metric_mark
-    return [judge(series, i, metric, params) for i in range(len(series.points))]
+    """Every point of the series judged on metric (or on its status), oldest first. Each point's
+    baseline leaves out the earlier points judged beyond the threshold, so they are judged in order."""
+    if metric == STATUS_METRIC:
+        return [_status_mark(series, i, metric, params) for i in range(len(series.points))]
+    out: list[Mark] = []
+    for i in range(len(series.points)):
+        out.append(_metric_mark(series, i, metric, params, out))
+    return out
+
+
+def streak(judged: Sequence[Mark]) -> int:
+    """How many of the newest marks are flagged in a row; a flagged mark of a young series (its noise
+    not yet measured) keeps the row going but does not count in it."""
+    count = 0
+    for mark in reversed(judged):
+        if not mark.flagged:
+            break
+        count += not mark.young
+    return count
+
+
+def verdict_of(judged: Sequence[Mark], metric: str, params: Params) -> tuple[str, str]:
+    """What the newest of a series' marks (oldest first) means for the gate, and its note."""
+    last = judged[-1]
+    run_of = streak(judged)
+    if last.flagged and last.young:
+        return "watch", _join(last.note, f"a series' first {MIN_NOISE_NIGHTS} runs only warn: its noise is unknown")
+    if last.flagged and run_of >= params.consecutive:
+        verdict = "new failure" if metric == STATUS_METRIC else "regression"
+        return verdict, _join(last.note, f"flagged in the newest {run_of} runs")
+    if last.flagged:
+        return "watch", _join(
+            f"flagged in the newest {run_of} of the {params.consecutive} runs that fail the gate", last.note
+        )
+    before = streak(judged[:-1])
+    if before and last.flag in (WITHIN, IMPROVED):
+        return VERDICT_OF_FLAG[last.flag], _join(
+            last.note, f"recovered: back within the threshold after {before} flagged runs"
+        )
+    return VERDICT_OF_FLAG[last.flag], last.note
 
 
 def judge_run(
@@ -210,22 +270,8 @@ def _series_rows(series: Series, run_id: int, params: Params, metrics: Sequence[
 def _verdict_row(series: Series, j: int, metric: str, params: Params) -> dict[str, Any]:
     judged = marks(series, metric, params)[: j + 1]
     last = judged[-1]
-    streak = 0
-    for mark in reversed(judged):
-        if not mark.flagged:
-            break
-        streak += 1
-    note = last.note
-    if last.flagged and streak >= params.consecutive:
-        verdict = "new failure" if metric == STATUS_METRIC else "regression"
-        note = f"{note}; flagged in the newest {streak} runs" if note else f"flagged in the newest {streak} runs"
-    elif last.flagged:
-        verdict = "watch"
-        note = f"flagged in the newest {streak} of the {params.consecutive} runs that fail the gate" + (
-            f"; {last.note}" if last.note else ""
-        )
-    else:
-        verdict = VERDICT_OF_FLAG[last.flag]
+    run_of = streak(judged)
+    verdict, note = verdict_of(judged, metric, params)
     point = series.points[j]
     return {
         "scenario": series.scenario,
@@ -236,11 +282,11 @@ def _verdict_row(series: Series, j: int, metric: str, params: Params) -> dict[st
         "value": _nan(last.value),
         "baseline": _nan(last.baseline),
         "change_pct": _nan(last.change_pct),
-        "threshold_pct": math.nan if metric == STATUS_METRIC else params.thresholds.for_metric(metric),
+        "threshold_pct": _threshold_shown(last, metric, params),
         "baseline_n": last.baseline_n,
         "repeats_n": len(point.repeats.get(metric, ())) if metric != STATUS_METRIC else 0,
         "p_value": _nan(last.p_value),
-        "streak": f"{streak}/{params.consecutive}",
+        "streak": f"{run_of}/{params.consecutive}",
         "verdict": verdict,
         "note": note,
     }
@@ -267,40 +313,100 @@ def _baseline_points(series: Series, i: int, metric: str, params: Params) -> tup
     return list(series.points[start:i]), accepted
 
 
-def _metric_mark(series: Series, i: int, metric: str, params: Params) -> Mark:
+def _metric_mark(series: Series, i: int, metric: str, params: Params, before: Sequence[Mark]) -> Mark:
+    """Point i on metric; before: the marks of the points before it (the same metric)."""
     point = series.points[i]
     value = point.values.get(metric)
-    earlier, accepted = _baseline_points(series, i, metric, params)
-    earlier = [p for p in earlier if p.values.get(metric) is not None][-params.window :]
+    level, accepted = _baseline_points(series, i, metric, params)
+    first = i - len(level)
+    clean = [p for k, p in enumerate(level, start=first) if p.values.get(metric) is not None and _clean(before[k])]
+    earlier = clean[-params.window :]
     if value is None:
         return Mark(point.run_id, metric, NO_VALUE, note=f"no ok repeat ({point.status})")
     if not earlier:
         flag = ACCEPTED if accepted else NO_BASELINE
         note = f"accepted: {accepted.note}" if accepted else "no earlier run at this level"
         return Mark(point.run_id, metric, flag, value=value, note=note)
-    baseline = float(statistics.median(float(p.values[metric]) for p in earlier))  # type: ignore[arg-type]
+    nights = [float(p.values[metric]) for p in earlier]  # type: ignore[arg-type]
+    baseline = float(statistics.median(nights))
     change = round(percent_change(baseline, value), 6)  # judged as shown, no float dust
     found: dict[str, Any] = {"value": value, "baseline": baseline, "change_pct": change, "baseline_n": len(earlier)}
     if accepted:
         return Mark(point.run_id, metric, ACCEPTED, note=f"accepted: {accepted.note}", **found)
     if metric not in DIRECTIONS:  # shown, not judged (final_loss: a non-finite one is "diverged")
         return Mark(point.run_id, metric, WITHIN, **found)
-    if abs(change) <= params.thresholds.for_metric(metric):
-        return Mark(point.run_id, metric, WITHIN, **found)
+    measured = [float(v) for v in (p.values.get(metric) for p in series.points[:i]) if v is not None]
+    limit, widened = _threshold(measured[-NOISE_NIGHTS:], metric, params)
+    found["threshold_pct"] = limit
+    found["young"] = len(measured) < MIN_NOISE_NIGHTS
+    if abs(change) <= limit:
+        drift = _drift(series, first, i, metric, baseline, limit, params)
+        if drift:
+            note, p_value = drift
+            return Mark(point.run_id, metric, DRIFT, p_value=p_value, note=_join(note, widened), **found)
+        mattered = abs(change) > params.thresholds.for_metric(metric)  # within only by the widening
+        return Mark(point.run_id, metric, WITHIN, note=widened if mattered and widened else "", **found)
     cpu = _cpu_note(point, earlier) if metric in SPEED_METRICS else None
     if change * DIRECTIONS[metric] > 0:
-        return Mark(point.run_id, metric, IMPROVED, note=_join(cpu), **found)
+        return Mark(point.run_id, metric, IMPROVED, note=_join(widened, cpu), **found)
     own = point.repeats.get(metric, ())
-    pool = [v for p in earlier for v in p.repeats.get(metric, ())]
-    if len(own) < MIN_REPEATS or len(pool) < MIN_REPEATS:
-        note = f"threshold only: fewer than {MIN_REPEATS} ok repeats to test"
-        return Mark(point.run_id, metric, BEYOND, note=_join(note, cpu), **found)
+    if len(own) < MIN_REPEATS or len(nights) < MIN_REPEATS:
+        note = f"threshold only: fewer than {MIN_REPEATS} ok repeats or baseline runs to test"
+        return Mark(point.run_id, metric, BEYOND, note=_join(note, widened, cpu), **found)
     alpha = params.thresholds.alpha
-    p_value = mann_whitney_p(own, pool, "greater" if change > 0 else "less")
+    p_value = mann_whitney_p(own, nights, "greater" if change > 0 else "less")
     if p_value <= alpha + 1e-12:  # 1/20 at 3 vs 3 must pass, as in compare
-        return Mark(point.run_id, metric, BEYOND, p_value=p_value, note=_join(cpu), **found)
+        return Mark(point.run_id, metric, BEYOND, p_value=p_value, note=_join(widened, cpu), **found)
     note = f"beyond the threshold, but its repeats do not confirm it (p > {alpha:g})"
-    return Mark(point.run_id, metric, NOISY, p_value=p_value, note=_join(note, cpu), **found)
+    return Mark(point.run_id, metric, NOISY, p_value=p_value, note=_join(note, widened, cpu), **found)
+
+
+def _clean(mark: Mark) -> bool:
+    """May a later baseline count this point? Not when it was beyond the threshold the wrong way."""
+    return mark.flag not in OUT_OF_BASELINE
+
+
+def _threshold(nights: Sequence[float], metric: str, params: Params) -> tuple[float, str | None]:
+    """The metric's threshold, widened by the series' night-to-night noise (over its newest nights,
+    whatever their level) where that is larger; and a note saying so."""
+    floor = params.thresholds.for_metric(metric)
+    if len(nights) < MIN_NOISE_NIGHTS:
+        return floor, None
+    limit, noise_pct = widened_threshold(nights, floor, params.noise_factor)
+    if noise_pct is None:
+        return floor, None
+    note = (
+        f"threshold {limit:.1f}%: {params.noise_factor:g} x this series' night-to-night noise "
+        f"({noise_pct:.1f}% over {len(nights)} runs)"
+    )
+    return limit, note
+
+
+def _drift(
+    series: Series, first: int, i: int, metric: str, baseline: float, limit: float, params: Params
+) -> tuple[str, float] | None:
+    """(a note, the test's p) when the newest drift_nights points of the level (up to i) move
+    steadily the wrong way (bench.history.trend.drift); None otherwise, or when there are fewer."""
+    if not params.drift_nights:
+        return None
+    values = [p.values.get(metric) for p in series.points[first : i + 1]]
+    nights = [float(v) for v in values if v is not None][-params.drift_nights :]
+    if len(nights) < params.drift_nights:
+        return None
+    found = drift(nights, baseline, limit, -DIRECTIONS[metric], params.thresholds.alpha)
+    if found is None:
+        return None
+    note = (
+        f"drift: {found.slope_pct:+.2f}% a run over the newest {found.nights} runs ({found.total_pct:+.1f}% "
+        f"in all; Mann-Kendall p = {found.p_value:.3g})"
+    )
+    return note, found.p_value
+
+
+def _threshold_shown(mark: Mark, metric: str, params: Params) -> float:
+    if metric == STATUS_METRIC:
+        return math.nan
+    return mark.threshold_pct if mark.threshold_pct is not None else params.thresholds.for_metric(metric)
 
 
 def _cpu_note(point: Point, earlier: list[Point]) -> str | None:
@@ -321,7 +427,8 @@ def _status_mark(series: Series, i: int, metric: str, params: Params) -> Mark:
     earlier, accepted = _baseline_points(series, i, metric, params)
     if accepted:
         return Mark(point.run_id, metric, ACCEPTED, note=f"{point.status}; accepted: {accepted.note}")
-    earlier = earlier[-params.window :]
+    # ok at any time since the level began: a failure stays new (and red) until it is accepted or
+    # the scenario runs ok again
     if any(p.status == OK for p in earlier):
         return Mark(point.run_id, metric, FAILED, baseline_n=len(earlier), note=f"{point.status}; ok before")
     why = "failing before too" if earlier else "no earlier run at this level"

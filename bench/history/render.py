@@ -17,7 +17,7 @@ from ..fmt import METRIC_LABELS, csv_escape, md_cell, md_table, metric_num, num,
 from ..termtable import PIPE_WIDTH, Column, FitTable
 from .api import SeriesView
 from .chart import LEGEND, marker_line, sparkline
-from .judge import CHECK_COLUMNS, GATE_FAILS, CheckResult
+from .judge import CHECK_COLUMNS, GATE_FAILS, MIN_NOISE_NIGHTS, CheckResult
 
 CHECK_SCHEMA = "gpubench.history.check/1"
 RUN_COLUMNS = [
@@ -66,6 +66,7 @@ STYLES = {
     "interrupted": "red",
     "ok": "green",
     "beyond": "bold red",
+    "drift": "bold red",
 }
 
 
@@ -207,11 +208,13 @@ def gate_line(result: CheckResult) -> str:
 
 def method_text(result: CheckResult) -> str:
     p = result.params
+    noise = f" or {p.noise_factor:g}x the night-to-night noise" if p.noise_factor else ""
+    drift = f", or drifting over the newest {p.drift_nights} runs" if p.drift_nights else ""
     return (
-        f"baseline: median of the last {p.window} runs of each series since its last accepted "
-        f"step; flagged: beyond {p.thresholds.speed_pct:g}% (speed) or {p.thresholds.memory_pct:g}% "
-        f"(peak memory) and, with 3+ ok repeats, confirmed by a one-sided Mann-Whitney U test "
-        f"(alpha {p.thresholds.alpha:g}); fails when flagged in the newest {p.consecutive} runs"
+        f"baseline: median of the last {p.window} unflagged runs since the last accepted step; "
+        f"flagged: beyond {p.thresholds.speed_pct:g}% (speed), {p.thresholds.memory_pct:g}% (memory){noise}, "
+        f"confirmed by a one-sided Mann-Whitney test (3+ repeats, alpha {p.thresholds.alpha:g}){drift}; "
+        f"fails when flagged in the newest {p.consecutive} runs (not in a series' first {MIN_NOISE_NIGHTS})"
     )
 
 
@@ -270,6 +273,8 @@ def check_data(result: CheckResult) -> dict[str, Any]:
             "speed_pct": p.thresholds.speed_pct,
             "memory_pct": p.thresholds.memory_pct,
             "alpha": p.thresholds.alpha,
+            "drift_nights": p.drift_nights,
+            "noise_factor": p.noise_factor,
         },
         "method": method_text(result),
         "counts": result.counts,
