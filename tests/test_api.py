@@ -103,3 +103,15 @@ def test_env_json_says_when_the_checkout_differs_from_its_commit(tmp_path: Path)
     assert clean["dirty"] is False and len(str(clean["commit"])) == 40
     (tmp_path / "a.py").write_text("x = 2\n")
     assert git_info(tmp_path)["dirty"] is True
+
+
+def test_a_cpu_run_reads_torch_without_starting_it(tmp_path: Path) -> None:
+    """--device cpu (and auto without a GPU driver): torch's version from its files, no child."""
+    from importlib.metadata import version
+
+    from bench.run import probe as probe_mod
+
+    seen = probe_mod.probe("cpu", tmp_path)
+    assert seen["torch"] == version("torch") and seen["devices"] == [] and not (tmp_path / "probe.log").exists()
+    if probe_mod.no_gpu_driver():
+        assert probe_mod.probe("auto", tmp_path) == seen

@@ -94,10 +94,10 @@ def assert_one_line(done: Done, *parts: str) -> str:
 def no_real_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that got past its checks would ask a child what torch sees: here that is a failure."""
 
-    def probe(scratch: Path) -> dict[str, Any]:
+    def probe(scratch: Path | None = None) -> dict[str, Any]:
         raise AssertionError("the run went past its checks")
 
-    monkeypatch.setattr(plan, "probe_torch", probe)
+    monkeypatch.setattr(plan, "probe", lambda device, scratch: probe(scratch))
     monkeypatch.setattr(run_cmd, "_sigterm_as_interrupt", lambda: None)  # leave this process's SIGTERM be
     monkeypatch.setattr(envinfo.cpuspeed, "probe", lambda only=None: {"passes": 8, "p90_over_p10": 1.1})
 

@@ -19,7 +19,7 @@ from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..scenario import Scenario
 from .launcher import DEFAULT_LAUNCHER
 from .outdir import check_unlocked, check_unused
-from .probe import probe_torch, resolve_device
+from .probe import probe, resolve_device
 from .request import RunRequest, check_checkpoint, check_device_name, check_request, check_writable
 
 
@@ -78,9 +78,9 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
     check_writable(out)
     check_unlocked(out)
     try:
-        probe = probe_torch(scratch)
-        device, uuid = resolve_device(request.device, probe)
-        uuids = gpu_uuids(device, probe)
+        seen = probe(request.device, scratch)
+        device, uuid = resolve_device(request.device, seen)
+        uuids = gpu_uuids(device, seen)
         name, scenarios, model = _scenarios(request, device)
         scenarios = resolve_gpus(scenarios, device, uuids)
     except BaseException:
@@ -102,7 +102,7 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         cpu_affinity=affinity,
         gpu_uuids=uuids,
     )
-    return plan, probe
+    return plan, seen
 
 
 CPU_ALL_PROCESSES = 2  # gpus = "all" on the CPU: enough gloo processes to exercise the collectives
@@ -177,9 +177,9 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
                 hint="resume without --matrix to finish the run as it was planned",
             )
     resolve_models(scenarios, device)  # the checkpoints are still there
-    probe = probe_torch(scratch)
-    device, uuid = resolve_device(device, probe)
-    uuids = gpu_uuids(device, probe)
+    seen = probe(device, scratch)
+    device, uuid = resolve_device(device, seen)
+    uuids = gpu_uuids(device, seen)
     scenarios = resolve_gpus(scenarios, device, uuids)
     check_writable(out)
     name = str(saved.get("matrix", ""))
@@ -199,7 +199,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         cpu_affinity=affinity,
         gpu_uuids=uuids,
     )
-    return plan, probe
+    return plan, seen
 
 
 def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, ...], str]:

@@ -32,6 +32,49 @@ def probe_torch(scratch: Path) -> dict[str, Any]:
     return data
 
 
+def no_gpu_driver() -> bool:
+    """No NVIDIA driver (/dev/nvidiactl, nvidia-smi) and no ROCm (/dev/kfd): `--device auto` can
+    only mean the CPU, so torch need not be started to find out."""
+    import shutil
+
+    return not (Path("/dev/nvidiactl").exists() or Path("/dev/kfd").exists() or shutil.which("nvidia-smi"))
+
+
+def probe(device: str, scratch: Path) -> dict[str, Any]:
+    """What torch sees: asked of a child, or for the CPU read without starting torch."""
+    if device == "cpu" or (device == "auto" and no_gpu_driver()):
+        return describe_cpu_torch()
+    return probe_torch(scratch)
+
+
+def describe_cpu_torch() -> dict[str, Any]:
+    """What `--device cpu` needs to know of torch, without starting it (a child that imports torch
+    costs 2-3 s of CPU): its version and CUDA build, read from torch/version.py as text. A torch
+    that cannot start is then met by the first worker, whose row says why."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise BadInput("torch is not installed in this environment", hint="run `make install`")
+    values: dict[str, Any] = {}
+    try:
+        tree = ast.parse((Path(spec.origin).parent / "version.py").read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Constant):
+                target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+                if isinstance(target, ast.Name):
+                    values[target.id] = node.value.value
+    except (OSError, SyntaxError, ValueError):
+        pass
+    return {
+        "torch": values.get("__version__"),
+        "cuda_runtime": values.get("cuda"),
+        "cuda_available": None,
+        "devices": [],
+    }
+
+
 def resolve_device(requested: str, probe: dict[str, Any]) -> tuple[str, str | None]:
     """(device, GPU UUID) from auto|cpu|cuda|cuda:N; asking for a GPU that is not there is bad input."""
     devices = probe.get("devices", [])
