@@ -18,7 +18,7 @@ from bench.run.childenv import worker_env
 from bench.run.launcher import DEFAULT_LAUNCHER, ForkLauncher, WorkerJob
 from bench.scenario import Scenario
 
-SCENARIOS = {"a": {}, "b": {"batch_size": 2}, "crash": {"inject_fault": "sigkill"}}
+SCENARIOS = {"a": {}, "crash": {"inject_fault": "sigkill"}}  # a spawned worker costs ~9 s of CPU
 FIRST_CPU = min(os.sched_getaffinity(0))  # both runs pin their workers to it (--cpu-affinity)
 
 
@@ -55,16 +55,16 @@ def test_fork_is_the_default_on_linux() -> None:
 @pytest.mark.parametrize("launcher", ["fork", "spawn"])
 def test_both_launchers_give_the_same_rows(both: dict[str, Path], launcher: str) -> None:
     frame = results(both[launcher]).set_index("scenario")
-    assert dict(frame["status"]) == {"a": "ok", "b": "ok", "crash": "crashed"}
+    assert dict(frame["status"]) == {"a": "ok", "crash": "crashed"}
     assert frame.loc["crash", "error"] == "worker killed by signal SIGKILL before writing a result"
     assert json.loads((both[launcher] / "env.json").read_text())["launcher"] == launcher
     # each worker is its own process, leading its own group (its pid file), never the runner
     pids = {int((both[launcher] / "work" / f"{s}-r0" / "pid").read_text()) for s in SCENARIOS}
-    assert len(pids) == 3
+    assert len(pids) == len(SCENARIOS)
     # --cpu-affinity: the fork server's children inherit its pinning, a spawned worker pins itself
-    assert list(frame.loc[["a", "b"], "cpu_affinity"]) == [str(FIRST_CPU)] * 2
+    assert list(frame.loc[["a"], "cpu_affinity"]) == [str(FIRST_CPU)]
     assert json.loads((both[launcher] / "env.json").read_text())["cpu_affinity"] == str(FIRST_CPU)
-    steps = [json.loads(frame.loc[s, "startup_breakdown"]) for s in ("a", "b")]
+    steps = [json.loads(frame.loc[s, "startup_breakdown"]) for s in ("a",)]
     if launcher == "fork":  # forked with the imports done: no import step of its own
         assert all("forked" in st and "imports" not in st for st in steps)
     else:
@@ -74,7 +74,7 @@ def test_both_launchers_give_the_same_rows(both: dict[str, Path], launcher: str)
 def test_the_launchers_agree_on_the_training(both: dict[str, Path]) -> None:
     fork, spawn = (results(both[k]).set_index("scenario") for k in ("fork", "spawn"))
     for column in ("final_loss", "window_steps", "model_params", "flops_per_sample"):
-        assert list(fork.loc[["a", "b"], column]) == list(spawn.loc[["a", "b"], column]), column
+        assert list(fork.loc[["a"], column]) == list(spawn.loc[["a"], column]), column
 
 
 def _spec(tmp_path: Path) -> tuple[Path, Path]:

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 import typer
-from harness import gpubench, write_matrix
+from harness import gpubench
 from typer.testing import CliRunner
 
 from bench.cli import predict_cmd
 from bench.matrix import load_matrix
 from bench.memory import render
-from bench.results import PREDICTED_COLUMNS, read_results, write_results
+from bench.results import write_results
 
 FULL = load_matrix("full").names()
 
@@ -187,19 +187,3 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
     assert done.stderr.startswith(message)
     assert len(done.stderr.strip().splitlines()) == 1
     assert done.stdout == ""
-
-
-@pytest.mark.slow
-def test_a_cpu_run_writes_predicted_columns(tmp_path: Path) -> None:
-    matrix = write_matrix(tmp_path / "m.toml", {"baseline": {}, "fp16": {"precision": "fp16"}})
-    out = tmp_path / "out"
-    done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", out, timeout=240)
-    assert done.returncode == 0, done.stderr[-2000:]
-    frame = read_results(out)
-    assert list(frame["status"]) == ["ok", "ok"]
-    numeric = [c for c in PREDICTED_COLUMNS if c not in ("pred_peak_phase", "pred_peak_error_pct")]
-    assert frame[numeric].notna().all().all() and (frame["pred_peak_allocated_mb"] > 0).all()
-    assert frame["torch_max_allocated_mb"].isna().all()  # no CUDA: nothing measured by torch
-    assert frame["pred_peak_error_pct"].isna().all()  # so no error either
-    fp32, fp16 = frame.to_dict("records")
-    assert fp32["pred_autocast_copies_mb"] == 0 and fp16["pred_autocast_copies_mb"] > 0

@@ -209,19 +209,6 @@ def test_a_failing_report_is_only_a_warning(fake_run: RunRequest, monkeypatch: p
     assert (plan.out / "results.csv").is_file() and not (plan.out / "report.html").exists()
 
 
-@pytest.mark.slow
-def test_gpubench_run_end_to_end_writes_report_html(tmp_path: Path) -> None:
-    """The real command. Only tf32, which the CPU skips, keeps it fast; the hook is the same."""
-    out = tmp_path / "run"
-    done = gpubench("run", "--matrix", "quick", "--only", "tf32", "--out", out, timeout=300)
-    assert done.returncode == 0, done.stderr
-    html = (out / "report.html").read_text(encoding="utf-8")
-    assert "<h1>gpubench report: quick on CPU</h1>" in html
-    assert "tf32 is a CUDA matmul mode" in section_text(html, "problems")
-    assert "No scenario produced a measurement." in html and html.count("<svg ") == 3
-    assert "could not write the HTML report" not in done.stderr
-
-
 def section_text(html: str, section_id: str) -> str:
     start = html.index(f'<section id="{section_id}">')
     return html[start : html.index("</section>", start)]

@@ -14,7 +14,7 @@ from harness import gpubench, leftover_temp_files, results, statuses, write_matr
 
 from bench import cpus
 from bench.matrix import load_matrix
-from bench.results import COLUMNS, ENV_JSON, RESULTS_CSV, SCENARIOS_JSON
+from bench.results import COLUMNS, ENV_JSON, PREDICTED_COLUMNS, RESULTS_CSV, SCENARIOS_JSON
 from bench.scenario import Scenario
 
 pytestmark = pytest.mark.slow
@@ -67,6 +67,25 @@ def test_quick_run_rows_and_statuses(quick: tuple[subprocess.CompletedProcess[st
     assert by.loc["grad-accum", "batch_size"] == 1 and by.loc["grad-accum", "grad_accum_steps"] == 4
     assert by.loc["fp16", "precision"] == "fp16" and by.loc["accelerate", "engine"] == "accelerate"
     assert by.loc["workers", "dataloader_workers"] == 2
+
+
+def test_quick_run_writes_predicted_columns(quick: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    frame = results(quick[1]).set_index("scenario")
+    ok = frame[frame["status"] == "ok"]
+    numeric = [c for c in PREDICTED_COLUMNS if c not in ("pred_peak_phase", "pred_peak_error_pct")]
+    assert ok[numeric].notna().all().all() and (ok["pred_peak_allocated_mb"] > 0).all()
+    assert ok["torch_max_allocated_mb"].isna().all()  # no CUDA: nothing measured by torch
+    assert ok["pred_peak_error_pct"].isna().all()  # so no error either
+    assert frame.loc["baseline", "pred_autocast_copies_mb"] == 0 and frame.loc["fp16", "pred_autocast_copies_mb"] > 0
+
+
+def test_quick_run_writes_report_html(quick: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    done, out = quick
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "<h1>gpubench report: quick on CPU</h1>" in html
+    start = html.index('<section id="problems">')
+    assert "tf32 is a CUDA matmul mode" in html[start : html.index("</section>", start)]
+    assert html.count("<svg ") == 3 and "could not write the HTML report" not in done.stderr
 
 
 def test_quick_run_env_json(quick: tuple[subprocess.CompletedProcess[str], Path]) -> None:
