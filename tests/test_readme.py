@@ -2,8 +2,10 @@
 resolve inside the repository, and every `gpubench` command it shows runs as shown.
 
 Commands are taken from the README's fenced code blocks, one per line, trailing `# comment` cut
-off. Each runs as a real `python -m bench` subprocess in a scratch folder that holds copies of the
-published result sets it names, with the history database there too (GPUBENCH_DB). A command
+off. `gpubench run` runs as a real `python -m bench` subprocess; the other commands run in process
+(typer's CliRunner, with errors turned into exit codes as `gpubench` does: a subprocess each cost
+about 2 s of CPU for the imports alone), in a scratch folder that holds copies of the published
+result sets they name, with the history database there too (GPUBENCH_DB). A command
 exits 0 unless its comment says `exit N`. `gpubench run` would train: it runs as shown plus
 `--time-limit 0.001`, so it does everything a run does before its first worker (parses every
 option, loads the matrix, applies --only/--model/--samples..., probes torch, checks the output
@@ -243,24 +245,50 @@ def check_outcome(command: Command, done: subprocess.CompletedProcess[str], expe
     return ""
 
 
+def in_process(args: list[str], work: Path) -> subprocess.CompletedProcess[str]:
+    """`gpubench ARGS` in this process, in `work`, its exit code as bench.cli.main would give it."""
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+    from bench.errors import GpubenchError
+
+    old = Path.cwd()
+    os.chdir(work)
+    try:
+        result = CliRunner().invoke(app, args, env={"GPUBENCH_DB": str(work / "history.sqlite"), "COLUMNS": "120"})
+    finally:
+        os.chdir(old)
+    code = result.exit_code
+    if isinstance(result.exception, GpubenchError):
+        code = int(result.exception.exit_code)
+    elif result.exception is not None and not isinstance(result.exception, SystemExit):
+        code = 1
+    stderr = result.stderr + (f"\n{type(result.exception).__name__}: {result.exception}" if code == 1 else "")
+    return subprocess.CompletedProcess(args, code, result.stdout, stderr)
+
+
 def run_command(command: Command, work: Path, env: dict[str, str]) -> str:
     args, expected = invocation(command)
-    done = subprocess.run(
-        gpubench_cmd(*args),
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        stdin=subprocess.DEVNULL,
-    )
+    if command.kind != "run":
+        done = in_process(args, work)
+    else:
+        done = subprocess.run(
+            gpubench_cmd(*args),
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     why = check_outcome(command, done, expected, work)
     return f"`gpubench {' '.join(args)}`: {why}\n{done.stderr[-1500:]}" if why else ""
 
 
 def run_all(commands: list[Command], work: Path) -> list[str]:
-    """Run every command; the failures, each with its stderr. A run and its resume, and the history
-    commands, each run in README order in one thread; every other command in a thread of its own."""
+    """Run every command; the failures, each with its stderr. The runs (a run and its resume) go in
+    README order in a thread of their own; the in-process commands (which change the working
+    folder) in README order in this one, the history commands among them."""
     env = {
         **user_env(),
         "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
@@ -268,14 +296,16 @@ def run_all(commands: list[Command], work: Path) -> list[str]:
     }
     work.mkdir(parents=True, exist_ok=True)
     copy_published_sets(commands, work)
-    ordered = {"run": [c for c in commands if c.kind == "run"], "history": [c for c in commands if c.kind == "history"]}
-    groups = [g for g in ordered.values() if g] + [[c] for c in commands if c.kind not in ordered]
+    runs = [c for c in commands if c.kind == "run"]
+    rest = [c for c in commands if c.kind != "run"]
 
     def run_group(group: list[Command]) -> list[str]:
         return [why for why in (run_command(c, work, env) for c in group) if why]
 
-    with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
-        return [why for found in pool.map(run_group, groups) for why in found]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        running = pool.submit(run_group, runs)
+        failures = run_group(rest)
+        return running.result() + failures
 
 
 def test_every_readme_command_runs_as_shown(tmp_path: Path) -> None:
@@ -287,9 +317,14 @@ def test_every_readme_command_runs_as_shown(tmp_path: Path) -> None:
 
 def test_a_wrong_run_option_fails_the_check(tmp_path: Path) -> None:
     """The check of `gpubench run` is not vacuous: the option it adds does not hide a wrong one."""
-    wrong = readme_commands("```\ngpubench run --matrix full --repeat 3 --out results/x\n```\n")
+    wrong = readme_commands(
+        "```\ngpubench run --matrix full --repeat 3 --out results/x\ngpubench list --matrix nope\n"
+        "gpubench compare results/none/a results/none/b   # exit 1\n```\n"
+    )
     failures = run_all(wrong, tmp_path / "work")
-    assert len(failures) == 1 and "exit 2, expected 4" in failures[0]
+    assert len(failures) == 3, failures
+    assert "exit 2, expected 4" in failures[0] and "exit 2, expected 0" in failures[1]
+    assert "exit 2, expected 1" in failures[2]
 
 
 def test_command_extraction() -> None:
