@@ -9,9 +9,10 @@ from .. import cpus
 
 
 def worker_env(
-    gpu_uuid: str | None, inductor_cache: Path | None = None, cpu_affinity: tuple[int, ...] | None = None
+    visible_gpus: str | None, inductor_cache: Path | None = None, cpu_affinity: tuple[int, ...] | None = None
 ) -> dict[str, str]:
-    """The child's environment: offline, unbuffered, and only the chosen GPU visible. With
+    """The child's environment: offline, unbuffered, and only the chosen GPUs visible
+    (CUDA_VISIBLE_DEVICES: a UUID for one GPU, visible_devices() for several). With
     `inductor_cache`, torch.compile's caches live there (unless the user set TORCHINDUCTOR_CACHE_DIR),
     so a run's compile times do not depend on what earlier runs left in /tmp."""
     env = dict(os.environ)
@@ -28,8 +29,8 @@ def worker_env(
             "TRANSFORMERS_VERBOSITY": "warning",
         }
     )
-    if gpu_uuid:
-        env["CUDA_VISIBLE_DEVICES"] = gpu_uuid
+    if visible_gpus:
+        env["CUDA_VISIBLE_DEVICES"] = visible_gpus
     env.pop(cpus.ENV_VAR, None)
     if cpu_affinity:
         env[cpus.ENV_VAR] = ",".join(map(str, cpu_affinity))

@@ -172,8 +172,10 @@ def run_one(
             "timeout_s": timeout_s,
         },
     )
+    log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"
     if sc.distributed:
-        return _run_distributed(plan, sc, repeat, model, gpu_name, workdir, interrupts)
+        job = WorkerJob(spec_path, result_path, timeout_s, log_path, interrupts=interrupts)
+        return _run_distributed(plan, sc, repeat, model, gpu_name, job, launched_at)
     sampler = MemorySampler(nvml) if nvml and plan.sample_memory else None
     if sampler is not None:
         sampler.idle_mb = nvml.used_mb() if nvml else 0.0
@@ -186,7 +188,6 @@ def run_one(
         if sampler is not None:
             sampler.start(pid)
 
-    log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"
     proc = launcher.run(WorkerJob(spec_path, result_path, timeout_s, log_path, started, interrupts))
     peaks = sampler.stop() if sampler else None
     status, error, figures = _outcome(proc, result_path, timeout_s, kills_before)
@@ -200,36 +201,30 @@ def _run_distributed(
     repeat: int,
     model: str,
     gpu_name: str | None,
-    workdir: Path,
-    interrupts: Interrupts | None,
+    job: WorkerJob,
+    launched_at: float,
 ) -> dict[str, Any]:
     """A multi-process scenario: torchrun over this node's GPUs (or gloo processes on the CPU),
     memory sampled on each GPU, the rank files read when something failed."""
-    spec_path, result_path = workdir / "spec.json", workdir / "result.json"
-    launched_at = float(read_json(spec_path)["launched_at"])
     uuids = plan.gpu_uuids[: sc.world_size // sc.nnodes] if plan.device != "cpu" else ()
     handles = [h for h in (open_nvml(u)[0] for u in uuids) if h is not None] if plan.sample_memory else []
     sampler = TreeSampler(handles) if handles and len(handles) == len(uuids) else None
-    log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"
-    env = worker_env(None, plan.inductor_cache, plan.cpu_affinity)
-    if uuids:
-        first = int(plan.device.split(":")[1])
-        env["CUDA_VISIBLE_DEVICES"] = visible_devices(list(range(first, first + len(uuids))))
-    timeout_s = plan.timeout_for(sc)
+    first = int(plan.device.split(":")[1]) if uuids else 0
+    visible = visible_devices(list(range(first, first + len(uuids)))) if uuids else None
     proc = torchrun.launch(
         sc,
-        spec_path,
-        result_path,
-        timeout_s=timeout_s,
-        log_path=log_path,
-        env=env,
+        job.spec,
+        job.result,
+        timeout_s=job.timeout_s,
+        log_path=job.log_path,
+        env=worker_env(visible, plan.inductor_cache, plan.cpu_affinity),
         on_start=sampler.start if sampler else None,
-        interrupts=interrupts,
+        interrupts=job.interrupts,
     )
     per_gpu = sampler.stop() if sampler else []
-    status, error, figures = _outcome(proc, result_path, timeout_s, None)
+    status, error, figures = _outcome(proc, job.result, job.timeout_s, None)
     if status != "ok" and status != "skipped" and not proc.interrupted:
-        told = torchrun.failure(workdir, sc.world_size, proc.timed_out, tail(log_path, 20000))
+        told = torchrun.failure(job.result.parent, sc.world_size, proc.timed_out, tail(job.log_path, 20000))
         if told is not None:
             status, error = told
             figures = {}
@@ -237,7 +232,7 @@ def _run_distributed(
     if per_gpu and status != "skipped":
         row["nvml_process_peak_sum_mb"] = sum(p.peak_mb for p in per_gpu)
         row["gpu_peaks_mb"] = ",".join(f"{p.peak_mb:.0f}" for p in per_gpu)
-    return _finish_row(row, sc, model, gpu_name, figures, launched_at, proc, log_path)
+    return _finish_row(row, sc, model, gpu_name, figures, launched_at, proc, job.log_path)
 
 
 def _largest(per_gpu: list[MemoryPeaks]) -> MemoryPeaks | None:

@@ -14,9 +14,10 @@ import datetime
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where it is used: from_env() is read before the worker's imports
+    import torch
 
 from .window import STOPS
 
@@ -78,6 +79,7 @@ def window_agreement(timeout_s: float) -> Callable[[str | None], str | None]:
     NCCL: reading an NCCL result on the host would wait for the GPU's queued work (a sync inside the
     window). Ranks that reach the check point before rank 0 wait for it on the host only; their GPU
     keeps running what was queued. Every rank must call this at the same point (it makes a group)."""
+    import torch
     import torch.distributed as dist
 
     group = None

@@ -103,22 +103,26 @@ def run_worker(spec_file: str, result_file: str, marks: dict[str, float]) -> int
 
 def _rank_file(spec: dict[str, Any], result_path: Path) -> Path | None:
     """rank-N.json beside the result, for a rank of a multi-process scenario; None otherwise."""
-    if spec["scenario"].get("strategy", "none") == "none" or "RANK" not in os.environ:
+    from .dist import from_env
+
+    rank = from_env()
+    if spec["scenario"].get("strategy", "none") == "none" or rank is None:
         return None
-    return result_path.parent / f"rank-{int(os.environ['RANK'])}.json"
+    return result_path.parent / f"rank-{rank.rank}.json"
 
 
 def _end_rank(rank_file: Path, result_path: Path, result: dict[str, Any]) -> int:
     """A rank's end: its own outcome in rank-N.json; the node's result.json from local rank 0 once
     every rank has succeeded (the figures are gathered, so they are the whole job's). A failed rank
     exits 1, so that torchrun stops the others instead of leaving them waiting in a collective."""
+    from . import dist
+
     ok = result["status"] in ("ok", "diverged", "skipped")
     atomic_write_json(rank_file, {"status": result["status"], "reason": result.get("reason", ""), "pid": os.getpid()})
-    if ok and os.environ.get("LOCAL_RANK", "0") == "0":
+    rank = dist.from_env()
+    if ok and rank is not None and rank.leader:
         atomic_write_json(result_path, result)
-    with contextlib.suppress(Exception):
-        from . import dist
-
-        if ok:
+    if ok:
+        with contextlib.suppress(Exception):
             dist.close()
     return 0 if ok else 1
