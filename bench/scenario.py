@@ -8,17 +8,28 @@ from typing import Any
 
 from .checks import MAX_SECONDS, bounded
 from .errors import BadInput, did_you_mean
+from .models import DECODER_PRESETS, family
 
 ENGINES = ("trainer", "accelerate")
 PRECISIONS = ("fp32", "fp16", "bf16")
-# our name -> the HF Trainer's `optim` string
-OPTIMIZERS = {
-    "adamw": "adamw_torch",
+# our name -> the HF Trainer's `optim` string; None: gpubench builds the optimizer itself and hands
+# it to the Trainer through `optimizers=` (bench/worker/tracking.py make_optimizer)
+OPTIMIZERS: dict[str, str | None] = {
+    "adamw": "adamw_torch",  # torch's default implementation (foreach on CUDA)
     "adamw_fused": "adamw_torch_fused",
+    "adamw_foreach": None,  # torch.optim.AdamW(foreach=True), said explicitly
     "adafactor": "adafactor",
     "adamw_8bit": "adamw_bnb_8bit",
+    "paged_adamw_8bit": "paged_adamw_8bit",  # bitsandbytes' paged 8-bit AdamW (states in unified memory)
+    "adam8bit_manual": None,  # the guide's manual recipe: bnb.optim.Adam8bit with its decay groups
     "sgd": "sgd",
 }
+BNB_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit", "adam8bit_manual")
+# Decoder LLM techniques (docs/llm.md)
+PEFTS = ("none", "lora")
+QUANTIZE_BASES = ("none", "int8", "nf4")  # bitsandbytes' LLM.int8() and 4-bit NormalFloat base weights
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's `mode`
+MAX_LORA_RANK = 65_536
 ATTENTION = ("default", "eager", "sdpa")
 # torch.compile over the whole model (what the Trainer's torch_compile does) or over each repeated
 # transformer block ("regional compilation": one compiled graph reused by every layer).
@@ -75,6 +86,16 @@ class Scenario:
     seq_len: int = 512
     warmup_steps: int = 10
     window: int | str = "epoch"  # "epoch" | "auto" | optimizer steps
+    compile_mode: str = "default"  # torch.compile's mode, with compile = true
+    # -- decoder LLM techniques (a Llama-style model; docs/llm.md)
+    peft: str = "none"  # "lora": train low-rank adapters on a frozen base
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_targets: str = "all-linear"  # PEFT's target_modules: "all-linear" or names, comma-separated
+    quantize_base: str = "none"  # the frozen base's weights through bitsandbytes (QLoRA: nf4)
+    liger: bool = False  # Liger's fused Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear cross-entropy)
+    fp8: bool = False  # float8 matmuls for the nn.Linear layers (torchao's float8 training)
+    activation_offload: bool = False  # tensors saved for backward go to pinned CPU memory
     seed: int = 42
     timeout_s: float | None = None
     inject_fault: str = "none"
@@ -112,6 +133,9 @@ class Scenario:
             ("compile_scope", COMPILE_SCOPES),
             ("data_source", DATA_SOURCES),
             ("inject_fault", FAULTS),
+            ("compile_mode", COMPILE_MODES),
+            ("peft", PEFTS),
+            ("quantize_base", QUANTIZE_BASES),
         ):
             value = getattr(self, key)
             if not isinstance(value, str) or value not in choices:
@@ -120,16 +144,19 @@ class Scenario:
                 raise bad(key, value, why)
         for key, (least, most) in WHOLE_RANGES.items():
             bounded(getattr(self, key), what(key, getattr(self, key)), least, most, whole=True)
-        for key in ("grad_checkpointing", "tf32", "pin_memory", "compile"):
+        for key in ("grad_checkpointing", "tf32", "pin_memory", "compile", "liger", "fp8", "activation_offload"):
             if not isinstance(getattr(self, key), bool):
                 raise bad(key, getattr(self, key), "must be true or false")
         if self.compile_scope != "model" and not self.compile:
             raise bad("compile_scope", self.compile_scope, "needs compile = true")
+        if self.compile_mode != "default" and not self.compile:
+            raise bad("compile_mode", self.compile_mode, "needs compile = true")
         if self.timeout_s is not None:
             bounded(self.timeout_s, what("timeout_s", self.timeout_s), 0, MAX_SECONDS, above=True, unit="seconds")
         if not self.model.strip():
             raise bad("model", self.model, "must be a preset name or a local directory")
         self._check_parallel(bad)
+        self._check_llm(bad)
         if self.optimizer_steps <= self.warmup_steps:
             raise bad(
                 "warmup_steps",
@@ -153,6 +180,52 @@ class Scenario:
                 f"{self.samples} samples at batch {self.batch_size} x accumulation {self.grad_accum_steps} make "
                 f"only {self.optimizer_steps} optimizer steps; raise samples or lower window",
             )
+
+    def _check_llm(self, bad: Any) -> None:
+        """The decoder techniques: each in range, on a model that has them, none contradicting another."""
+        if not _whole(self.lora_rank, 1, MAX_LORA_RANK):
+            raise bad("lora_rank", self.lora_rank, f"must be a whole number from 1 to {MAX_LORA_RANK}")
+        if not _whole(self.lora_alpha, 1, 1_000_000):
+            raise bad("lora_alpha", self.lora_alpha, "must be a whole number from 1 to 1000000")
+        if not isinstance(self.lora_targets, str) or not _module_names(self.lora_targets):
+            raise bad(
+                "lora_targets",
+                self.lora_targets,
+                'must be "all-linear" or module names separated by commas (q_proj,v_proj)',
+            )
+        if self.peft == "none":
+            for key, default in (("lora_rank", 16), ("lora_alpha", 32), ("lora_targets", "all-linear")):
+                if getattr(self, key) != default:
+                    raise bad(key, getattr(self, key), 'needs peft = "lora"')
+            if self.quantize_base != "none":
+                raise bad(
+                    "quantize_base",
+                    self.quantize_base,
+                    'needs peft = "lora": quantized base weights cannot be trained, only adapters on them',
+                )
+        fam = family(self.model)
+        if fam == "bert":
+            for key in ("peft", "quantize_base", "liger"):
+                if getattr(self, key) not in ("none", False):
+                    raise bad(
+                        key,
+                        getattr(self, key),
+                        f"is for the decoder presets ({', '.join(DECODER_PRESETS)}) or a Llama checkpoint, "
+                        f"not the BERT model '{self.model}'",
+                    )
+        if self.fp8:
+            if self.precision != "bf16":
+                raise bad("fp8", True, 'needs precision = "bf16" (float8 matmuls inside a bf16 mixed-precision step)')
+            if self.quantize_base != "none":
+                raise bad("fp8", True, "cannot be combined with quantize_base: the base's matmuls are bitsandbytes'")
+            if self.strategy == "deepspeed":
+                raise bad("fp8", True, "is not wired through DeepSpeed here; use ddp or fsdp")
+        if self.quantize_base != "none" and self.strategy in ("fsdp", "deepspeed"):
+            raise bad(
+                "quantize_base", self.quantize_base, "cannot be sharded here: bitsandbytes' layers need ddp or none"
+            )
+        if self.activation_offload and self.strategy == "deepspeed":
+            raise bad("activation_offload", True, "is not combined with DeepSpeed here (it has its own offload)")
 
     def _check_parallel(self, bad: Any) -> None:
         """The multi-process fields: each in range, and no two that contradict each other."""
@@ -240,8 +313,18 @@ class Scenario:
             return "DeepSpeed's engine needs a GPU here (its CPU accelerator needs Intel's extension for PyTorch)"
         if self.strategy == "fsdp" and self.engine == "trainer":
             return "the Trainer runs FSDP only on accelerators; on the CPU it would silently train with DDP"
-        if self.offload != "none":
+        if self.offload != "none" or self.activation_offload:
             return "offloading to the CPU has no meaning when training on the CPU"
+        if self.quantize_base != "none":
+            return f"{self.quantize_base} base weights are bitsandbytes' CUDA kernels"
+        if self.optimizer == "paged_adamw_8bit":
+            return "paged optimizer states live in CUDA unified memory"
+        if self.liger:
+            return "Liger's kernels are Triton kernels for GPUs"
+        if self.fp8:
+            return "float8 matmuls need a GPU with FP8 tensor cores (Ada, Hopper or newer)"
+        if self.compile_mode == "reduce-overhead":
+            return "reduce-overhead captures CUDA graphs"
         return None
 
     def settings(self) -> dict[str, Any]:
@@ -254,6 +337,13 @@ class Scenario:
 
 def _whole(value: Any, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _module_names(value: str) -> bool:
+    if value == "all-linear":
+        return True
+    names = value.split(",")
+    return all(n and all(c.isalnum() or c in "_." for c in n) for n in names)
 
 
 def _endpoint(value: str) -> bool:

@@ -97,7 +97,8 @@ def test_unknown_key_in_base_and_at_top_level(tmp_path: Path) -> None:
         ({"precision": "bfloat16"}, "precision = 'bfloat16' is not one of fp32, fp16, bf16; did you mean 'bf16'?"),
         (
             {"optimizer": "adam"},
-            "optimizer = 'adam' is not one of adamw, adamw_fused, adafactor, adamw_8bit, sgd; did you mean 'adamw'?",
+            "optimizer = 'adam' is not one of adamw, adamw_fused, adamw_foreach, adafactor, adamw_8bit, "
+            "paged_adamw_8bit, adam8bit_manual, sgd; did you mean 'adamw'?",
         ),
         ({"engine": "deepspeed"}, "engine = 'deepspeed' is not one of trainer, accelerate"),
         ({"tf32": "yes"}, "tf32 = 'yes' must be true or false"),

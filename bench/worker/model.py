@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from ..models import PRESETS
+from ..models import PRESETS, preset_config
 
 
 def build_model(model: str, device: torch.device, attn_implementation: str) -> Any:
@@ -16,7 +16,8 @@ def build_model(model: str, device: torch.device, attn_implementation: str) -> A
     if attn_implementation != "default":
         extra["attn_implementation"] = attn_implementation
     if model in PRESETS:
-        config = BertConfig(**PRESETS[model])
+        _, kwargs = preset_config(model)
+        config = BertConfig(**kwargs)
         # Initialising on the device skips building 1.3 GB on the CPU and copying it over.
         with device:
             built = AutoModelForSequenceClassification.from_config(config, **extra)

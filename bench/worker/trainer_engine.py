@@ -49,7 +49,7 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         gradient_accumulation_steps=sc.grad_accum_steps,
         fp16=sc.precision == "fp16",
         bf16=sc.precision == "bf16",
-        optim=OPTIMIZERS[sc.optimizer],
+        optim=OPTIMIZERS[sc.optimizer] or "adamw_torch",  # None: handed over through optimizers=
         dataloader_num_workers=sc.dataloader_workers,
         dataloader_pin_memory=sc.pin_memory,
         dataloader_drop_last=True,
