@@ -46,7 +46,7 @@ def test_fp16_and_bf16_flags_are_accepted_as_the_guide_writes_them(tmp_path: Pat
     assert [s.precision for s in load_matrix(str(path)).scenarios] == ["fp16", "bf16", "fp32"]
 
 
-@pytest.mark.parametrize("name", ["full", "quick", "throughput", "nightly"])
+@pytest.mark.parametrize("name", ["full", "quick", "throughput", "nightly", "multi-gpu", "precision", "llm"])
 def test_shipped_matrices_load(name: str) -> None:
     m = load_matrix(name)
     assert m.scenarios and m.description
