@@ -51,7 +51,7 @@ def test_csv_and_markdown_hold_a_record_per_scenario(tmp_path: Path) -> None:
     table = invoke(*args, "--format", "csv").stdout.splitlines()
     assert table[0] == ",".join(render.RECORD_COLUMNS)
     assert [line.split(",")[0] for line in table[1:]] == ["baseline", "fp16"]
-    assert table[1].endswith(",backward,7906.5,True")
+    assert table[1].endswith(",backward,activations,7906.5,True")
     out = tmp_path / "predict.md"
     written = invoke(*args, "--format", "markdown", "-o", str(out))
     assert written.stdout == "" and f"gpubench: wrote {out}" in written.stderr
@@ -72,6 +72,7 @@ def test_json_is_locked() -> None:
         "phases_mb",
         "peak_mb",
         "peak_phase",
+        "peak_term",
         "need_mb",
         "fits",
         "measured_mb",

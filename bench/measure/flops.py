@@ -1,10 +1,30 @@
-"""Model FLOPs and MFU: 6 x matmul parameters x tokens plus the attention term, over a dense peak.
+"""Model FLOPs and MFU: what the scenario's technique computes, over the dense peak it runs at.
 
-FLOPs per sample (forward + backward) = 6 * P_matmul * seq + 12 * layers * hidden * seq^2, where
-P_matmul is the parameter count without the embedding tables (lookups, not matmuls) — the
-convention of Kaplan et al. (2020) and the PaLM paper's MFU (2022). Gradient checkpointing
-recomputes the forward, but MFU counts model FLOPs, so it is not added.
-Peaks are dense (never the 2:4 sparsity figure) for the precision the matmuls actually run in.
+FLOPs per sample (forward + backward), the convention of Kaplan et al. (2020) and the PaLM paper's
+MFU (Chowdhery et al. 2022): 2 FLOPs per multiply-add per matmul parameter per token forward, 4 more
+backward (input and weight gradients), plus attention's score and value matmuls:
+
+  BERT (bidirectional)  6 x P_matmul x seq + 12 x layers x hidden x seq^2, P_matmul = the parameters
+                        without the embedding tables (lookups, not matmuls)
+  decoder (causal)      6 x P_matmul x seq + 6 x layers x seq^2 x (heads x head_dim): P_matmul = the
+                        decoder layers' Linears + the LM head (counted once even when tied to the
+                        input embedding: the head's matmul is real; the table lookup is not). A
+                        causal mask needs only the lower half of the score matrix, so attention
+                        counts half of the bidirectional 12 x ... - the convention of the
+                        FlashAttention-2 paper (Dao 2023, section 4: causal FLOPs are half) and
+                        Megatron-LM's MFU accounting for causal masks.
+  LoRA                  4 x P_base x seq + 6 x P_adapters x seq (+ attention as above): the frozen
+                        base computes its forward (2) and the input gradients the adapters below it
+                        need (2), never weight gradients; the adapters train fully (6). The LoRA
+                        paper (Hu et al. 2021, section 4.2: no gradients for most parameters) and
+                        the usual PEFT accounting.
+  QLoRA                 FLOPs as LoRA; the base is dequantized and its matmuls run in the compute
+                        dtype (bf16), so MFU is against the bf16 peak.
+  FP8                   MFU against the FP8 dense peak (torchao's Float8Linear runs the Linears in
+                        FP8; attention and the head stay bf16, so this MFU understates the bf16 part).
+
+Gradient checkpointing recomputes the forward, but MFU counts model FLOPs, so it is not added.
+Peaks are dense (never the 2:4 sparsity figure) for the number format the matmuls run in.
 """
 
 from __future__ import annotations
@@ -14,23 +34,30 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..errors import GpubenchError
+from ..memory.decoder import DecoderDims, decoder_dims_from_config, is_layer_linear, param_tensors
 from ..models import PRESETS
+from ..scenario import Scenario
 
 # name pattern -> {precision class: dense TFLOP/s}, source. First match wins: specific before general.
 _DS = "NVIDIA datasheet, dense (half the with-sparsity figure)"
 _GA102 = "NVIDIA Ampere GA102 whitepaper, dense, FP32 accumulate"
 _AD102 = "NVIDIA Ada Lovelace whitepaper, dense, FP32 accumulate"
+# FP8 (dense): H100 SXM 3,958 TFLOP/s with sparsity in its datasheet = 1,979 dense; the H200 SXM is
+# the same GH100 at the same clocks (1,979). L4: 485 with sparsity = 242.5 dense. The H100 PCIe,
+# H100 NVL, H200 NVL and RTX 4090 FP8 figures could not be confirmed from a datasheet here: left
+# out, so their FP8 rows get no MFU (peak_source says why) rather than a guessed one.
 PEAKS: list[tuple[str, dict[str, float], str]] = [
     (r"H200 NVL", {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}, "NVIDIA H200 NVL " + _DS),
-    (r"H200", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}, "NVIDIA H200 SXM " + _DS),
+    (r"H200", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1979.0}, "NVIDIA H200 SXM " + _DS),
     (r"H100 NVL", {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}, "NVIDIA H100 NVL " + _DS),
     (r"H100 PCIe", {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}, "NVIDIA H100 PCIe " + _DS),
-    (r"H100", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}, "NVIDIA H100 SXM " + _DS),
+    (r"H100", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1979.0}, "NVIDIA H100 SXM " + _DS),
     (r"A100", {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}, "NVIDIA A100 " + _DS),
     (r"V100S", {"fp32": 16.4, "fp16": 130.0}, "NVIDIA V100S datasheet (no bf16/tf32)"),
     (r"V100.*PCI", {"fp32": 14.0, "fp16": 112.0}, "NVIDIA V100 PCIe datasheet (no bf16/tf32)"),
     (r"V100", {"fp32": 15.7, "fp16": 125.0}, "NVIDIA V100 SXM2 datasheet (no bf16/tf32)"),
-    (r"\bL4\b", {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0}, "NVIDIA L4 " + _DS),
+    (r"\bL4\b", {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5}, "NVIDIA L4 " + _DS),
     (r"\bA10\b", {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0}, "NVIDIA A10 " + _DS),
     (r"RTX 4090", {"fp32": 82.6, "tf32": 82.6, "bf16": 165.2, "fp16": 165.2}, "RTX 4090, " + _AD102),
     (r"RTX 3090", {"fp32": 35.6, "tf32": 35.6, "bf16": 71.0, "fp16": 71.0}, "RTX 3090, " + _GA102),
@@ -38,35 +65,44 @@ PEAKS: list[tuple[str, dict[str, float], str]] = [
 ]
 
 
-def precision_class(precision: str, tf32: bool) -> str:
-    """The number format the matmuls run in: autocast precision, else tf32 or plain fp32."""
+def precision_class(precision: str, tf32: bool, fp8: bool = False) -> str:
+    """The number format the matmuls run in: fp8 (torchao), autocast precision, else tf32 or fp32.
+    A quantized base (QLoRA) dequantizes to the compute dtype, so it is the autocast precision."""
+    if fp8:
+        return "fp8"
     if precision in ("fp16", "bf16"):
         return precision
     return "tf32" if tf32 else "fp32"
 
 
-def peak_tflops(gpu_name: str | None, precision: str, tf32: bool) -> tuple[float | None, str]:
+def peak_tflops(gpu_name: str | None, precision: str, tf32: bool, fp8: bool = False) -> tuple[float | None, str]:
     """(dense peak, source); (None, why) for an unknown GPU or format: never another GPU's peak."""
     if not gpu_name:
         return None, "no GPU: MFU not defined on the CPU"
-    cls = precision_class(precision, tf32)
+    cls = precision_class(precision, tf32, fp8)
     for pattern, table, source in PEAKS:
         if re.search(pattern, gpu_name):
             if cls not in table:
-                return None, f"{gpu_name} has no {cls} tensor-core peak in the table"
-            return table[cls], source
+                return None, f"{gpu_name} has no confirmed {cls} tensor-core peak in the table: MFU left empty"
+            return table[cls], source + (" (FP8)" if cls == "fp8" else "")
     return None, f"unknown GPU '{gpu_name}': no peak in the table, MFU left empty"
 
 
-def model_dims(model: str) -> dict[str, Any] | None:
-    """hidden, layers, embedding sizes from a preset or a checkpoint's config.json."""
+def _config(model: str) -> dict[str, Any] | None:
     if model in PRESETS:
-        cfg = PRESETS[model]
-    else:
-        try:
-            cfg = json.loads((Path(model) / "config.json").read_text())
-        except (OSError, ValueError):
-            return None
+        return PRESETS[model]
+    try:
+        cfg = json.loads((Path(model) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def model_dims(model: str) -> dict[str, Any] | None:
+    """BERT's hidden, layers, embedding sizes from a preset or a checkpoint's config.json."""
+    cfg = _config(model)
+    if cfg is None:
+        return None
     try:
         hidden, layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
     except (KeyError, TypeError, ValueError):
@@ -75,22 +111,58 @@ def model_dims(model: str) -> dict[str, Any] | None:
     return {"hidden": hidden, "layers": layers, "embedding_params": emb_rows * hidden}
 
 
-def flops_per_sample(total_params: int, dims: dict[str, Any], seq_len: int) -> float:
+def bert_flops_per_sample(total_params: int, dims: dict[str, Any], seq_len: int) -> float:
     matmul_params = max(total_params - dims["embedding_params"], 0)
     return 6.0 * matmul_params * seq_len + 12.0 * dims["layers"] * dims["hidden"] * seq_len**2
 
 
+def decoder_matmul_params(d: DecoderDims) -> int:
+    """The decoder layers' Linears + the LM head (V x h, once, tied or not)."""
+    return sum(t.numel for t in param_tensors(d) if is_layer_linear(t)) + d.vocab * d.hidden
+
+
+def adapter_params(d: DecoderDims, sc: Scenario) -> int:
+    from ..memory.decoder_weights import adapter_tensors
+
+    return sum(t.numel for t in adapter_tensors(d, sc))
+
+
+def decoder_flops_per_sample(d: DecoderDims, sc: Scenario) -> float:
+    s = sc.seq_len
+    attention = 6.0 * d.layers * s * s * d.q_width  # causal: half of 12 x L x s^2 x (heads x head_dim)
+    base = decoder_matmul_params(d)
+    if sc.peft == "lora":
+        return 4.0 * base * s + 6.0 * adapter_params(d, sc) * s + attention
+    return 6.0 * base * s + attention
+
+
+def flops_per_sample(sc: Scenario, model: str, total_params: int | None) -> tuple[float | None, str]:
+    """(FLOPs per sample, "" ) or (None, why); BERT needs the worker's parameter count."""
+    cfg = _config(model)
+    if cfg is None:
+        return None, "model dimensions unknown"
+    if cfg.get("model_type") == "llama":
+        try:
+            return decoder_flops_per_sample(decoder_dims_from_config(cfg, model), sc), ""
+        except GpubenchError as exc:
+            return None, f"model dimensions unusable: {exc.message}"
+    dims = model_dims(model)
+    if dims is None or not total_params:
+        return None, "model dimensions unknown"
+    return bert_flops_per_sample(total_params, dims, sc.seq_len), ""
+
+
 def figures(
+    sc: Scenario,
     model: str,
     total_params: int | None,
-    seq_len: int,
     samples_per_s: float | None,
     gpu_name: str | None,
-    precision: str,
     tf32: bool,
     gpus: int = 1,
 ) -> dict[str, Any]:
-    """FLOPs and MFU; with several GPUs `samples_per_s` is the job's and the peak is all GPUs'."""
+    """FLOPs and MFU of one results row; with several GPUs `samples_per_s` is the job's and the
+    peak is all GPUs'. `tf32` is what the run really used (the scenario's or the worker's report)."""
     out: dict[str, Any] = {
         "flops_per_sample": None,
         "achieved_tflops": None,
@@ -98,13 +170,12 @@ def figures(
         "mfu": None,
         "peak_source": "",
     }
-    dims = model_dims(model)
-    if dims is None or not total_params:
-        out["peak_source"] = "model dimensions unknown"
+    per_sample, why = flops_per_sample(sc, model, total_params)
+    if per_sample is None:
+        out["peak_source"] = why
         return out
-    per_sample = flops_per_sample(total_params, dims, seq_len)
     out["flops_per_sample"] = per_sample
-    peak, source = peak_tflops(gpu_name, precision, tf32)
+    peak, source = peak_tflops(gpu_name, sc.precision, tf32, sc.fp8)
     if peak and gpus > 1:
         peak, source = peak * gpus, f"{gpus} x {source}"
     out["peak_tflops"], out["peak_source"] = peak, source

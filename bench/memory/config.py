@@ -12,10 +12,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInput
 from ..models import PRESETS
+
+if TYPE_CHECKING:
+    from .decoder import DecoderDims
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class ParamTensor:
 
     @property
     def is_embedding(self) -> bool:
-        return self.name.endswith("_embeddings.weight")
+        return self.name.endswith(("_embeddings.weight", "embed_tokens.weight"))
 
     @property
     def is_linear_weight(self) -> bool:
@@ -58,8 +61,8 @@ class ParamTensor:
 
     @property
     def no_decay(self) -> bool:
-        """Biases and LayerNorm weights: the Trainer's second optimizer group (no weight decay)."""
-        return self.name.endswith(".bias") or "LayerNorm" in self.name
+        """Biases and norm weights: the Trainer's second optimizer group (no weight decay)."""
+        return self.name.endswith((".bias", "norm.weight")) or "LayerNorm" in self.name
 
 
 _KEYS = {  # our name -> config.json key
@@ -73,10 +76,17 @@ _KEYS = {  # our name -> config.json key
 }
 
 
-def dims_from_config(cfg: dict[str, Any], origin: str) -> BertDims:
+def dims_from_config(cfg: dict[str, Any], origin: str) -> BertDims | DecoderDims:
     model_type = cfg.get("model_type", "bert")
+    if model_type == "llama":
+        from .decoder import decoder_dims_from_config
+
+        return decoder_dims_from_config(cfg, origin)
     if model_type != "bert":
-        raise BadInput(f"{origin}: model_type '{model_type}' is not bert; memory prediction knows BERT only")
+        raise BadInput(
+            f"{origin}: model_type '{model_type}' is not bert or llama; memory prediction knows BERT "
+            "classifiers and Llama-style causal LMs"
+        )
     missing = [key for key in _KEYS.values() if key not in cfg]
     if missing:
         raise BadInput(f"{origin}: the config has no {', '.join(missing)}")
@@ -88,7 +98,7 @@ def dims_from_config(cfg: dict[str, Any], origin: str) -> BertDims:
         raise BadInput(f"{origin}: {exc.message}") from None
 
 
-def load_dims(model: str) -> BertDims:
+def load_dims(model: str) -> BertDims | DecoderDims:
     """A preset's dimensions, or those in a checkpoint directory's config.json (read, never run)."""
     if model in PRESETS:
         return dims_from_config(PRESETS[model], f"preset {model}")

@@ -12,11 +12,12 @@ The CUDA context and the allocator's slack are not predicted; they come from a c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..scenario import Scenario
 from . import terms
 from .config import BertDims, buffer_bytes, param_count, param_tensors
+from .decoder import DecoderDims
 from .sharding import shard, world
 
 PHASES = ("forward", "backward", "optimizer_step")
@@ -37,6 +38,8 @@ class Prediction:
     workspace: int  # cuBLAS workspaces (forward thread + autograd thread)
     phases: dict[str, int]
     notes: tuple[str, ...] = ()
+    # phase -> term -> bytes: what each phase's figure is made of (they sum to `phases`)
+    phase_terms: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def peak(self) -> int:
@@ -46,10 +49,24 @@ class Prediction:
     def peak_phase(self) -> str:
         return max(PHASES, key=lambda p: self.phases[p])
 
+    @property
+    def peak_term(self) -> str:
+        """The largest term of the peak phase: what to shrink first."""
+        terms = self.phase_terms.get(self.peak_phase) or {}
+        return max(terms, key=lambda t: terms[t]) if terms else ""
 
-def predict(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction:
+
+def summed(phase_terms: dict[str, dict[str, int]]) -> dict[str, int]:
+    return {phase: sum(terms.values()) for phase, terms in phase_terms.items()}
+
+
+def predict(sc: Scenario, d: BertDims | DecoderDims, assumed_gpus: int = 2) -> Prediction:
     """Pure arithmetic on the model's dimensions and the scenario's settings; per GPU for a
     multi-process scenario (sharding.py), gpus = "all" counted as `assumed_gpus`."""
+    if isinstance(d, DecoderDims):
+        from .decoder_phases import predict_decoder
+
+        return predict_decoder(sc, d, assumed_gpus)
     tensors = param_tensors(d)
     b, s = sc.batch_size, sc.seq_len
     half = sc.precision in terms.HALF
@@ -58,8 +75,8 @@ def predict(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction:
 
     w = terms.weights(tensors, buffer_bytes(d))
     g = terms.grads(tensors)
-    states = terms.optimizer_states(tensors, sc.optimizer, sc.engine)
-    temp = terms.optimizer_temporaries(tensors, sc.optimizer, sc.engine)
+    states, paged = terms.optimizer_split(tensors, sc.optimizer, sc.engine)
+    temp = terms.optimizer_temporaries(*terms.as_built(tensors, sc.optimizer, sc.engine))
     ws = terms.workspace()
     layer = terms.layer_activations(d, b, s, half, eager)
     if sc.grad_checkpointing:
@@ -82,17 +99,21 @@ def predict(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction:
     if sc.strategy in ("fsdp", "deepspeed"):
         temp = temp // n if per_gpu.weights else 0  # the step runs on the shard (or on the CPU)
     accumulated = g if sc.grad_accum_steps > 1 else 0
-    resident = w + states + ws + accumulated + per_gpu.resident_extra
-    phases = {
-        "forward": resident + acts + cache,
-        "backward": resident
-        + acts
-        + saved_copies
-        + recompute
-        + terms.backward_transient(tensors, d, b, s)
-        + per_gpu.backward_extra,
-        "optimizer_step": w + states + g + ws + temp + per_gpu.resident_extra,
+    common = {"weights": w, "optimizer states": states, "workspace": ws, "sharding buffers": per_gpu.resident_extra}
+    resident = {**common, "accumulated gradients": accumulated}
+    phase_terms = {
+        "forward": {**resident, "activations": acts, "half weight copies": cache},
+        "backward": {
+            **resident,
+            "activations": acts,
+            "half weight copies": saved_copies,
+            "recompute": recompute,
+            "backward transient": terms.backward_transient(tensors, d, b, s),
+            "gradient buckets": per_gpu.backward_extra,
+        },
+        "optimizer_step": {**common, "gradients": g, "step temporaries": temp},
     }
+    phases = summed(phase_terms)
     if sc.strategy != "none":
         assumed = f' (gpus = "all" counted as {assumed_gpus}; --gpus N to say)' if sc.gpus == "all" else ""
         notes.append(f"per GPU over {n} processes ({sc.strategy}){assumed}; activations of one GPU's micro-batch")
@@ -102,8 +123,7 @@ def predict(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction:
         notes.append(
             "torch.compile: Inductor picks what to save and adds its own buffers; these are the eager-mode figures"
         )
-    if sc.optimizer == "adamw_8bit" and sc.engine == "trainer":
-        notes.append("the Trainer keeps 32-bit states for nn.Embedding weights")
+    notes += terms.optimizer_notes(sc.optimizer, sc.engine, paged)
     return Prediction(
         scenario=sc.name,
         params=param_count(d),
@@ -116,4 +136,5 @@ def predict(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction:
         workspace=ws,
         phases=phases,
         notes=tuple(notes),
+        phase_terms=phase_terms,
     )

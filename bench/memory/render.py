@@ -19,7 +19,16 @@ if TYPE_CHECKING:
 
 JSON_SCHEMA = "gpubench.predict/1"
 TERMS = ("weights", "autocast_copies", "grads", "optimizer", "optimizer_temp", "activations", "workspace")
-RECORD_COLUMNS = ["scenario", "params", *(f"{t}_mb" for t in TERMS), "peak_mb", "peak_phase", "need_mb", "fits"]
+RECORD_COLUMNS = [
+    "scenario",
+    "params",
+    *(f"{t}_mb" for t in TERMS),
+    "peak_mb",
+    "peak_phase",
+    "peak_term",
+    "need_mb",
+    "fits",
+]
 CHECKS = (
     ("weights", "weights"),
     ("forward", "after fwd"),
@@ -68,7 +77,7 @@ def breakdown_table(report: PredictReport) -> Table:
             _mb(p.activations),
             _mb(p.workspace),
             _mb(p.peak),
-            p.peak_phase,
+            f"{p.peak_phase}: {p.peak_term}",
         ]
         if report.gpu_memory_mb is not None:
             cells += [f"{row.need_mb:,.0f}", "[green]yes[/green]" if row.fits else "[red]no[/red]"]
@@ -132,6 +141,7 @@ def records(report: PredictReport) -> list[dict[str, Any]]:
                 **terms,
                 "peak_mb": round(p.peak / MB, 1),
                 "peak_phase": p.peak_phase,
+                "peak_term": p.peak_term,
                 "need_mb": round(row.need_mb, 1),
                 "fits": row.fits,  # None without --gpu-memory
             }
@@ -166,6 +176,7 @@ def to_data(report: PredictReport) -> dict[str, Any]:
             "phases_mb": {k: v / MB for k, v in p.phases.items()},
             "peak_mb": p.peak / MB,
             "peak_phase": p.peak_phase,
+            "peak_term": p.peak_term,
             "need_mb": row.need_mb,
             "fits": row.fits,
             "measured_mb": row.measured,

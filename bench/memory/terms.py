@@ -24,6 +24,10 @@ WORKSPACE_PER_THREAD = 32 * MB
 WORKSPACE_THREADS = 2
 BNB_BLOCKSIZE = 256  # bitsandbytes Optimizer2State.init_state: block-wise 8-bit, one fp32 absmax per block
 BNB_MIN_8BIT_SIZE = 4096  # bitsandbytes: tensors with fewer elements keep 32-bit states
+# bitsandbytes Optimizer8bit.get_state_buffer: a paged optimizer puts state1/state2 of tensors with
+# 1e5 elements or more in CUDA unified memory (F.get_paged -> cget_managed_ptr = cudaMallocManaged),
+# outside torch's caching allocator; absmax (torch.zeros) and smaller tensors' states stay inside.
+BNB_PAGED_MIN_SIZE = 100_000
 HALF = ("fp16", "bf16")
 
 
@@ -85,6 +89,45 @@ def optimizer_states(tensors: list[ParamTensor], optimizer: str, engine: str) ->
     if optimizer == "sgd":  # momentum 0: no state
         return 0
     raise ValueError(f"unknown optimizer {optimizer!r}")
+
+
+def as_built(tensors: list[ParamTensor], optimizer: str, engine: str) -> tuple[list[ParamTensor], str, str]:
+    """gpubench's own optimizers as the equivalent Trainer choice: foreach AdamW is torch's AdamW
+    in one group, the guide's manual Adam8bit is bitsandbytes' 8-bit Adam with no embedding
+    override (the Trainer's override comes from its own create_optimizer only)."""
+    if optimizer == "adamw_foreach":
+        return tensors, "adamw", "accelerate"
+    if optimizer == "adam8bit_manual":
+        return tensors, "adamw_8bit", "accelerate"
+    if optimizer == "paged_adamw_8bit":
+        return tensors, "adamw_8bit", engine
+    return tensors, optimizer, engine
+
+
+def optimizer_split(tensors: list[ParamTensor], optimizer: str, engine: str) -> tuple[int, int]:
+    """(bytes in torch's allocator, bytes in CUDA unified memory) of the optimizer states."""
+    total = optimizer_states(*as_built(tensors, optimizer, engine))
+    if optimizer != "paged_adamw_8bit":
+        return total, 0
+    paged = 0
+    for t in tensors:
+        if t.numel >= BNB_PAGED_MIN_SIZE:  # (both 8-bit and the Trainer's 32-bit embedding states)
+            per_state = t.numel * 4 if engine == "trainer" and t.is_embedding else t.numel
+            paged += 2 * alloc(per_state)
+    return total - paged, paged
+
+
+def optimizer_notes(optimizer: str, engine: str, paged: int) -> list[str]:
+    out = []
+    if optimizer in ("adamw_8bit", "paged_adamw_8bit") and engine == "trainer":
+        out.append("the Trainer keeps 32-bit states for nn.Embedding weights")
+    if paged:
+        out.append(
+            f"paged 8-bit states: {paged / MB:,.0f} MB in CUDA unified memory (cudaMallocManaged), outside "
+            "torch's allocator: not in the predicted peak nor in max_memory_allocated, but in NVML's figure "
+            "while resident on the GPU"
+        )
+    return out
 
 
 def optimizer_temporaries(tensors: list[ParamTensor], optimizer: str, engine: str) -> int:
