@@ -384,3 +384,22 @@ def test_summarize_says_what_each_change_vs_the_baseline_is_worth() -> None:
     }
     failed = to_frame([row("baseline"), row("oom", status="oom", error="CUDA out of memory", samples_per_s=None)])
     assert summarize(failed).set_index("scenario").loc["oom", "samples_per_s_vs_baseline_noise"] == ""
+
+
+@given(st.sampled_from(["peft", "liger", "lora_rank", "fp8", "compile_mode", "window", "strategy", "gpus"]))
+def test_a_setting_written_before_it_existed_reads_as_its_default(key: str) -> None:
+    """Rows from an older gpubench lack the newer fields (no column, or a blank cell in a file a
+    resumed run rewrote); they ran with the default, and must compare equal to rows that say so."""
+    from bench.scenario import Scenario
+
+    default = getattr(Scenario(name="x"), key)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "results.csv"
+        write_results(path, [row("a", **{key: default}), row("b")])  # b: the cell is blank
+        lines = path.read_text().splitlines()
+        assert read_results(path)[key].tolist() == [default, default]
+        header = lines[0].split(",")
+        at = header.index(key)
+        dropped = [",".join(c for i, c in enumerate(line.split(",")) if i != at) for line in lines]
+        path.write_text("\n".join(dropped) + "\n")  # a file from before the column existed
+        assert read_results(path)[key].tolist() == [default, default]

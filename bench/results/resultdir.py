@@ -11,6 +11,7 @@ calibration, validation) comes through here, so a bad file is one BadInput namin
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from dataclasses import dataclass
@@ -22,8 +23,16 @@ import pandas as pd
 from ..errors import BadInput
 from ..fmt import csv_escape, csv_unescape
 from ..fsio import atomic_write_json, atomic_write_text, read_json
-from .columns import COLUMNS, REQUIRED_COLUMNS, check_row
+from ..scenario import Scenario
+from .columns import COLUMNS, REQUIRED_COLUMNS, SETTING_COLUMNS, check_row
 from .rowcheck import check_rows
+
+# Scenario fields with a default other than None: a blank cell or a missing column is that default.
+SETTING_DEFAULTS = {
+    f.name: f.default
+    for f in dataclasses.fields(Scenario)
+    if f.name in SETTING_COLUMNS and f.default is not None and f.default is not dataclasses.MISSING
+}
 
 RESULTS_CSV, ENV_JSON, SCENARIOS_JSON = "results.csv", "env.json", "scenarios.json"
 
@@ -84,7 +93,19 @@ def read_results(path: Path) -> pd.DataFrame:
     for column in frame.columns:
         if pd.api.types.is_object_dtype(frame[column]) or pd.api.types.is_string_dtype(frame[column]):
             frame[column] = frame[column].map(csv_unescape)
-    return check_rows(path, frame, lines)
+    return with_setting_defaults(check_rows(path, frame, lines))
+
+
+def with_setting_defaults(frame: pd.DataFrame) -> pd.DataFrame:
+    """Settings a row was written without (an older gpubench, before the field existed) read as the
+    field's default, which is what that run did: otherwise a row from before and a row from after
+    the field was added would count as different settings (compare's guard, scaling references)."""
+    for key, default in SETTING_DEFAULTS.items():
+        if key not in frame.columns:
+            frame[key] = [default] * len(frame)
+        elif frame[key].isna().any():
+            frame[key] = frame[key].astype(object).where(frame[key].notna(), default)
+    return frame
 
 
 def _record_lines(path: Path, text: str) -> list[int]:
