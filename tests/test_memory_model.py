@@ -112,6 +112,16 @@ def test_layer_activations_autocast_sdpa() -> None:
     assert terms.layer_activations(SMALL, B, S, half=True, eager=False) == per_sbh * 64 + 2 * 2 * 256 + 2 * 4 * 2 * 4
 
 
+def test_layer_activations_with_half_parameters() -> None:
+    # FSDP2's param_dtype / DeepSpeed's cast: one half layer input shared by Q/K/V, half LN inputs
+    per_sbh = 2 + 3 * 2 + 2 + 1 + 2 + 2 + 1 + 2
+    got = terms.layer_activations(SMALL, B, S, half=True, eager=False, half_params=True)
+    assert got == per_sbh * 64 + 2 * 2 * 256 + 2 * 4 * 2 * 4
+    assert terms.layer_activations(SMALL, B, S, half=False, eager=False, half_params=True) == terms.layer_activations(
+        SMALL, B, S, half=False, eager=False
+    )
+
+
 def test_eager_attention_stores_the_probabilities() -> None:
     # a·s²·b·(softmax fp32 + mask + dropout output): 9 B in fp32 (Korthikanti's 5 with 16-bit)
     sdpa = terms.layer_activations(SMALL, B, S, half=False, eager=False)
@@ -297,3 +307,32 @@ def test_calibrate_needs_gpu_rows(tmp_path: Path) -> None:
     )
     with pytest.raises(BadInput, match="no ok GPU rows"):
         calibrate(tmp_path)
+
+
+# max_memory_allocated (MB, the largest rank, median of 3 repeats) of `gpubench run --matrix
+# multi-gpu` on 2 H200s (results/h200x2-multi-gpu/all-gpus; torch 2.11, accelerate 1.15, DeepSpeed
+# 0.19.8). The issue's target is 15%; the model is within 5.3% of each.
+H200X2_MULTI_GPU = {
+    "ddp": 23564,
+    "fsdp": 15451,
+    "fsdp-grad-op": 16040,
+    "fsdp-offload": 13532,
+    "zero1": 16994,
+    "zero2": 16992,
+    "zero3": 17630,
+    "trainer-ddp": 22286,
+    "trainer-fsdp": 15451,
+    "trainer-zero3": 17628,
+    "ddp-b4": 9103,
+    "fsdp-b4": 3745,
+    "zero2-b4": 5279,
+}
+
+
+@pytest.mark.parametrize("name", list(H200X2_MULTI_GPU))
+def test_multi_gpu_matrix_on_two_h200s(name: str) -> None:
+    from bench.matrix import load_matrix
+
+    scenario = next(s for s in load_matrix("multi-gpu").scenarios if s.name == name).replace(gpus=2)
+    predicted = memory_model.prediction_for(scenario, "bert-large").peak / MB
+    assert abs(error_pct(predicted, H200X2_MULTI_GPU[name])) < 6.0

@@ -6,6 +6,7 @@ process. DeepSpeed and NCCL need a GPU: tests/test_gpu.py."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -82,10 +83,17 @@ def test_no_rank_outlives_its_scenario(run: Path) -> None:
     assert not pids_with(str(run))
 
 
+def free_port() -> int:
+    """A port no one listens on now (a fixed one collides with another suite on the same host)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def test_two_torchrun_agents_are_two_nodes(tmp_path: Path) -> None:
-    matrix = write_matrix(
-        tmp_path / "m.toml", {"ddp": {"gpus": 1, "nnodes": 2, "rdzv_endpoint": "127.0.0.1:29561"}}, base=PARALLEL
-    )
+    endpoint = f"127.0.0.1:{free_port()}"
+    two_nodes = {"ddp": {"gpus": 1, "nnodes": 2, "rdzv_endpoint": endpoint}}
+    matrix = write_matrix(tmp_path / "m.toml", two_nodes, base=PARALLEL)
     runs = [
         start_gpubench(
             "run",

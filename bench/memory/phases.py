@@ -78,7 +78,7 @@ def predict(sc: Scenario, d: BertDims | DecoderDims, assumed_gpus: int = 2) -> P
     states, paged = terms.optimizer_split(tensors, sc.optimizer, sc.engine)
     temp = terms.optimizer_temporaries(*terms.as_built(tensors, sc.optimizer, sc.engine))
     ws = terms.workspace()
-    layer = terms.layer_activations(d, b, s, half, eager)
+    layer = terms.layer_activations(d, b, s, half, eager, half_params=sc.strategy in ("fsdp", "deepspeed"))
     if sc.grad_checkpointing:
         acts = terms.checkpoint_activations(d, b, s, half)
         head_tensors = [t for t in tensors if t.layer is None]

@@ -12,10 +12,12 @@ weights and moments):
   fsdp + offload parameters, gradients and the optimizer step on the CPU: no model states on the GPU
   deepspeed      half precision: ZeRO-1 2Ψ + 2Ψ + 12Ψ/N, ZeRO-2 2Ψ + (2Ψ + 12Ψ)/N, ZeRO-3
                  (2Ψ + 2Ψ + 4Ψ + 12Ψ)/N (its fp32 gradient partition) plus its prefetch bucket;
+                 every stage also keeps its gradient reduction bucket (5e8 elements);
                  DeepSpeed casts the model to the half type, so autocast caches no copies.
                  With offload the GPU holds DeepSpeed's own buffers, which are not predicted.
 
-Activations are those of one GPU's micro-batch, as on one GPU.
+Activations are those of one GPU's micro-batch; under FSDP2 and DeepSpeed in half precision the
+parameters themselves are half, so the residual stream is too (terms.layer_activations).
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from dataclasses import dataclass
 from ..scenario import Scenario
 
 ZERO3_PREFETCH_BYTES = 50_000_000 * 2  # stage3_prefetch_bucket_size (5e7 elements) in half precision
+# DeepSpeed's gradient reduction bucket (contiguous_gradients, on by default): reduce_bucket_size
+# (5e8 elements) in the model's dtype, allocated at the first backward by stages 1 and 2
+# (stage_1_and_2.py setup_buckets) and at start by stage 3, and kept (DeepSpeed 0.19.8). Measured
+# on 2 H200s: ZeRO-1/2 rows held about 1,000 MB that the model states and activations do not explain.
+ZERO_REDUCE_BUCKET_ELEMENTS = 500_000_000
 
 
 @dataclass(frozen=True)
@@ -59,21 +66,22 @@ def shard(sc: Scenario, weights: int, grads: int, optimizer: int, n: int) -> Sta
         if sc.offload != "none":
             return States(0, 0, 0, autocast_cached=False, predicted=False)
         psi4 = weights  # fp32 weights: 4 bytes per parameter
+        bucket = ZERO_REDUCE_BUCKET_ELEMENTS * (2 if half else 4)
         if not half:  # fp32: no master copy; weights 4Ψ, gradients 4Ψ, Adam 8Ψ
             w, g = (psi4 // n if sc.zero_stage == 3 else psi4), (grads // n if sc.zero_stage >= 2 else grads)
-            return States(w, g, optimizer // n)
+            return States(w, g, optimizer // n, resident_extra=bucket)
         half_w = psi4 // 2
         master_and_moments = (psi4 + optimizer) // n
         if sc.zero_stage == 1:
-            return States(half_w, half_w, master_and_moments, autocast_cached=False)
+            return States(half_w, half_w, master_and_moments, resident_extra=bucket, autocast_cached=False)
         if sc.zero_stage == 2:
-            return States(half_w, half_w // n, master_and_moments, autocast_cached=False)
+            return States(half_w, half_w // n, master_and_moments, resident_extra=bucket, autocast_cached=False)
         fp32_grads = psi4 // n
         return States(
             half_w // n,
             half_w // n + fp32_grads,
             master_and_moments,
-            resident_extra=ZERO3_PREFETCH_BYTES,
+            resident_extra=ZERO3_PREFETCH_BYTES + bucket,
             autocast_cached=False,
         )
     return States(weights, grads, optimizer)

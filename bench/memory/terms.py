@@ -151,25 +151,32 @@ def _attention_probs(d: BertDims, b: int, s: int, half: bool) -> int:
     return d.heads * s * s * b * (4 + 1 + (2 if half else 4))
 
 
-def layer_activations(d: BertDims, b: int, s: int, half: bool, eager: bool) -> int:
+def layer_activations(d: BertDims, b: int, s: int, half: bool, eager: bool, half_params: bool = False) -> int:
     """Tensors one encoder layer saves for backward (Korthikanti et al. 2022, Table 2, per tensor).
 
     e = bytes of a matmul input/output (4 in fp32, 2 under autocast); LayerNorm inputs stay fp32
     under autocast (the residual add promotes to fp32), and each of the Q, K, V Linear calls makes
     its own half copy of the fp32 layer input. Dropout masks are 1 B per element.
+
+    `half_params`: the layer's parameters are themselves half (FSDP2's param_dtype, DeepSpeed's
+    cast of the model): the layer input is already half and shared by Q, K, V, and the residual
+    stream and LayerNorm inputs are half too. Measured on 2 H200s (bert-large, batch 32): FSDP2's
+    and ZeRO's activations are 13,161 MB where autocast over fp32 parameters saves 16,232 MB, which
+    is this count to the megabyte (results/README.md#multi-gpu).
     """
     e = 2 if half else 4
-    qkv_inputs = 3 * e if half else 4  # one fp32 tensor shared by Q, K, V; or three half copies
+    ln = 2 if half and half_params else 4  # a LayerNorm input
+    qkv_inputs = (e if half_params else 3 * e) if half else 4  # one tensor shared by Q, K, V; or three half copies
     per_sbh = (
         qkv_inputs
         + 3 * e  # Q, K, V (saved by the attention)
         + e  # attention output, input to the output projection
         + 1
-        + 4  # dropout mask, LayerNorm 1 input (fp32)
+        + ln  # dropout mask, LayerNorm 1 input
         + e  # LayerNorm 1 output (or its half copy), input to the FFN's first Linear
         + 1
-        + 4
-    )  # dropout mask, LayerNorm 2 input (fp32)
+        + ln
+    )  # dropout mask, LayerNorm 2 input
     sbh, sbi = s * b * d.hidden, s * b * d.intermediate
     out = per_sbh * sbh + 2 * e * sbi  # GELU input and output
     if eager:
