@@ -21,9 +21,11 @@ MIN_BYTES = 1024
 class OffloadActivations(torch.autograd.graph.saved_tensors_hooks):
     """While active, saved tensors other than `params` (and small ones) are packed as CPU copies."""
 
-    def __init__(self, params: list[torch.nn.Parameter], min_bytes: int = MIN_BYTES) -> None:
+    def __init__(
+        self, params: list[torch.nn.Parameter], min_bytes: int = MIN_BYTES, tally: dict[str, int] | None = None
+    ) -> None:
         weights = {_storage(p) for p in params}
-        self.offloaded = 0  # tensors copied out so far (for tests)
+        self.tally = tally if tally is not None else {"tensors": 0, "bytes": 0}  # what was copied out
 
         def pack(t: torch.Tensor) -> Any:
             storage = _storage(t)
@@ -36,7 +38,8 @@ class OffloadActivations(torch.autograd.graph.saved_tensors_hooks):
                 return t
             host = torch.empty_like(t, device="cpu", pin_memory=t.is_cuda)
             host.copy_(t, non_blocking=True)
-            self.offloaded += 1
+            self.tally["tensors"] += 1
+            self.tally["bytes"] += t.numel() * t.element_size()
             return (t.device, host)
 
         def unpack(packed: Any) -> torch.Tensor:
@@ -55,15 +58,17 @@ def _storage(t: torch.Tensor) -> int | None:
         return None
 
 
-def offload_forward(model: torch.nn.Module) -> None:
+def offload_forward(model: torch.nn.Module, min_bytes: int = MIN_BYTES) -> dict[str, int]:
     """Run every forward of `model` under OffloadActivations (the backward unpacks what it packed,
-    wherever it runs). The parameters are read again at each forward: a wrapper (DDP, accelerate's
-    autocast) may come later, but the weights are the same tensors."""
+    wherever it runs); returns the running tally of tensors and bytes copied out. The parameters
+    are read again at each forward (cheap): a wrapper that comes later may replace them."""
     inner = model.forward
+    tally = {"tensors": 0, "bytes": 0}
 
     @functools.wraps(inner)
     def forward(*args: Any, **kwargs: Any) -> Any:
-        with OffloadActivations(list(model.parameters())):
+        with OffloadActivations(list(model.parameters()), min_bytes, tally):
             return inner(*args, **kwargs)
 
     model.forward = forward  # type: ignore[method-assign]
+    return tally
