@@ -6,6 +6,7 @@ of the cheap parts."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -100,6 +101,8 @@ def test_lora_trains_a_small_fraction_and_the_checkpoint_is_the_preset(
     assert 0 < lora["trainable_params"] < 0.1 * lora["model_params"]
     assert ckpt["model_resolved"] == str(checkpoint) and ckpt["model_params"] == base["model_params"]
     assert frame.loc["adam8bit-manual", "optimizer"] == "adam8bit_manual"
+    # peft stays out of the fork server: the LoRA worker started afresh, the others were forked
+    assert "imports" in json.loads(lora["startup_breakdown"]) and "forked" in json.loads(base["startup_breakdown"])
 
 
 def test_the_matrix_lists_every_technique() -> None:
