@@ -5,7 +5,8 @@ Through torch.autograd.graph.saved_tensors_hooks, like torchtune's OffloadActiva
 (no copy/compute overlap: the copies' cost is part of what the row measures). Unlike
 torch.autograd.graph.save_on_cpu it leaves the weights alone: a saved tensor that is a parameter,
 or a view of one (a linear layer saves its weight transposed), stays where it is, as does any
-tensor under MIN_BYTES, not worth a transfer (torchtune's default threshold).
+tensor under MIN_BYTES, not worth a transfer (torchtune's default threshold), and any expanded view
+(a copy would materialise the broadcast).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class OffloadActivations(torch.autograd.graph.saved_tensors_hooks):
                 or storage is None  # a tensor subclass without plain storage: left alone
                 or storage in weights
                 or t.numel() * t.element_size() < min_bytes
+                or 0 in t.stride()  # an expanded view (a broadcast mask): a copy would materialise it
             ):
                 return t
             host = torch.empty_like(t, device="cpu", pin_memory=t.is_cuda)
