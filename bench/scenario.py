@@ -13,7 +13,7 @@ from .models import DECODER_PRESETS, family
 ENGINES = ("trainer", "accelerate")
 PRECISIONS = ("fp32", "fp16", "bf16")
 # our name -> the HF Trainer's `optim` string; None: gpubench builds the optimizer itself and hands
-# it to the Trainer through `optimizers=` (bench/worker/tracking.py make_optimizer)
+# it to the Trainer through `optimizers=` (bench/worker/optimizers.py make_optimizer)
 OPTIMIZERS: dict[str, str | None] = {
     "adamw": "adamw_torch",  # torch's default implementation (foreach on CUDA)
     "adamw_fused": "adamw_torch_fused",
@@ -226,6 +226,13 @@ class Scenario:
             )
         if self.activation_offload and self.strategy == "deepspeed":
             raise bad("activation_offload", True, "is not combined with DeepSpeed here (it has its own offload)")
+        if OPTIMIZERS[self.optimizer] is None and self.engine == "trainer" and self.strategy == "fsdp":
+            raise bad(
+                "optimizer",
+                self.optimizer,
+                "is built by gpubench and handed to the Trainer through optimizers=, which the Trainer refuses "
+                'under FSDP; use engine = "accelerate" or an optimizer the Trainer builds',
+            )
 
     def _check_parallel(self, bad: Any) -> None:
         """The multi-process fields: each in range, and no two that contradict each other."""

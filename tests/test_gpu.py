@@ -164,3 +164,24 @@ def test_ddp_fsdp_and_zero_on_every_gpu(tmp_path: Path) -> None:
             assert row["engine"] == "trainer" or row["scaling_efficiency"] > 0  # `single` is the Accelerate loop
     env = json.loads((out / "env.json").read_text())
     assert len(env["multi_gpu"]["gpus"]) == gpu_count() and env["multi_gpu"]["nccl"]
+
+
+def test_every_llm_technique_trains_on_the_gpu(tmp_path: Path) -> None:
+    """llm-tiny on CUDA: every decoder technique builds and trains in its engine; the only skip allowed
+    is an optional package that is not installed (pip install liger-kernel torchao), said as such."""
+    out = tmp_path / "llm"
+    done = gpubench("run", "--matrix", "llm-tiny", "--device", "cuda", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["scenario"]: r for r in read_results(out / "results.csv").to_dict("records")}
+    for name, row in rows.items():
+        if row["status"] == "skipped":
+            assert "pip install" in row["error"], (name, row["error"])
+            continue
+        assert row["status"] == "ok", (name, row["error"], row.get("stderr_tail"))
+        assert row["tokens_per_s"] > 0 and row["loss_finite"], name
+    for name in ("lora", "qlora", "qlora-accelerate"):
+        if rows[name]["status"] == "ok":
+            assert 0 < rows[name]["trainable_params"] < 0.1 * rows[name]["model_params"], name
+    assert rows["baseline"]["status"] == "ok" and rows["offload"]["status"] == "ok"
+    # the adapters' optimizer state only: LoRA's peak is below the full fine-tune's
+    assert rows["lora"]["torch_max_allocated_mb"] < rows["baseline"]["torch_max_allocated_mb"]

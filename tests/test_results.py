@@ -117,6 +117,7 @@ EXPECTED_COLUMNS = [
     "pred_peak_phase",
     "pred_peak_error_pct",
     "model_params",
+    "trainable_params",
     "flops_per_sample",
     "achieved_tflops",
     "peak_tflops",

@@ -273,7 +273,7 @@ def _main() -> int:
     if a.pairs < 2 * len(orders) or pairs % 2 or a.pairs % len(orders) or a.block_steps < 1:
         p.error("--pairs must be even, and a multiple of 4 with --build-first both; --block-steps at least 1")
     if a.one:
-        from bench.worker.run import Skip
+        from bench.worker.skips import Skip
 
         if a.build_first == "both":
             p.error("--one needs --build-first a or b")

@@ -29,8 +29,8 @@ ModelOpt = Annotated[
     str | None,
     typer.Option(
         "--model",
-        help="bert-large, bert-base, tiny, a local checkpoint directory, or auto (bert-large on a GPU, tiny on "
-        "the CPU; predict takes bert-large). Overrides the matrix.",
+        help="bert-large, bert-base, tiny, llama-1b, llama-3b, llama-tiny, a local checkpoint directory, or auto "
+        "(bert-large on a GPU, tiny on the CPU; predict takes bert-large). Overrides the matrix.",
     ),
 ]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]

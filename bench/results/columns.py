@@ -80,7 +80,15 @@ PREDICTED_COLUMNS = [  # bench/memory: arithmetic on the model config (docs/memo
     "pred_peak_phase",
     "pred_peak_error_pct",  # (predicted - measured torch_max_allocated_mb) / measured x 100
 ]
-FLOP_COLUMNS = ["model_params", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu", "peak_source"]
+FLOP_COLUMNS = [
+    "model_params",
+    "trainable_params",
+    "flops_per_sample",
+    "achieved_tflops",
+    "peak_tflops",
+    "mfu",
+    "peak_source",
+]
 OTHER_COLUMNS = [
     "final_loss",
     "loss_finite",

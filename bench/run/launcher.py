@@ -36,6 +36,9 @@ class WorkerJob:
     log_path: Path
     on_start: Callable[[int], None] | None = None
     interrupts: Interrupts | None = None
+    # a fresh interpreter even under the fork server: the scenario imports peft (LoRA), which the
+    # server keeps out of its imports (bench/worker/__main__.py)
+    fresh: bool = False
 
 
 class Launcher(Protocol):
@@ -125,6 +128,8 @@ class ForkLauncher:
     def run(self, job: WorkerJob) -> ProcResult:
         if self.fallback is not None:
             return self.fallback.run(job)
+        if job.fresh:
+            return SpawnLauncher(self.env).run(job)
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         deadline = start + job.timeout_s

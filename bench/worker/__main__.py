@@ -7,6 +7,7 @@ and stderr are logs. A worker that dies without writing it is reported by the pa
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -16,12 +17,25 @@ from ..fsio import atomic_write_json
 from .entry import die_with_parent, run_worker
 
 PROCESS_START = time.time()
-# peft is not used, and its import pulls in bitsandbytes, which creates a CUDA context on import
-# (too early for the fork server, and 3-4 s for every worker): keep it out, in every launcher alike.
-sys.modules.setdefault("peft", None)  # type: ignore[arg-type]
+
+
+def keep_peft_out(spec_path: str | None) -> None:
+    """Block peft's import unless this worker's scenario uses LoRA. transformers imports peft when it
+    can, and peft pulls in bitsandbytes, which creates a CUDA context on import (too early for the
+    fork server, and 3-4 s for every worker). A LoRA scenario's worker is spawned afresh (the
+    runner's WorkerJob.fresh) and imports it."""
+    if spec_path is not None:
+        try:
+            scenario = json.loads(Path(spec_path).read_text(encoding="utf-8"))["scenario"]
+            if scenario.get("peft", "none") != "none":
+                return
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # the worker reports an unreadable spec itself
+    sys.modules.setdefault("peft", None)  # type: ignore[arg-type]
 
 
 def main(argv: list[str]) -> int:
+    keep_peft_out(argv[0] if len(argv) == 2 and not argv[0].startswith("--") else None)
     cpus.pin_from_env()  # --cpu-affinity, before any thread starts; the fork server's children inherit it
     if argv[:1] == ["--probe"] and len(argv) == 2:
         from .probe import probe

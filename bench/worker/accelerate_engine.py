@@ -17,7 +17,9 @@ from . import parallel
 from .compiling import compiled
 from .dist import wrapper_name
 from .inputs import EngineInputs
-from .tracking import make_optimizer
+from .llm import apply_liger
+from .offload import offload_forward
+from .optimizers import make_optimizer
 
 MIXED = {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}
 
@@ -60,14 +62,18 @@ def setup(inputs: EngineInputs) -> AccelerateLoop:
         **plugins,
     )
     parallel.force_fsdp_on_cpu(accelerator, plugins.get("fsdp_plugin"))
+    if sc.liger:
+        apply_liger(model)
     if sc.grad_checkpointing:
         model.gradient_checkpointing_enable()
+    if sc.activation_offload:
+        offload_forward(model)
     if sc.strategy == "deepspeed" and sc.offload != "none":  # DeepSpeed builds its CPU Adam
         from accelerate.utils import DummyOptim
 
         optimizer = DummyOptim(model.parameters(), lr=parallel.LR)
     else:
-        optimizer = make_optimizer(sc.optimizer, model.parameters())
+        optimizer = make_optimizer(sc.optimizer, model)
     loader = torch.utils.data.DataLoader(
         inputs.dataset,
         batch_size=sc.batch_size,
@@ -78,7 +84,7 @@ def setup(inputs: EngineInputs) -> AccelerateLoop:
         generator=torch.Generator().manual_seed(sc.seed),
     )
     if sc.compile:
-        model = compiled(model, sc.compile_scope)
+        model = compiled(model, sc.compile_scope, sc.compile_mode)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     model.train()
     return AccelerateLoop(inputs, accelerator, model, optimizer, loader)

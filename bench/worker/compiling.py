@@ -23,7 +23,7 @@ def repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     return best
 
 
-def compile_layers(model: torch.nn.Module) -> int:
+def compile_layers(model: torch.nn.Module, mode: str = "default") -> int:
     """Compile each repeated block in place; dynamo reuses one graph for all of them.
 
     The code around the blocks (embeddings, attention-mask creation, the head, the loss) stays
@@ -36,13 +36,14 @@ def compile_layers(model: torch.nn.Module) -> int:
             "use compile_scope = 'model'"
         )
     for block in blocks:
-        block.compile()
+        block.compile(mode=mode)
     return len(blocks)
 
 
-def compiled(model: Any, scope: str) -> Any:
-    """The model to train: torch.compile(model), or the model with its blocks compiled in place."""
+def compiled(model: Any, scope: str, mode: str = "default") -> Any:
+    """The model to train: torch.compile(model, mode=mode), or the model with its blocks compiled in
+    place; `mode` is torch.compile's (default, reduce-overhead, max-autotune)."""
     if scope == "layers":
-        compile_layers(model)
+        compile_layers(model, mode)
         return model
-    return torch.compile(model)
+    return torch.compile(model, mode=mode)

@@ -16,7 +16,7 @@ import torch
 from ..scenario import Scenario
 from .compiling import repeated_blocks
 
-LR = 5e-5  # the engines' default learning rate (tracking.make_optimizer, TrainingArguments)
+LR = 5e-5  # the engines' default learning rate (optimizers.AdamSettings, TrainingArguments)
 
 
 def layer_class(model: torch.nn.Module) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -14,43 +13,21 @@ from typing import Any
 import torch
 
 from ..measure.cpuspeed import window_probe_ms
+from ..models import family
 from ..scenario import Scenario
 from . import accelerate_engine, dist, trainer_engine
 from .clock import StepClock
 from .data import make_dataset
 from .inputs import EngineInputs
-from .model import build_model, count_parameters
+from .llm import build_decoder
+from .model import build_model, count_parameters, count_trainable
 from .precision import matmul_precision, set_tf32
 from .ranks import combine_ranks
+from .skips import check_runnable
 from .tracking import MB, LossTracker, MemoryPhases
 from .window import WindowRule
 
 ENGINES = {"trainer": trainer_engine.train, "accelerate": accelerate_engine.train}
-
-
-class Skip(Exception):
-    """This scenario cannot run on this machine; the reason says why."""
-
-
-def check_runnable(sc: Scenario, device: torch.device) -> None:
-    if device.type == "cpu" and sc.needs_cuda:
-        raise Skip(sc.needs_cuda)
-    if device.type == "cuda" and sc.precision == "bf16" and not torch.cuda.is_bf16_supported():
-        raise Skip(f"bf16 is not supported by {torch.cuda.get_device_name(device)}")
-    if sc.tf32 and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 8:
-        raise Skip(f"tf32 needs an Ampere or newer GPU, not {torch.cuda.get_device_name(device)}")
-    if sc.optimizer == "adamw_8bit":
-        try:
-            import bitsandbytes  # noqa: F401
-        except Exception as exc:  # ImportError, or a broken native library
-            raise Skip(f"8-bit AdamW needs a working bitsandbytes: {type(exc).__name__}: {exc}") from None
-    if sc.data_source == "datasets":
-        try:
-            import datasets  # noqa: F401
-        except ImportError as exc:
-            raise Skip(f"data_source 'datasets' needs the datasets package: {exc}") from None
-    if sc.compile and device.type == "cpu" and not (shutil.which("cc") or shutil.which("gcc")):
-        raise Skip("torch.compile on the CPU needs a C compiler (cc or gcc) on PATH")
 
 
 SLOW_STEP_S = 0.05  # inject_fault = "slow": this much longer per optimizer step
@@ -71,9 +48,13 @@ def inject(fault: str) -> None:
         os._exit(3)
 
 
-def preload(engine: str) -> None:
-    """Import what the engine needs (while a thread creates the CUDA context)."""
-    import transformers.models.bert.modeling_bert  # noqa: F401
+def preload(engine: str, model_family: str | None = None) -> None:
+    """Import what the engine and the model's family need (while a thread creates the CUDA context);
+    both families when `model_family` is None (the fork server)."""
+    if model_family in ("bert", None):
+        import transformers.models.bert.modeling_bert  # noqa: F401
+    if model_family in ("llama", None):
+        import transformers.models.llama.modeling_llama  # noqa: F401
 
     if engine == "trainer":
         import transformers.trainer  # noqa: F401
@@ -110,7 +91,11 @@ def build_inputs(
     fault = sc.inject_fault if faulty else "none"
 
     phases = MemoryPhases(device)
-    model = build_model(model_name, device, sc.attn_implementation)
+    llm = family(model_name) == "llama"
+    if llm:
+        model = build_decoder(sc, model_name, device, scratch)
+    else:
+        model = build_model(model_name, device, sc.attn_implementation)
     phases.mark("model_built")
     marks["model_built"] = time.time()
     if fault == "nan":
@@ -120,7 +105,7 @@ def build_inputs(
     if not sc.compile:
         phases.mark_first_forward(model)
     # `samples` is per process: each rank's share of the data set is the single-GPU epoch (weak scaling)
-    dataset = make_dataset(sc.samples * world, sc.seq_len, model.config.vocab_size, sc.seed, sc.data_source)
+    dataset = make_dataset(sc.samples * world, sc.seq_len, model.config.vocab_size, sc.seed, sc.data_source, llm)
     marks["data_built"] = time.time()
 
     clock = StepClock(
@@ -154,6 +139,7 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         **losses.result(),
         **phases.result(),
         "model_params": count_parameters(model),
+        "trainable_params": count_trainable(model),
         # from the parent's launch of this process to the first training step
         "startup_s": (clock.wall_begin or time.time()) - spec["launched_at"],
         "startup_breakdown": startup_breakdown(spec["launched_at"], marks, clock.wall_begin),

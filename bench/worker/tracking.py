@@ -78,22 +78,3 @@ class MemoryPhases:
 
     def result(self) -> dict[str, Any]:
         return {f"torch_alloc_{name}_mb": self.values.get(name) for name in self.NAMES}
-
-
-def make_optimizer(name: str, params: Any, lr: float = 5e-5) -> torch.optim.Optimizer:
-    """The same optimizers, with the same settings, as the HF Trainer's `optim` choices."""
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-    if name == "adamw_fused":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=True)
-    if name == "adafactor":
-        from transformers.optimization import Adafactor
-
-        return Adafactor(params, lr=lr, scale_parameter=False, relative_step=False)
-    if name == "adamw_8bit":
-        import bitsandbytes as bnb
-
-        return bnb.optim.AdamW(params, lr=lr, weight_decay=0.0, optim_bits=8)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr)
-    raise ValueError(f"unknown optimizer {name!r}")

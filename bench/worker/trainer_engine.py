@@ -12,6 +12,9 @@ from . import parallel
 from .compiling import compile_layers
 from .dist import wrapper_name
 from .inputs import EngineInputs
+from .llm import LIGER_KERNELS
+from .offload import offload_forward
+from .optimizers import AdamSettings, make_optimizer
 from .precision import set_tf32
 
 
@@ -39,9 +42,15 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
             return loss
 
     extra: dict[str, Any] = {}
+    fields = TrainingArguments.__dataclass_fields__
     if sc.grad_checkpointing:  # renamed activation_checkpointing in transformers 5.2x
-        fields = TrainingArguments.__dataclass_fields__
         extra["activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"] = True
+    if sc.liger:  # the Trainer applies Liger's kernels to the model itself (under a PeftModel too)
+        extra["use_liger_kernel"] = True
+        if "liger_kernel_config" in fields:
+            extra["liger_kernel_config"] = LIGER_KERNELS
+    if sc.compile and sc.compile_scope == "model" and sc.compile_mode != "default":
+        extra["torch_compile_mode"] = sc.compile_mode  # (setting it turns torch_compile on)
     args = TrainingArguments(
         **extra,
         output_dir=str(scratch),
@@ -67,8 +76,18 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         **parallel.trainer_arguments(sc, model),
     )
     if sc.compile and sc.compile_scope == "layers":
-        compile_layers(model)  # the Trainer's torch_compile would wrap the whole model
-    trainer = MeasuredTrainer(model=model, args=args, train_dataset=dataset, callbacks=[ClockCallback()])
+        compile_layers(model, sc.compile_mode)  # the Trainer's torch_compile would wrap the whole model
+    if sc.activation_offload:
+        offload_forward(model)
+    # gpubench's own optimizers go in through optimizers= (the Trainer makes its scheduler over them)
+    optimizer = make_optimizer(sc.optimizer, model, AdamSettings.of(args)) if OPTIMIZERS[sc.optimizer] is None else None
+    trainer = MeasuredTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        callbacks=[ClockCallback()],
+        optimizers=(optimizer, None),
+    )
     if device.type == "cuda":
         # accelerate's AcceleratorState, built inside the Trainer, sets allow_tf32 = True whenever
         # a dynamo backend is set without mixed precision (torch_compile=True), whatever `tf32`

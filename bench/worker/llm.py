@@ -1,0 +1,134 @@
+"""The decoder techniques that change the model before an engine sees it (docs/llm.md): LoRA on a
+frozen base (peft), the QLoRA base quantized by bitsandbytes, and torchao's float8 linear layers.
+
+Dtypes, decided with the memory model (bench/memory):
+- no LoRA: every parameter fp32 (mixed precision is autocast), as for BERT;
+- LoRA under bf16/fp16: the frozen base is stored in that half dtype (nothing trains it, so there is
+  no fp32 master copy), the adapters fp32 (peft's autocast_adapter_dtype), autocast stays on;
+  LoRA under fp32: everything fp32;
+- QLoRA: the base's linear layers in 4-bit NF4 (or int8), then peft's prepare_model_for_kbit_training
+  casts every other half-precision parameter (embeddings, norms, lm_head) to fp32; adapters fp32.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..models import PRESETS
+from ..scenario import Scenario
+from .model import build_model, load_checkpoint
+
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def base_dtype(sc: Scenario) -> torch.dtype:
+    """The frozen base's storage dtype: half under LoRA with a half precision, fp32 otherwise."""
+    return HALF.get(sc.precision, torch.float32) if sc.peft == "lora" else torch.float32
+
+
+def compute_dtype(sc: Scenario) -> torch.dtype:
+    """bitsandbytes' compute dtype for the quantized base: fp16 under fp16, bf16 otherwise."""
+    return torch.float16 if sc.precision == "fp16" else torch.bfloat16
+
+
+def build_decoder(sc: Scenario, model: str, device: torch.device, scratch: Path) -> Any:
+    """The model the engine trains: the plain model, or its quantized / half-precision base with
+    LoRA adapters; float8 linear layers where fp8 = true."""
+    if sc.quantize_base != "none":
+        built = quantized_base(sc, model, device, scratch)
+    else:
+        built = build_model(model, device, sc.attn_implementation, base_dtype(sc))
+    if sc.fp8:
+        to_float8(built)
+    if sc.peft == "lora":
+        built = with_lora(sc, built)
+    return built
+
+
+def quantized_base(sc: Scenario, model: str, device: torch.device, scratch: Path) -> Any:
+    """The QLoRA recipe's base: loaded through transformers' BitsAndBytesConfig, then prepared by
+    peft.prepare_model_for_kbit_training. transformers quantizes only while loading a checkpoint
+    (from_config takes no quantization_config), so a preset's random weights are built on the CPU
+    (the GPU's memory figures then hold only the quantized model), saved as safetensors in this
+    worker's scratch folder, loaded back quantized, and the copy deleted."""
+    from peft import prepare_model_for_kbit_training
+    from transformers import BitsAndBytesConfig
+
+    if sc.quantize_base == "nf4":
+        config = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=compute_dtype(sc),
+        )
+    else:
+        config = BitsAndBytesConfig(load_in_8bit=True)
+    extra: dict[str, Any] = {"quantization_config": config}
+    if sc.attn_implementation != "default":
+        extra["attn_implementation"] = sc.attn_implementation
+    saved = None
+    if model in PRESETS:
+        saved = scratch / "random-base"
+        build_model(model, torch.device("cpu"), "default", compute_dtype(sc)).save_pretrained(saved)
+    try:
+        built = load_checkpoint(saved or model, device, compute_dtype(sc), **extra)
+    finally:
+        if saved is not None:
+            shutil.rmtree(saved, ignore_errors=True)
+    return prepare_model_for_kbit_training(built, use_gradient_checkpointing=sc.grad_checkpointing)
+
+
+def with_lora(sc: Scenario, model: Any) -> Any:
+    """peft's LoRA adapters on every linear layer (or the named ones); the base is frozen."""
+    from peft import LoraConfig, get_peft_model
+
+    targets: str | list[str] = "all-linear" if sc.lora_targets == "all-linear" else sc.lora_targets.split(",")
+    config = LoraConfig(r=sc.lora_rank, lora_alpha=sc.lora_alpha, target_modules=targets, task_type="CAUSAL_LM")
+    if sc.grad_checkpointing:
+        # with a frozen embedding, the checkpointed blocks' input must require grad for the adapters'
+        # gradients to flow (what transformers and peft do for their own users)
+        model.enable_input_require_grads()
+    return get_peft_model(model, config)  # adapters in fp32 (autocast_adapter_dtype=True)
+
+
+def float8_eligible(module: torch.nn.Module, fqn: str) -> bool:
+    """torchao's module_filter_fn: not the output projection (lm_head), and only linear layers whose
+    dimensions are multiples of 16 (what the float8 matmul needs)."""
+    if fqn.split(".")[-1] == "lm_head":
+        return False
+    if isinstance(module, torch.nn.Linear):
+        return module.in_features % 16 == 0 and module.out_features % 16 == 0
+    return True
+
+
+def to_float8(model: Any) -> int:
+    """Swap the eligible nn.Linear layers for torchao's Float8Linear (dynamic tensorwise scaling, the
+    default recipe: composes with torch.compile and FSDP2); returns how many were swapped."""
+    from torchao.float8 import convert_to_float8_training
+
+    convert_to_float8_training(model, module_filter_fn=float8_eligible)
+    return sum(type(m).__name__ == "Float8Linear" for m in model.modules())
+
+
+# the four kernels of docs/llm.md; the plain cross-entropy is off (the fused one replaces it)
+LIGER_KERNELS = {
+    "rope": True,
+    "rms_norm": True,
+    "swiglu": True,
+    "fused_linear_cross_entropy": True,
+    "cross_entropy": False,
+}
+
+
+def apply_liger(model: Any) -> None:
+    """Liger's Llama kernels on this model instance (the accelerate engine; the Trainer has its own
+    `use_liger_kernel`): RoPE, RMSNorm and SwiGLU, and the fused linear cross-entropy, which replaces
+    the instance's forward so the logits are never materialised."""
+    from liger_kernel.transformers import apply_liger_kernel_to_llama
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # under a PeftModel
+    apply_liger_kernel_to_llama(**LIGER_KERNELS, model=base)

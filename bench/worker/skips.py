@@ -1,0 +1,65 @@
+"""Whether a scenario can run on this machine: the Skip exception and the checks that raise it, before
+anything is built (a skipped row says why in one line)."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+
+import torch
+
+from ..scenario import Scenario
+
+
+class Skip(Exception):
+    """This scenario cannot run on this machine; the reason says why."""
+
+
+FP8_CAPABILITY = (8, 9)  # Ada and Hopper: the first GPUs with FP8 tensor cores
+
+
+def require(module: str, technique: str, package: str) -> None:
+    """Skip unless `module` imports; the reason names the technique, the package and how to get it."""
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # ImportError, or a broken native library (bitsandbytes, triton)
+        raise Skip(
+            f"{technique} needs the {package} package ({type(exc).__name__}: {exc}); pip install {package}"
+        ) from None
+
+
+def optional_packages(sc: Scenario) -> list[tuple[str, str, str]]:
+    """(module, technique, package) for every optional package the scenario's techniques use."""
+    needed = []
+    if sc.peft == "lora":
+        needed.append(("peft", 'LoRA (peft = "lora")', "peft"))
+    if sc.quantize_base != "none":
+        needed.append(("bitsandbytes", f'quantize_base = "{sc.quantize_base}"', "bitsandbytes"))
+    if sc.optimizer in ("adamw_8bit", "paged_adamw_8bit", "adam8bit_manual"):
+        needed.append(("bitsandbytes", f'optimizer = "{sc.optimizer}"', "bitsandbytes"))
+    if sc.liger:
+        needed.append(("liger_kernel.transformers", "liger = true (Liger's kernels)", "liger-kernel"))
+    if sc.fp8:
+        needed.append(("torchao.float8", "fp8 = true (torchao's float8 training)", "torchao"))
+    if sc.data_source == "datasets":
+        needed.append(("datasets", 'data_source = "datasets"', "datasets"))
+    return needed
+
+
+def check_runnable(sc: Scenario, device: torch.device) -> None:
+    if device.type == "cpu" and sc.needs_cuda:
+        raise Skip(sc.needs_cuda)
+    if device.type == "cuda" and sc.precision == "bf16" and not torch.cuda.is_bf16_supported():
+        raise Skip(f"bf16 is not supported by {torch.cuda.get_device_name(device)}")
+    if sc.tf32 and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 8:
+        raise Skip(f"tf32 needs an Ampere or newer GPU, not {torch.cuda.get_device_name(device)}")
+    if sc.fp8 and device.type == "cuda" and torch.cuda.get_device_capability(device) < FP8_CAPABILITY:
+        major, minor = torch.cuda.get_device_capability(device)
+        raise Skip(
+            f"fp8 = true needs FP8 tensor cores (compute capability 8.9 or newer: Ada, Hopper), "
+            f"not {torch.cuda.get_device_name(device)} ({major}.{minor})"
+        )
+    for module, technique, package in optional_packages(sc):
+        require(module, technique, package)
+    if sc.compile and device.type == "cpu" and not (shutil.which("cc") or shutil.which("gcc")):
+        raise Skip("torch.compile on the CPU needs a C compiler (cc or gcc) on PATH")
