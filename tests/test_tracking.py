@@ -35,6 +35,17 @@ def test_tracking_a_loss_runs_no_computation() -> None:
     assert len(log.ops) < 3 * tracker.fold_every  # a detach and a view a loss, and a dozen ops in all
 
 
+def test_under_cuda_graphs_a_loss_is_kept_as_a_copy() -> None:
+    """A CUDA graph's output is overwritten at its next replay: the tracker keeps its own copy."""
+    tracker = LossTracker(copy=True)
+    loss = torch.tensor(2.5)
+    with OpLog() as log:
+        tracker.track(loss)
+    assert log.ops == ["detach", "clone"]
+    loss.fill_(7.0)  # what the next replay does to the graph's output memory
+    assert tracker.result()["final_loss"] == 2.5
+
+
 def test_result_reads_the_last_loss_and_counts_nonfinite_ones() -> None:
     tracker = LossTracker()
     for value in (1.0, float("nan"), float("inf"), 0.5):

@@ -14,7 +14,20 @@ from typing import Any
 from .. import __version__
 from ..measure import cpuspeed
 
-PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes", "datasets", "nvidia-ml-py", "numpy", "pandas")
+PACKAGES = (
+    "torch",
+    "transformers",
+    "accelerate",
+    "bitsandbytes",
+    "peft",
+    "liger-kernel",
+    "torchao",
+    "deepspeed",
+    "datasets",
+    "nvidia-ml-py",
+    "numpy",
+    "pandas",
+)
 
 
 def package_versions() -> dict[str, str | None]:

@@ -121,7 +121,8 @@ def build_inputs(
         window=WindowRule(sc.window),
         agree=agree,
     )
-    return EngineInputs(sc, model, dataset, device, clock, LossTracker(), phases, scratch)
+    losses = LossTracker(copy=sc.compile and sc.compile_mode == "reduce-overhead")
+    return EngineInputs(sc, model, dataset, device, clock, losses, phases, scratch)
 
 
 def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = None) -> dict[str, Any]:

@@ -16,14 +16,18 @@ class LossTracker:
     step. Every `fold_every` losses are folded into a running non-finite count on the device (a
     few kernels per thousand steps), so a long run does not hold every loss."""
 
-    def __init__(self, fold_every: int = 1024) -> None:
+    def __init__(self, fold_every: int = 1024, copy: bool = False) -> None:
         self.fold_every = fold_every
+        # CUDA graphs (compile_mode = "reduce-overhead") reuse their output memory at the next replay:
+        # a loss kept from an earlier step must be a copy (one small kernel a step), or reading it
+        # raises "accessing tensor output of CUDAGraphs that has been overwritten".
+        self.copy = copy
         self.losses: list[torch.Tensor] = []
         self.last: torch.Tensor | None = None
         self.nonfinite: torch.Tensor | None = None  # over the losses folded so far
 
     def track(self, loss: torch.Tensor) -> None:
-        self.losses.append(loss.detach())
+        self.losses.append(loss.detach().clone() if self.copy else loss.detach())
         if len(self.losses) >= self.fold_every:
             self._fold()
 
