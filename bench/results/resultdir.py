@@ -104,7 +104,10 @@ def with_setting_defaults(frame: pd.DataFrame) -> pd.DataFrame:
         if key not in frame.columns:
             frame[key] = [default] * len(frame)
         elif frame[key].isna().any():
-            frame[key] = frame[key].astype(object).where(frame[key].notna(), default)
+            # a blank made pandas read the column as floats: these settings are whole numbers,
+            # strings or booleans (none is a float), so 64.0 is read back as 64
+            filled = frame[key].astype(object).where(frame[key].notna(), default)
+            frame[key] = filled.map(lambda v: int(v) if isinstance(v, float) and v.is_integer() else v)
     return frame
 
 
