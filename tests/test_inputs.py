@@ -16,12 +16,12 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import leftover_temp_files, write_matrix, write_run
+from harness import Done, leftover_temp_files, write_matrix, write_run
+from harness import gpubench_in_process as gpubench
 from history_support import env as history_env
 from history_support import reps as history_reps
 from hypothesis import HealthCheck, given, settings
@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from bench import fsio
-from bench.cli import main, run_cmd
+from bench.cli import run_cmd
 from bench.errors import BadInput
 from bench.matrix import expand, load_matrix
 from bench.report.table import summary_table
@@ -52,34 +52,6 @@ WEEK_S = 7 * 24 * 3600
 
 
 # -- gpubench in this process ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Done:
-    code: int
-    out: str
-    err: str
-
-    @property
-    def lines(self) -> list[str]:
-        return self.err.splitlines()
-
-
-def gpubench(*args: str | Path) -> Done:
-    """The console entry point in this process: its exit code, stdout and stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    argv = sys.argv
-    sys.argv = ["gpubench", *map(str, args)]
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            main()
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    else:
-        code = 0
-    finally:
-        sys.argv = argv
-    return Done(code, out.getvalue(), err.getvalue())
-
-
 def assert_one_line(done: Done, *parts: str) -> str:
     """Exit 2 and a single `gpubench: error:` line holding every part, nothing on stdout."""
     assert done.code == 2, done.err

@@ -12,20 +12,21 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import BASE, gpubench, results, write_matrix
+from harness import BASE, SHORT, gpubench, results, write_matrix
 
 from bench.run.childenv import worker_env
 from bench.run.launcher import DEFAULT_LAUNCHER, ForkLauncher, WorkerJob
 from bench.scenario import Scenario
 
-SCENARIOS = {"a": {}, "crash": {"inject_fault": "sigkill"}}  # a spawned worker costs ~9 s of CPU
+# A spawned worker costs ~9 s of CPU: the crash, killed at its first step, imports the lighter engine.
+SCENARIOS = {"a": {}, "crash": {"inject_fault": "sigkill", "engine": "accelerate"}}
 FIRST_CPU = min(os.sched_getaffinity(0))  # both runs pin their workers to it (--cpu-affinity)
 
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("launchers")
-    matrix = write_matrix(tmp / "m.toml", SCENARIOS)
+    matrix = write_matrix(tmp / "m.toml", SCENARIOS, base=SHORT)
     outs = {}
     for launcher in ("fork", "spawn"):
         outs[launcher] = tmp / launcher
@@ -93,22 +94,37 @@ REFUSES = (
     'import sys, json; print(json.dumps({"ready": False, "error": "no fork here"}), flush=True); '
     'print(json.dumps({"error": "no fork here"}), flush=True); sys.stdin.read()'
 )
+# The spawned worker here: what `python -m bench.worker SPEC RESULT` leaves when it succeeds (a real
+# one is spawned by the whole runs above and below; here it would cost ~9 s of CPU a job).
+FAKE_WORKER = (
+    "import json, sys; spec, result = sys.argv[1:]; json.load(open(spec)); "
+    'open(result, "w").write(json.dumps({"status": "ok", "figures": {}, "worker": sys.argv[1:]}))'
+)
 
 
 @pytest.mark.parametrize("server", [REFUSES], ids=["server-refuses"])
-def test_a_server_that_cannot_serve_is_replaced_by_spawn(tmp_path: Path, server: str) -> None:
+def test_a_server_that_cannot_serve_is_replaced_by_spawn(
+    tmp_path: Path, server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.run import launcher as launcher_mod
+
+    monkeypatch.setattr(launcher_mod, "WORKER", [sys.executable, "-c", FAKE_WORKER])
     warnings: list[str] = []
     launcher = ForkLauncher(
         worker_env(None), tmp_path / "server.log", warnings.append, server_cmd=[sys.executable, "-c", server]
     )
     spec, result = _spec(tmp_path)
+    second = tmp_path / "result2.json"
     try:
         done = launcher.run(WorkerJob(spec, result, 120, tmp_path / "w.log"))
-        again = launcher.run(WorkerJob(spec, result, 120, tmp_path / "w2.log"))
+        again = launcher.run(WorkerJob(spec, second, 120, tmp_path / "w2.log"))
     finally:
         launcher.close()
     assert done.returncode == 0 and again.returncode == 0, (tmp_path / "w.log").read_text()[-2000:]
-    assert json.loads(result.read_text())["status"] == "ok"
+    # both jobs went to a spawned worker, each with its own spec and result
+    assert json.loads(result.read_text()) == {"status": "ok", "figures": {}, "worker": [str(spec), str(result)]}
+    assert json.loads(second.read_text())["worker"] == [str(spec), str(second)]
+    assert launcher.fallback_reason == "no fork here"
     assert len(warnings) == 1 and "each worker starts afresh (--launcher spawn)" in warnings[0]
 
 
@@ -127,7 +143,10 @@ def test_a_fallback_is_warned_once_and_recorded_in_env_json(tmp_path: Path, monk
     from bench.run.request import RunRequest
 
     monkeypatch.setattr(launcher, "SERVER", [sys.executable, "-c", "import sys; sys.exit(1)"])
-    matrix = write_matrix(tmp_path / "m.toml", {"a": {}, "b": {"batch_size": 2}})
+    # the lighter engine: each worker is spawned (~7 s of CPU with accelerate, ~10 s with the Trainer)
+    matrix = write_matrix(
+        tmp_path / "m.toml", {"a": {}, "b": {"batch_size": 2}}, base={**SHORT, "engine": "accelerate"}
+    )
     warnings: list[str] = []
     request = RunRequest(matrix=str(matrix), device="cpu", out=tmp_path / "out")
     _, outcome = api.run(request, warn=warnings.append)

@@ -1,7 +1,7 @@
 """Multi-process scenarios on the CPU: torchrun with gloo, 2 processes, the tiny model, end to end
-through `gpubench run`; a crashed, a killed and a hung rank; two torchrun agents as two nodes. The
-arithmetic (ranks into one row, the failing rank's name, scaling, per-GPU memory) is tested in
-process. DeepSpeed and NCCL need a GPU: tests/test_gpu.py."""
+through `gpubench run`: DDP on two torchrun agents as two nodes, FSDP2 and a hung rank on one node;
+a crashed and a killed rank on their rank files. The arithmetic (ranks into one row, the failing
+rank's name, scaling, per-GPU memory) is tested in process. DeepSpeed and NCCL need a GPU: tests/test_gpu.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import BASE, gpubench, pids_with, start_gpubench, wait_for, write_matrix
+from harness import SHORT, gpubench, pids_with, start_gpubench, wait_for, write_matrix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,65 +24,10 @@ from bench.run import torchrun
 from bench.scenario import Scenario
 from bench.worker.ranks import combine_ranks
 
-PARALLEL = {**BASE, "engine": "accelerate", "gpus": 2, "strategy": "ddp", "timeout_s": 40}
+PARALLEL = {**SHORT, "engine": "accelerate", "gpus": 2, "strategy": "ddp", "timeout_s": 40}
 
 
 # -- end to end ------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One run: DDP, FSDP2 and a rank that hangs (the ranks' own import of torch and transformers
-    costs about 15 s of CPU a scenario, so the other failures are tested on their rank files: a rank
-    that raises, test_failure_puts_the_rank_that_raised_first; one killed by a signal,
-    test_failure_names_the_root_cause_from_torchrun; the scaling reference,
-    test_scaling_prefers_the_same_strategy_on_one_gpu)."""
-    tmp = tmp_path_factory.mktemp("multigpu")
-    matrix = write_matrix(
-        tmp / "m.toml",
-        {
-            "ddp": {},
-            "fsdp": {"strategy": "fsdp"},
-            "hang1": {"inject_fault": "hang", "fault_rank": 1, "timeout_s": 60},
-        },
-        base=PARALLEL,
-    )
-    out = tmp / "out"
-    done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", out, timeout=600)
-    assert done.returncode == 1, done.stderr  # the hanging rank
-    return out
-
-
-def rows(out: Path) -> dict[str, dict[str, Any]]:
-    return {r["scenario"]: r for r in read_results(out / "results.csv").to_dict("records")}
-
-
-def test_ddp_and_fsdp_are_one_row_each_with_every_rank_in_it(run: Path) -> None:
-    got = rows(run)
-    for name, wrapper in (("ddp", "DistributedDataParallel"), ("fsdp", "FSDP2")):
-        row = got[name]
-        assert (row["status"], row["world_size"], row["parallel_wrapper"]) == ("ok", 2, wrapper)
-        ranks = json.loads(row["rank_figures"])
-        assert [r["rank"] for r in ranks] == [0, 1]
-        # the job's samples/s: both ranks' window samples over the longest of their (barrier-aligned) windows
-        window = max(r["window_s"] for r in ranks)
-        assert row["samples_per_s"] == pytest.approx(sum(r["samples_per_s"] * r["window_s"] for r in ranks) / window)
-        assert all(r["window_s"] > 0.9 * window for r in ranks)  # the barrier aligned them
-        assert row["samples_per_s_per_gpu"] == pytest.approx(row["samples_per_s"] / 2)
-        assert row["rss_peak_sum_mb"] == pytest.approx(sum(r["rss_peak_mb"] for r in ranks))
-        assert row["rss_peak_mb"] == max(r["rss_peak_mb"] for r in ranks)
-
-
-def test_a_failing_rank_is_named_with_its_reason(run: Path) -> None:
-    got = rows(run)
-    hung = got["hang1"]
-    assert hung["status"] == "timeout" and hung["error"].startswith("rank 1 never finished (hung)")
-    assert "rank 0 failed waiting for it in a collective" in hung["error"]
-    assert hung["worker_wall_s"] < 60  # the waiting rank's collective timeout (30 s) ended it, not the kill
-
-
-def test_no_rank_outlives_its_scenario(run: Path) -> None:
-    assert not pids_with(str(run))
-
-
 def free_port() -> int:
     """A port no one listens on now (a fixed one collides with another suite on the same host)."""
     with socket.socket() as probe:
@@ -90,30 +35,81 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_two_torchrun_agents_are_two_nodes(tmp_path: Path) -> None:
-    endpoint = f"127.0.0.1:{free_port()}"
-    two_nodes = {"ddp": {"gpus": 1, "nnodes": 2, "rdzv_endpoint": endpoint}}
-    matrix = write_matrix(tmp_path / "m.toml", two_nodes, base=PARALLEL)
-    runs = [
-        start_gpubench(
-            "run",
-            "--matrix",
-            matrix,
-            "--device",
-            "cpu",
-            "--node-rank",
-            str(r),
-            "--out",
-            tmp_path / f"node{r}",
-            log_dir=tmp_path / f"log{r}",
-        )
-        for r in (0, 1)
-    ]
-    codes = [
-        wait_for("both nodes to finish", lambda p=p: p.poll() is not None, timeout=300) and p.returncode for p in runs
-    ]
-    assert codes == [0, 0], [(tmp_path / f"log{r}" / "stderr.txt").read_text()[-800:] for r in (0, 1)]
-    node0, node1 = (rows(tmp_path / f"node{r}")["ddp"] for r in (0, 1))
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """One job on two nodes (two `gpubench run`s, a torchrun agent each: DDP across the nodes), then
+    on node 0 alone FSDP2 and a rank that hangs, two processes each. The ranks' own import of torch
+    and transformers costs about 15 s of CPU a scenario, so the other failures are tested on their
+    rank files: a rank that raises, test_failure_puts_the_rank_that_raised_first; one killed by a
+    signal, test_failure_names_the_root_cause_from_torchrun; the scaling reference,
+    test_scaling_prefers_the_same_strategy_on_one_gpu. Node 0's results directory is run[0]."""
+    tmp = tmp_path_factory.mktemp("multigpu")
+    matrix = write_matrix(
+        tmp / "m.toml",
+        {
+            "ddp": {"gpus": 1, "nnodes": 2, "rdzv_endpoint": f"127.0.0.1:{free_port()}"},  # first: node 1 waits
+            "fsdp": {"strategy": "fsdp"},
+            "hang1": {"inject_fault": "hang", "fault_rank": 1, "timeout_s": 60},
+        },
+        base=PARALLEL,
+    )
+    node1 = start_gpubench(
+        "run",
+        "--matrix",
+        matrix,
+        "--only",
+        "ddp",
+        "--device",
+        "cpu",
+        "--node-rank",
+        "1",
+        "--out",
+        tmp / "node1",
+        log_dir=tmp / "log1",
+    )
+    done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", tmp / "node0", timeout=600)
+    wait_for("node 1 to finish", lambda: node1.poll() is not None, timeout=120)
+    assert node1.returncode == 0, (tmp / "log1" / "stderr.txt").read_text()[-800:]
+    assert done.returncode == 1, done.stderr  # the hanging rank
+    return {0: tmp / "node0", 1: tmp / "node1"}
+
+
+def rows(out: Path) -> dict[str, dict[str, Any]]:
+    return {r["scenario"]: r for r in read_results(out / "results.csv").to_dict("records")}
+
+
+def test_ddp_and_fsdp_are_one_row_each_with_every_rank_in_it(run: dict[int, Path]) -> None:
+    got = rows(run[0])
+    for name, wrapper in (("ddp", "DistributedDataParallel"), ("fsdp", "FSDP2")):
+        row = got[name]
+        assert (row["status"], row["world_size"], row["parallel_wrapper"]) == ("ok", 2, wrapper), name
+        ranks = json.loads(row["rank_figures"])
+        assert [r["rank"] for r in ranks] == [0, 1], name
+        # the job's samples/s: both ranks' window samples over the longest of their (barrier-aligned) windows
+        window = max(r["window_s"] for r in ranks)
+        assert row["samples_per_s"] == pytest.approx(sum(r["samples_per_s"] * r["window_s"] for r in ranks) / window)
+        assert all(r["window_s"] > 0.9 * window for r in ranks), name  # the barrier aligned them
+        assert row["samples_per_s_per_gpu"] == pytest.approx(row["samples_per_s"] / 2)
+        assert row["rss_peak_sum_mb"] == pytest.approx(sum(r["rss_peak_mb"] for r in ranks))
+        assert row["rss_peak_mb"] == max(r["rss_peak_mb"] for r in ranks)
+
+
+def test_a_failing_rank_is_named_with_its_reason(run: dict[int, Path]) -> None:
+    got = rows(run[0])
+    hung = got["hang1"]
+    assert hung["status"] == "timeout" and hung["error"].startswith("rank 1 never finished (hung)")
+    assert "rank 0 failed waiting for it in a collective" in hung["error"]
+    assert hung["worker_wall_s"] < 60  # the waiting rank's collective timeout (30 s) ended it, not the kill
+
+
+def test_no_rank_outlives_its_scenario(run: dict[int, Path]) -> None:
+    assert not pids_with(str(run[0])) and not pids_with(str(run[1]))
+
+
+def test_two_torchrun_agents_are_two_nodes(run: dict[int, Path]) -> None:
+    node0, node1 = (rows(run[r]) for r in (0, 1))
+    assert list(node1) == ["ddp"]  # --only
+    node0, node1 = node0["ddp"], node1["ddp"]
     assert node0["world_size"] == node1["world_size"] == 2 and (node0["node_rank"], node1["node_rank"]) == (0, 1)
     assert node0["samples_per_s"] == node1["samples_per_s"]  # both nodes report the whole job
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from harness import (
+    SHORT,
     alive,
     children_of,
     error_lines,
@@ -34,6 +35,9 @@ from harness import (
 pytestmark = pytest.mark.slow
 
 HANG_TIMEOUT_S = 10
+# What the runner does with a worker it stops or loses does not depend on the engine: the tests of
+# process control train with the plain loop, lighter than the Trainer; the failures run the Trainer.
+LOOP = {**SHORT, "engine": "accelerate"}
 
 
 @dataclass
@@ -67,8 +71,8 @@ class Watched:
         return self.proc.returncode
 
 
-def start(tmp_path: Path, scenarios: dict[str, dict], *extra: str) -> Watched:
-    matrix = write_matrix(tmp_path / "m.toml", scenarios)
+def start(tmp_path: Path, scenarios: dict[str, dict], *extra: str, base: dict = LOOP) -> Watched:
+    matrix = write_matrix(tmp_path / "m.toml", scenarios, base=base)
     out = tmp_path / "out"
     proc = start_gpubench(
         "run", "--matrix", matrix, "--device", "cpu", "--out", out, *extra, log_dir=tmp_path / "parent"
@@ -105,6 +109,7 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Watched:
         },
         "--timeout",
         "300",
+        base=SHORT,
     )  # the hang's own timeout_s must win over --timeout
     run.wait(timeout=600, watch="hang")
     return run
@@ -165,7 +170,7 @@ def test_an_exception_is_error_with_its_message(faults: Watched) -> None:
 
 
 def test_the_timeout_option(tmp_path: Path) -> None:
-    matrix = write_matrix(tmp_path / "m.toml", {"hang": {"inject_fault": "hang"}})
+    matrix = write_matrix(tmp_path / "m.toml", {"hang": {"inject_fault": "hang"}}, base=LOOP)
     done = gpubench(
         "run", "--matrix", matrix, "--device", "cpu", "--out", tmp_path / "out", "--timeout", "4", timeout=120
     )
@@ -243,7 +248,7 @@ def test_parent_killed_outright_then_resume(tmp_path: Path) -> None:
     assert worker
 
     # --resume refuses what would change the run
-    write_matrix(tmp_path / "m.toml", {**scenarios, "b": {"batch_size": 4}})  # the matrix was edited since
+    write_matrix(tmp_path / "m.toml", {**scenarios, "b": {"batch_size": 4}}, base=LOOP)  # edited since
     refused = gpubench("run", "--resume", run.out, "--matrix", tmp_path / "m.toml", timeout=60)
     assert refused.returncode == 2
     assert error_lines(refused.stderr) == [
@@ -263,7 +268,7 @@ def test_parent_killed_outright_then_resume(tmp_path: Path) -> None:
     assert list(after["batch_size"]) == [4, 2]
 
     # a finished run resumed again runs nothing; a --matrix that still matches is accepted
-    same = write_matrix(tmp_path / "same.toml", scenarios)
+    same = write_matrix(tmp_path / "same.toml", scenarios, base=LOOP)
     again = gpubench("run", "--resume", run.out, "--matrix", same, timeout=120)
     assert again.returncode == 0, again.stderr
     assert results(run.out).equals(after)
@@ -273,7 +278,7 @@ def test_parent_killed_outright_then_resume(tmp_path: Path) -> None:
 
 
 def test_a_spent_time_limit_runs_nothing_exits_4_and_resume_finishes(tmp_path: Path) -> None:
-    matrix = write_matrix(tmp_path / "m.toml", {"a": {}})
+    matrix = write_matrix(tmp_path / "m.toml", {"a": {}}, base=LOOP)
     out = tmp_path / "out"
     stopped = gpubench("run", "--matrix", matrix, "--repeats", "2", "--out", out, "--time-limit", "0.001")
     assert stopped.returncode == 4, stopped.stderr[-3000:]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
-from harness import BASE, error_lines, gpubench, write_matrix
+from harness import BASE, error_lines, gpubench, gpubench_in_process, write_matrix
 from typer.testing import CliRunner
 
 from bench import cpus
@@ -16,6 +17,7 @@ from bench.cli import app as gpubench_app
 from bench.cli import run_cmd
 from bench.errors import BadInput
 from bench.matrix import load_matrix
+from bench.run import session
 
 runner = CliRunner()
 
@@ -92,7 +94,16 @@ def test_list_a_matrix_file_and_reject_an_unknown_model(tmp_path: Path) -> None:
     )
 
 
-def test_env_reports_the_cpu_machine() -> None:
+def test_env_reports_the_cpu_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    real, probes = session.probe_torch, []
+
+    def probe_once(scratch: Path) -> dict[str, Any]:
+        """What torch says, asked in a child once (~2.5 s of CPU); the other formats reuse it."""
+        if not probes:
+            probes.append(real(scratch))
+        return probes[0]
+
+    monkeypatch.setattr(session, "probe_torch", probe_once)
     result = runner.invoke(local_app(), ["env", "--device", "cpu", "--json"])
     assert result.exit_code == 0, result.output
     info = json.loads(result.output)
@@ -110,15 +121,27 @@ def test_env_reports_the_cpu_machine() -> None:
 
 
 # -- bad input: exit 2, one line, nothing run -----------------------------------------------------
+# In this process (bench.cli.main, as the console script calls it); test_unknown_matrix_scenario_and_model
+# and test_debug_shows_the_traceback run the real `python -m bench` too.
+
+
+@pytest.fixture(autouse=True)
+def no_worker_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that got past its checks would start workers: here that is a failure."""
+
+    def execute(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the run went past its checks")
+
+    monkeypatch.setattr(session, "execute", execute)
 
 
 def assert_bad_input(args: list[str], *parts: str, out: Path | None = None) -> str:
-    result = gpubench("run", *args, timeout=120)
-    lines = error_lines(result.stderr)
-    assert result.returncode == 2, result.stderr
-    assert len(lines) == 1, result.stderr
+    done = gpubench_in_process("run", *args)
+    lines = error_lines(done.err)
+    assert done.code == 2, done.err
+    assert len(lines) == 1, done.err
     assert lines[0].startswith("gpubench: error: ")
-    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert "Traceback" not in done.err and done.out == ""
     for part in parts:
         assert part in lines[0]
     if out is not None:
@@ -133,7 +156,9 @@ def matrix(tmp_path: Path) -> Path:
 
 def test_unknown_matrix_scenario_and_model(tmp_path: Path, matrix: Path) -> None:
     out = tmp_path / "out"
-    assert_bad_input(["--matrix", "quik", "--out", str(out)], "unknown matrix 'quik' (did you mean 'quick'?)", out=out)
+    line = assert_bad_input(["--matrix", "quik", "--out", str(out)], "unknown matrix 'quik' (did you mean 'quick'?)")
+    real = gpubench("run", "--matrix", "quik", "--out", out, timeout=120)  # the console script: the same
+    assert (real.returncode, error_lines(real.stderr), real.stdout) == (2, [line], "")
     assert_bad_input(
         ["--matrix", str(matrix), "--only", "baselin,fp16", "--out", str(out)],
         f"--only: no scenario 'baselin' in {matrix} (did you mean 'baseline'?)",

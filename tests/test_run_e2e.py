@@ -19,7 +19,8 @@ from bench.scenario import Scenario
 
 pytestmark = pytest.mark.slow
 
-QUICK = ["--matrix", "quick", "--device", "cpu", "--samples", "16", "--seq-len", "32", "--warmup-steps", "1"]
+# 12 samples: 3 optimizer steps of 4 samples (batch 4, or batch 1 x accumulation 4), 1 of them warm-up
+QUICK = ["--matrix", "quick", "--device", "cpu", "--samples", "12", "--seq-len", "32", "--warmup-steps", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +55,11 @@ def test_quick_run_rows_and_statuses(quick: tuple[subprocess.CompletedProcess[st
     assert math.isnan(by.loc["tf32", "samples_per_s"])
     ok = frame[frame["status"] == "ok"]
     assert (ok["samples_per_s"] > 0).all() and (ok["tokens_per_s"] == ok["samples_per_s"] * 32).all()
-    # 16 samples = 4 optimizer steps of 4 samples (batch 4, or batch 1 x accumulation 4); 1 is warm-up
-    assert (ok["window_steps"] == 3).all() and (ok["window_samples"] == 12).all()
+    assert (ok["window_steps"] == 2).all() and (ok["window_samples"] == 8).all()
     assert (ok["cpu_loop_start_ms"] > 0).all() and (ok["cpu_loop_end_ms"] > 0).all()  # the CPU probe ran
     assert (ok["step_time_p10_ms"] <= ok["step_time_p90_ms"]).all()
     assert (ok["model_resolved"] == "tiny").all() and (frame["device"] == "cpu").all()
-    assert (ok["samples"] == 16).all() and (ok["seq_len"] == 32).all()
+    assert (ok["samples"] == 12).all() and (ok["seq_len"] == 32).all()
     assert (ok["peak_mem_source"] == "rss").all() and (ok["peak_mem_mb"] > 0).all()
     assert ok["loss_finite"].all() and (ok["nonfinite_losses"] == 0).all()
     assert (ok["exit_code"] == 0).all() and (ok["worker_wall_s"] >= ok["train_loop_s"]).all()
@@ -132,7 +132,7 @@ def test_quick_run_scenarios_json_replays_the_run(quick: tuple[subprocess.Comple
     }
     # the fully resolved scenarios: the matrix with the command line's settings applied
     replay = [Scenario(**s) for s in saved["scenarios"]]
-    expected = [s.replace(samples=16, seq_len=32, warmup_steps=1) for s in load_matrix("quick").scenarios]
+    expected = [s.replace(samples=12, seq_len=32, warmup_steps=1) for s in load_matrix("quick").scenarios]
     assert replay == expected
 
 

@@ -38,7 +38,7 @@ ACTIONS = {  # the actions the workflow may use, pinned to a major version
 }
 ACTION_OUTPUTS = {"actions/cache/restore@v4": {"cache-hit", "cache-primary-key", "cache-matched-key"}}
 STATE = "${{ runner.temp }}/gpubench-state"
-TINY = "--only baseline --model tiny --device cpu --samples 16 --seq-len 16 --warmup-steps 1"
+TINY = "--only baseline --model tiny --device cpu --samples 8 --seq-len 16 --warmup-steps 1"
 BUSY_PROCESS = "other processes use the GPU (pid, name, memory): 4242, python, 1000 MiB"
 IDLE_SMI = """#!/bin/sh
 case "$*" in
