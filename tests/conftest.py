@@ -29,10 +29,11 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 HEAVY_FIRST = (
     "test_reliability.py",
     "test_multigpu.py",
-    "test_launcher.py",
     "test_run_e2e.py",
-    "test_history_cli.py",
     "test_workflow.py",
+    "test_launcher.py",
+    "test_llm.py",
+    "test_history_cli.py",
     "test_predict_cli.py",
     "test_readme.py",
     "test_report_cli.py",

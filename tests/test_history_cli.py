@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import typer
+from harness import gpubench_in_process
 from history_support import BACKENDS, env, nights, reps, store_target, write_run
 from typer.testing import CliRunner
 
@@ -37,19 +36,16 @@ def cli(*args: str | Path, env_vars: dict[str, str] | None = None) -> tuple[int,
     return result.exit_code, result.output
 
 
-def gpubench(
-    *args: str | Path, cwd: Path = REPO, timeout: float = 120, **extra_env: str
-) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k != "GPUBENCH_DB"}
-    environ.update({"PYTHONPATH": str(REPO), "COLUMNS": "200", **extra_env})
-    return subprocess.run(
-        [sys.executable, "-m", "bench", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=environ,
-    )
+def gpubench(*args: str | Path, cwd: Path = REPO, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """`gpubench ARGS` as a user's shell runs it, in `cwd`, without GPUBENCH_DB: bench.cli.main, the
+    console script's function, in this process (a new interpreter costs ~1.5 s of CPU)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("GPUBENCH_DB", raising=False)
+        for name, value in {"COLUMNS": "200", **extra_env}.items():
+            patch.setenv(name, value)
+        patch.chdir(cwd)
+        done = gpubench_in_process(*args)
+    return subprocess.CompletedProcess(list(args), done.code, done.out, done.err)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import SHORT, gpubench, pids_with, start_gpubench, wait_for, write_matrix
+from harness import BASE, gpubench, pids_with, start_gpubench, wait_for, write_matrix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +24,7 @@ from bench.run import torchrun
 from bench.scenario import Scenario
 from bench.worker.ranks import combine_ranks
 
-PARALLEL = {**SHORT, "engine": "accelerate", "gpus": 2, "strategy": "ddp", "timeout_s": 40}
+PARALLEL = {**BASE, "engine": "accelerate", "gpus": 2, "strategy": "ddp", "timeout_s": 40}
 
 
 # -- end to end ------------------------------------------------------------------------------------
