@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from harness import BASE, SHORT, gpubench, results, write_matrix
 
 from bench.run.childenv import worker_env
-from bench.run.launcher import DEFAULT_LAUNCHER, ForkLauncher, WorkerJob
+from bench.run.launcher import DEFAULT_LAUNCHER, ForkLauncher, WorkerJob, open_launcher
 from bench.scenario import Scenario
 
 # A spawned worker costs ~9 s of CPU: the crash, killed at its first step, imports the lighter engine.
@@ -156,3 +157,17 @@ def test_a_fallback_is_warned_once_and_recorded_in_env_json(tmp_path: Path, monk
     assert env["launcher"] == "fork"
     assert env["launcher_fallback"] == {"launcher": "spawn", "why": "the fork server ended"}
     assert all("imports" in json.loads(r["startup_breakdown"]) for r in outcome.rows)  # spawned
+
+
+def test_the_fork_server_imports_only_the_engines_the_run_uses() -> None:
+    """An Accelerate-only run's fork server leaves the Trainer's imports (about 4 s of CPU) out;
+    a worker of the other engine would import them itself."""
+    code = (
+        "import sys; from bench.worker.forkserver import _preload; "
+        "assert _preload(['accelerate']) is None; print('transformers.trainer' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
+    server = open_launcher("fork", {}, Path("x.log"), print, engines=["accelerate"])
+    assert isinstance(server, ForkLauncher) and server.server_cmd[-2:] == ["--serve", "accelerate"]

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -227,7 +227,15 @@ class ForkLauncher:
             server.stdout.close()
 
 
-def open_launcher(name: str, env: dict[str, str], log_path: Path, warn: Callable[[str], None]) -> Launcher:
+def open_launcher(
+    name: str,
+    env: dict[str, str],
+    log_path: Path,
+    warn: Callable[[str], None],
+    engines: Sequence[str] = ("trainer", "accelerate"),
+) -> Launcher:
+    """`engines`: those the run's scenarios use; the fork server imports only these (the Trainer's
+    imports cost about 4 s of CPU that an Accelerate-only run does not need)."""
     if name == "fork":
-        return ForkLauncher(env, log_path, warn)
+        return ForkLauncher(env, log_path, warn, server_cmd=[*SERVER, ",".join(sorted(engines))])
     return SpawnLauncher(env)

@@ -88,6 +88,7 @@ def execute(
         worker_env(plan.gpu_uuid, plan.inductor_cache, plan.cpu_affinity),
         plan.out / "logs" / "forkserver.log",
         warn,
+        engines=sorted({sc.engine for _, sc in todo}),
     )
     with ctrl_c:
         try:

@@ -42,12 +42,13 @@ def main(argv: list[str]) -> int:
 
         atomic_write_json(Path(argv[1]), probe())
         return 0
-    if argv == ["--serve"]:
-        from .forkserver import serve
+    if argv[:1] == ["--serve"] and len(argv) <= 2:
+        from .forkserver import ENGINES, serve
 
-        return serve()
+        return serve(engines=argv[1].split(",") if len(argv) == 2 else ENGINES)
     if len(argv) != 2:
-        print("usage: python -m bench.worker SPEC.json RESULT.json | --probe OUT.json | --serve", file=sys.stderr)
+        usage = "usage: python -m bench.worker SPEC.json RESULT.json | --probe OUT.json | --serve [ENGINE,...]"
+        print(usage, file=sys.stderr)
         return 2
     die_with_parent()
     return run_worker(argv[0], argv[1], {"interpreter": PROCESS_START})

@@ -19,6 +19,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 
@@ -27,11 +28,17 @@ def _send(out: TextIO, message: dict[str, Any]) -> None:
     out.flush()
 
 
-def _preload() -> str | None:
-    """Import what every worker needs; None, or why forking is not safe."""
+ENGINES = ("trainer", "accelerate")
+
+
+def _preload(engines: Sequence[str]) -> str | None:
+    """Import what the workers of these engines need; None, or why forking is not safe. A worker
+    of another engine imports the rest itself."""
     from .run import preload
 
-    for engine in ("trainer", "accelerate"):
+    for engine in engines:
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}")
         preload(engine)
     import torch
 
@@ -56,14 +63,14 @@ def _child(request: dict[str, Any], started: float) -> int:
     return run_worker(request["spec"], request["result"], {"forked": started})
 
 
-def serve(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
+def serve(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout, engines: Sequence[str] = ENGINES) -> int:
     begin = time.time()
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # is_available() without initialising CUDA
     from .entry import die_with_parent
 
     die_with_parent()
     try:
-        unsafe = _preload()
+        unsafe = _preload(engines)
     except Exception as exc:  # an import that fails here fails in the worker too, with its traceback
         unsafe = f"the fork server could not import the worker's modules: {type(exc).__name__}: {exc}"
     _send(stdout, {"ready": unsafe is None, "imports_s": round(time.time() - begin, 3), "error": unsafe})
