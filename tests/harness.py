@@ -58,7 +58,12 @@ def write_matrix(
 
 
 def gpubench_cmd(*args: str | Path) -> list[str]:
-    return [sys.executable, "-m", "bench", *map(str, args)]
+    """`gpubench run` writes no report.html here unless the test passes --report: the charts cost
+    about 2 s of CPU a run, and only the tests that read the report need them."""
+    argv = list(map(str, args))
+    if argv[:1] == ["run"] and "--report" not in argv and "--no-report" not in argv:
+        argv.append("--no-report")
+    return [sys.executable, "-m", "bench", *argv]
 
 
 def user_env() -> dict[str, str]:

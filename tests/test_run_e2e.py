@@ -26,7 +26,7 @@ QUICK = ["--matrix", "quick", "--device", "cpu", "--samples", "12", "--seq-len",
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("quick") / "run"
-    done = gpubench("run", *QUICK, "--out", str(out), timeout=600)
+    done = gpubench("run", *QUICK, "--report", "--out", str(out), timeout=600)
     return done, out
 
 
@@ -92,7 +92,7 @@ def test_quick_run_env_json(quick: tuple[subprocess.CompletedProcess[str], Path]
     _, out = quick
     env = json.loads((out / ENV_JSON).read_text())
     assert env["device"] == "cpu" and env["gpu"] is None and env["matrix"] == "quick"
-    assert env["command"] == "gpubench run " + " ".join([*QUICK, "--out", str(out)])
+    assert env["command"] == "gpubench run " + " ".join([*QUICK, "--report", "--out", str(out)])
     assert env["packages"]["torch"] and env["packages"]["transformers"] and env["torch_build"]
     assert env["cpu_count"] >= 1 and env["python"].count(".") == 2
     assert env["gpu_processes_at_start"] == []
@@ -197,4 +197,5 @@ def test_run_a_local_checkpoint(tmp_path: Path) -> None:
     row = frame.iloc[0]
     assert row["model_resolved"] == str(checkpoint.resolve()) and row["model"] == str(checkpoint)
     assert row["model_params"] == params  # the checkpoint itself, not a preset
+    assert not (out / "report.html").exists() and "report:" not in done.stderr  # --no-report (harness default)
     assert json.loads((out / SCENARIOS_JSON).read_text())["model"] == str(checkpoint.resolve())

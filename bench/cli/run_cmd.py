@@ -132,6 +132,13 @@ def run(
         ),
     ] = False,
     db: DbOpt = None,
+    report: Annotated[
+        bool,
+        typer.Option(
+            "--report/--no-report",
+            help="Write DIR/report.html at the end (about 2 s of CPU); `gpubench report DIR` writes it later.",
+        ),
+    ] = True,
 ) -> None:
     """Run a matrix of training scenarios, each in its own subprocess.
 
@@ -180,6 +187,7 @@ def run(
         launcher=launcher,
         time_limit_s=time_limit,
         cpu_affinity=cpu_affinity,
+        report=report,
     )
     plan, outcome = api.run(
         request,
@@ -196,9 +204,9 @@ def run(
         summary = summarize(frame)
         stdout_console().print(summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})"))
         err.print(f"results: {plan.results_csv}", highlight=False, markup=False, soft_wrap=True)
-        report = plan.out / REPORT_HTML
-        if report.is_file():
-            err.print(f"report:  {report}", highlight=False, markup=False, soft_wrap=True)
+        html = plan.out / REPORT_HTML
+        if report and html.is_file():  # not an older run's report under --no-report
+            err.print(f"report:  {html}", highlight=False, markup=False, soft_wrap=True)
     else:
         err.print(f"no scenario ran; the plan is in {plan.out}", markup=False)
     if outcome.interrupted:

@@ -35,6 +35,7 @@ class RunRequest:
     launcher: str = DEFAULT_LAUNCHER  # fork: one fork server per run; spawn: a fresh interpreter each
     time_limit_s: float | None = None  # start no worker that would end after this many seconds
     cpu_affinity: str | None = None  # "2-5": the CPUs the workers may use (Linux)
+    report: bool = True  # write DIR/report.html at the end (`gpubench report DIR` writes it later)
 
 
 def check_request(request: RunRequest) -> tuple[int, ...] | None:

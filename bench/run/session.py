@@ -85,7 +85,7 @@ def run(
         outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
         if outcome.launcher_fallback:  # env.json says how the workers really started
             note_launcher_fallback(plan.out, outcome.launcher_fallback)
-        if outcome.rows:  # DIR/report.html: any failure is only a warning; results and exit code stand
+        if outcome.rows and request.report:  # DIR/report.html: a failure only warns; results and exit code stand
             try:
                 from ..report.html import write_report
 
