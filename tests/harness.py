@@ -62,7 +62,7 @@ def gpubench_cmd(*args: str | Path) -> list[str]:
     about 2 s of CPU a run, and only the tests that read the report need them."""
     argv = list(map(str, args))
     if argv[:1] == ["run"] and "--report" not in argv and "--no-report" not in argv:
-        argv.append("--no-report")
+        argv.insert(1, "--no-report")
     return [sys.executable, "-m", "bench", *argv]
 
 
