@@ -19,7 +19,7 @@ from . import decoder_acts as acts
 from . import terms
 from .decoder import DecoderDims, buffer_bytes, is_layer_linear, param_count, param_tensors
 from .decoder_weights import decoder_states, head_tensor
-from .phases import Prediction, summed
+from .phases import Prediction, shared_notes, summed
 from .sharding import shard, world
 
 
@@ -116,15 +116,7 @@ def predict_decoder(sc: Scenario, d: DecoderDims, assumed_gpus: int = 2) -> Pred
 
 
 def _notes(sc: Scenario, n: int, assumed_gpus: int, paged: int) -> list[str]:
-    notes = []
-    if sc.strategy != "none":
-        assumed = f' (gpus = "all" counted as {assumed_gpus}; --gpus N to say)' if sc.gpus == "all" else ""
-        notes.append(f"per GPU over {n} processes ({sc.strategy}){assumed}; activations of one GPU's micro-batch")
-    if sc.compile:
-        notes.append(
-            "torch.compile: Inductor picks what to save and adds its own buffers; these are the eager-mode "
-            "figures, not held to the 15% target"
-        )
+    notes = shared_notes(sc, n, assumed_gpus)
     if sc.activation_offload:
         notes.append(
             "activation offload: saved tensors in pinned host memory; the GPU holds one layer's and the head's"

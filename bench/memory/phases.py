@@ -60,6 +60,22 @@ def summed(phase_terms: dict[str, dict[str, int]]) -> dict[str, int]:
     return {phase: sum(terms.values()) for phase, terms in phase_terms.items()}
 
 
+def shared_notes(sc: Scenario, n: int, assumed_gpus: int, predicted: bool = True) -> list[str]:
+    """The notes every model's prediction carries: per GPU, unpredicted buffers, compile."""
+    notes = []
+    if sc.strategy != "none":
+        assumed = f' (gpus = "all" counted as {assumed_gpus}; --gpus N to say)' if sc.gpus == "all" else ""
+        notes.append(f"per GPU over {n} processes ({sc.strategy}){assumed}; activations of one GPU's micro-batch")
+    if not predicted:
+        notes.append("DeepSpeed offload: the GPU holds DeepSpeed's own buffers, which are not predicted")
+    if sc.compile:
+        notes.append(
+            "torch.compile: Inductor picks what to save and adds its own buffers; these are the eager-mode "
+            "figures, not held to the 15% target"
+        )
+    return notes
+
+
 def predict(sc: Scenario, d: BertDims | DecoderDims, assumed_gpus: int = 2) -> Prediction:
     """Pure arithmetic on the model's dimensions and the scenario's settings; per GPU for a
     multi-process scenario (sharding.py), gpus = "all" counted as `assumed_gpus`."""
@@ -114,15 +130,7 @@ def predict(sc: Scenario, d: BertDims | DecoderDims, assumed_gpus: int = 2) -> P
         "optimizer_step": {**common, "gradients": g, "step temporaries": temp},
     }
     phases = summed(phase_terms)
-    if sc.strategy != "none":
-        assumed = f' (gpus = "all" counted as {assumed_gpus}; --gpus N to say)' if sc.gpus == "all" else ""
-        notes.append(f"per GPU over {n} processes ({sc.strategy}){assumed}; activations of one GPU's micro-batch")
-    if not per_gpu.predicted:
-        notes.append("DeepSpeed offload: the GPU holds DeepSpeed's own buffers, which are not predicted")
-    if sc.compile:
-        notes.append(
-            "torch.compile: Inductor picks what to save and adds its own buffers; these are the eager-mode figures"
-        )
+    notes += shared_notes(sc, n, assumed_gpus, per_gpu.predicted)
     notes += terms.optimizer_notes(sc.optimizer, sc.engine, paged)
     return Prediction(
         scenario=sc.name,
