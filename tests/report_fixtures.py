@@ -152,3 +152,18 @@ def gpu_set(tmp: Path) -> Path:
 
 def cpu_set(tmp: Path) -> Path:
     return write_set(tmp / "cpu", cpu_rows(), CPU_ENV)
+
+
+def scaling_sets(tmp: Path) -> tuple[Path, Path]:
+    """Two result directories of one workload made apart: `one-gpu` (the plain single-GPU run and
+    fsdp in one process) and `two-gpus` (ddp and fsdp on 2 GPUs); both hold a scenario named fsdp."""
+    plain = {"strategy": "none", "gpus": 1, "batch_size": 8}
+
+    def parallel(strategy: str, world: int) -> dict[str, Any]:
+        return {"strategy": strategy, "gpus": world, "world_size": world, "batch_size": 8}
+
+    one = [gpu_row("single", r, 100.0 + r, 9000.0, **plain) for r in range(3)]
+    one += [gpu_row("fsdp", r, 80.0 + r, 7000.0, **parallel("fsdp", 1)) for r in range(3)]
+    two = [gpu_row("ddp", r, 190.0 + r, 9100.0, **parallel("ddp", 2)) for r in range(3)]
+    two += [gpu_row("fsdp", r, 140.0 + r, 5000.0, **parallel("fsdp", 2)) for r in range(3)]
+    return write_set(tmp / "one-gpu", one, H200_ENV), write_set(tmp / "two-gpus", two, H200_ENV)

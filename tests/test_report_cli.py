@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 import typer
-from report_fixtures import cpu_rows, cpu_set, gpu_set
+from harness import gpubench_in_process
+from report_fixtures import cpu_rows, cpu_set, gpu_set, scaling_sets
 from typer.testing import CliRunner
 
 from bench import api
@@ -212,3 +213,54 @@ def test_a_failing_report_is_only_a_warning(fake_run: RunRequest, monkeypatch: p
 def section_text(html: str, section_id: str) -> str:
     start = html.index(f'<section id="{section_id}">')
     return html[start : html.index("</section>", start)]
+
+
+# -- several result directories --------------------------------------------------------------------
+def test_two_directories_make_one_report_with_scaling_curves(tmp_path: Path) -> None:
+    one, two = scaling_sets(tmp_path)
+    out = tmp_path / "scaling.html"
+    done = gpubench_in_process("report", one, two, "-o", out)
+    assert (done.code, done.out) == (0, "")
+    assert done.err == f"gpubench: wrote {out} ({round(out.stat().st_size / 1024)} KB)\n"
+    assert '<section id="scaling">' in out.read_text(encoding="utf-8")
+    assert not (one / "report.html").exists() and not (two / "report.html").exists()
+
+
+def test_two_directories_pool_their_summary(tmp_path: Path) -> None:
+    one, two = scaling_sets(tmp_path)
+    done = gpubench_in_process("report", one, two, "--format", "json")
+    assert done.code == 0, done.err
+    assert [r["scenario"] for r in json.loads(done.out)["scenarios"]] == [
+        "single",
+        "one-gpu/fsdp",
+        "ddp",
+        "two-gpus/fsdp",
+    ]
+
+
+def test_two_directories_need_an_output_for_html(tmp_path: Path) -> None:
+    one, two = scaling_sets(tmp_path)
+    done = gpubench_in_process("report", one, two)
+    assert done.code == ExitCode.BAD_INPUT
+    assert done.err == (
+        "gpubench: error: 2 result directories pooled into one HTML report: say where it goes with "
+        "--output FILE (only a single DIR gets DIR/report.html)\n"
+    )
+    assert not (one / "report.html").exists()
+
+
+def test_a_directory_given_twice_is_bad_input(tmp_path: Path) -> None:
+    one, _ = scaling_sets(tmp_path)
+    done = gpubench_in_process("report", one, one / "results.csv", "-o", tmp_path / "x.html")
+    assert done.code == ExitCode.BAD_INPUT
+    assert done.err == (
+        f"gpubench: error: {one / 'results.csv'}: given twice (as {one} too); give each result directory once\n"
+    )
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_a_missing_second_directory_is_bad_input(tmp_path: Path) -> None:
+    one, _ = scaling_sets(tmp_path)
+    done = gpubench_in_process("report", one, tmp_path / "nope", "-o", tmp_path / "x.html")
+    assert done.code == ExitCode.BAD_INPUT
+    assert done.err == f"gpubench: error: {tmp_path / 'nope'}: no such results file\n"

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from report_fixtures import CRASH_ERROR, OOM_ERROR, SKIP_REASON, cpu_set, gpu_set, write_set
+from report_fixtures import CRASH_ERROR, OOM_ERROR, SKIP_REASON, cpu_set, gpu_set, scaling_sets, write_set
 
 from bench.report.html import REPORT_HTML, write_report
 from bench.results import CPU_NOTE
@@ -271,3 +271,31 @@ def test_a_run_from_an_edited_checkout_says_so(tmp_path: Path) -> None:
     (out / "env.json").write_text(json.dumps(env))
     html = write_report(out).read_text(encoding="utf-8")
     assert "<dd><code>0123456789abcdef</code> (tracked files edited since this commit)</dd>" in html
+
+
+def test_scaling_section_for_two_directories(tmp_path: Path) -> None:
+    out = write_report(scaling_sets(tmp_path), tmp_path / "scaling.html")
+    html = out.read_text(encoding="utf-8")
+    scaling = section(html, "scaling")
+    assert "<h2>Scaling with the number of GPUs</h2>" in scaling
+    assert scaling.count("<svg ") == 2  # samples/s and efficiency: one workload
+    assert 'aria-label="Samples per second against the number of GPUs"' in scaling
+    assert 'aria-label="Scaling efficiency against GPUs"' in scaling
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", scaling)]
+    assert [c for c in cells if c] == [  # the lines in the order their rows come
+        ["fsdp full", "1", "81.00", "3", "1.00", "one-gpu/fsdp"],
+        ["fsdp full", "2", "141.00", "3", "0.87", "two-gpus/fsdp"],
+        ["ddp", "1", "101.00", "3", "1.00", "single"],
+        ["ddp", "2", "191.00", "3", "0.95", "ddp"],
+    ]
+    assert f"rows pooled from 2 result directories: {tmp_path / 'one-gpu'}, {tmp_path / 'two-gpus'}" in html
+    checker = TagChecker()
+    checker.feed(html)
+    assert checker.errors == [] and checker.stack == []
+
+
+def test_no_scaling_section_without_a_strategy_at_two_gpu_counts(tmp_path: Path) -> None:
+    one_gpu, _ = scaling_sets(tmp_path)
+    html = write_report(one_gpu).read_text(encoding="utf-8")  # fsdp on 1 GPU only
+    assert '<section id="summary">' in html
+    assert 'id="scaling"' not in html and "Scaling with the number of GPUs" not in html

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from ..errors import BadInput
 from ..termtable import stdout_console
 from .options import path_value
 from .output import emit, plain, say
@@ -27,9 +28,14 @@ def register(app: typer.Typer) -> None:
 
 
 def report_command(
-    result_dir: Annotated[
-        Path,
-        typer.Argument(parser=path_value, help="A result directory (or its results.csv), with env.json beside it."),
+    result_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            parser=path_value,
+            metavar="DIR...",
+            help="A result directory (or its results.csv), with env.json beside it; several are pooled into "
+            "one report (scaling curves over runs made apart), and then html needs --output.",
+        ),
     ],
     fmt: Annotated[
         ReportFormat,
@@ -46,7 +52,7 @@ def report_command(
             "--output",
             "-o",
             parser=path_value,
-            help="Write here. Default: DIR/report.html for html, stdout for the others.",
+            help="Write here. Default: DIR/report.html for html (given one DIR), stdout for the others.",
         ),
     ] = None,
     baseline: Annotated[
@@ -58,7 +64,10 @@ def report_command(
 
     The HTML file is self-contained (inline CSS and SVG charts, no scripts, no network): the
     environment, the summary table, throughput and peak-memory bar charts, a speed-versus-memory
-    map with the Pareto front marked, and the failed and skipped scenarios with their reasons.
+    map with the Pareto front marked, the failed and skipped scenarios with their reasons, and,
+    where a strategy ran at two or more GPU counts, its scaling curves (samples/s and efficiency
+    against GPUs). Several result directories are pooled into one report: a scenario name found in
+    more than one is qualified by its directory, and the HTML goes where --output says.
     Markdown gives the summary table and the main findings; `gpubench run` writes the HTML
     report at the end of every run.
 
@@ -66,18 +75,24 @@ def report_command(
       gpubench report results/2026-11-29T10-00-00/
       gpubench report results/h200-bert-large/full --format markdown >> "$GITHUB_STEP_SUMMARY"
       gpubench report results/h200-bert-large/full --format table
+      gpubench report results/h200x2-multi-gpu/all-gpus results/h200x2-multi-gpu/one-gpu -o scaling.html
     """
     if fmt is ReportFormat.html:
         from ..report.html import size_text, write_report
 
-        path = write_report(result_dir, output, baseline)
+        if len(result_dirs) > 1 and output is None:
+            raise BadInput(
+                f"{len(result_dirs)} result directories pooled into one HTML report: say where it goes with "
+                "--output FILE (only a single DIR gets DIR/report.html)"
+            )
+        path = write_report(result_dirs, output, baseline)
         say(f"wrote {path} ({size_text(path)})")
         return
     from ..report import markdown, records
-    from ..report.data import load
+    from ..report.data import load_many
     from ..report.table import summary_table
 
-    report = load(result_dir, baseline)
+    report = load_many(result_dirs, baseline)
     if fmt in (ReportFormat.table, ReportFormat.csv):  # the markdown and the JSON hold their notes
         for text in report.notes:
             say(f"note: {text}")

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from ..fmt import fmt_num, fmt_pct, missing, noise_tag
 from .data import MEMORY_SERIES, Report
 from .labels import place_labels
+from .scaling import ScalingLine
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 BLUE, ORANGE, GREEN, VERMILLION, SKY, GREY = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#8c8c8c")
@@ -40,7 +41,19 @@ RC: dict[Any, Any] = {
     "axes.spines.right": False,
     "hatch.linewidth": 0.6,
 }
+# One style per scaling line: colour, marker, dash; lines are also named at their last point.
+LINE_STYLES = [
+    (BLUE, "o", "-"),
+    (ORANGE, "s", "--"),
+    (GREEN, "D", "-."),
+    (VERMILLION, "^", ":"),
+    (SKY, "v", "-"),
+    ("#CC79A7", "P", "--"),
+    ("#000000", "X", "-."),
+    ("#F0E442", "*", ":"),
+]
 WIDTH_IN = 9.0
+SCALING_WIDTH_IN = 6.0
 REASON_CHARS = 70
 
 
@@ -209,12 +222,66 @@ def speed_memory_map(report: Report) -> str:
         return _svg(fig, "map", "Speed versus peak memory per scenario")
 
 
+def scaling_chart(lines: list[ScalingLine], metric: str, prefix: str) -> str:
+    """One line per strategy against the number of GPUs: metric "samples_per_s" (median) or
+    "efficiency" (weak scaling, 1.0 at one GPU, the dotted line)."""
+    speed = metric == "samples_per_s"
+    with _figure(0, height_in=4.2, width_in=SCALING_WIDTH_IN) as (fig, ax):
+        gpus = sorted({p.gpus for line in lines for p in line.points}) or [1]
+        labels: list[tuple[float, float, str, bool]] = []
+        xs: list[float] = []
+        ys: list[float] = []
+        for i, line in enumerate(lines):
+            colour, marker, dash = LINE_STYLES[i % len(LINE_STYLES)]
+            points = [(p.gpus, p.samples_per_s if speed else p.efficiency) for p in line.points]
+            known = [(float(x), float(y)) for x, y in points if y is not None]
+            if len(known) < 2:
+                continue
+            ax.plot(
+                [x for x, _ in known],
+                [y for _, y in known],
+                color=colour,
+                marker=marker,
+                linestyle=dash,
+                linewidth=1.4,
+                markersize=6,
+                markeredgecolor="black",
+                markeredgewidth=0.5,
+                label=_plain(line.label),
+                zorder=3,
+            )
+            labels.append((known[-1][0], known[-1][1], _plain(line.label), False))
+            xs += [x for x, _ in known]
+            ys += [y for _, y in known]
+        if not speed:
+            ax.axhline(1.0, color=GREY, linestyle=":", linewidth=1, zorder=1)
+            ys.append(1.0)
+        if ys:
+            low = 0.0 if speed or min(ys) >= 0 else min(ys)
+            ax.set_ylim(low, max(ys) * 1.12)
+        width = (max(gpus) - min(gpus)) or 1
+        ax.set_xlim(min(gpus) - 0.1 * width, max(gpus) + 0.75 * width)  # room for the names on the right
+        ax.set_xticks(gpus)
+        legend = ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8, frameon=False)
+        place_labels(fig, ax, labels, [legend])
+        ax.set_xlabel("GPUs (processes in the job)")
+        ax.set_ylabel(
+            "samples/s, whole job (median over ok repeats)" if speed else "weak-scaling efficiency (1 = linear)"
+        )
+        ax.grid(True, linewidth=0.4, alpha=0.5)
+        ax.set_axisbelow(True)
+        title = "Samples per second against the number of GPUs" if speed else "Scaling efficiency against GPUs"
+        return _svg(fig, prefix, title)
+
+
 # -- pieces ----------------------------------------------------------------------------------------
 @contextmanager
-def _figure(n_rows: int, per_row: float = 0.4, height_in: float | None = None) -> Iterator[tuple[Figure, Any]]:
+def _figure(
+    n_rows: int, per_row: float = 0.4, height_in: float | None = None, width_in: float = WIDTH_IN
+) -> Iterator[tuple[Figure, Any]]:
     with matplotlib.rc_context(RC):
         height = height_in or max(2.2, 0.9 + per_row * n_rows)
-        fig = Figure(figsize=(WIDTH_IN, height))
+        fig = Figure(figsize=(width_in, height))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
         yield fig, ax

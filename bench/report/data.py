@@ -7,7 +7,8 @@ Rendering is elsewhere: bench.report.html (with bench.report.charts) and bench.r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,9 @@ import pandas as pd
 
 from ..errors import BadInput, did_you_mean
 from ..fmt import fmt_num, fmt_pct, missing
-from ..results import caveats, load_run, summarize, window_cpu_loop_ms
+from ..results import Run, caveats, load_run, summarize, window_cpu_loop_ms
 from ..stats import MIN_REPEATS, separation
+from .scaling import ScalingLine, scaling_lines
 
 DEFAULT_BASELINE = "baseline"
 NOISE_PCT = 2.0  # changes vs baseline smaller than this are "about the same" in the findings
@@ -62,6 +64,12 @@ class Report:
     problems: tuple[Problem, ...]
     notes: tuple[str, ...]
     caveats: tuple[str, ...] = ()  # what the figures are worth, said first (bench.results.caveats)
+    scaling: tuple[ScalingLine, ...] = ()  # strategies at two or more GPU counts (bench.report.scaling)
+    sources: tuple[Path, ...] = ()  # every results.csv pooled into this report; () means (source,)
+
+    @property
+    def all_sources(self) -> tuple[Path, ...]:
+        return self.sources or (self.source,)
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -111,6 +119,54 @@ def load(path: Path, baseline: str | None = None) -> Report:
     return build(run.frame, run.env, run.csv_path, baseline)
 
 
+def load_many(paths: Sequence[Path], baseline: str | None = None) -> Report:
+    """One report of the rows of several result directories (or results.csv files) pooled, for
+    scaling curves over runs made apart (one GPU, then two). The environment shown is the first
+    directory's; a scenario name found in more than one directory is qualified by its directory
+    ("one-gpu/fsdp") so that its repeats are not mixed with another run's."""
+    if len(paths) == 1:
+        return load(paths[0], baseline)
+    runs = [load_run(Path(p)) for p in paths]
+    seen: dict[Path, Path] = {}
+    for given, run in zip(paths, runs, strict=True):
+        where = run.csv_path.resolve()
+        if where in seen:
+            raise BadInput(f"{given}: given twice (as {seen[where]} too); give each result directory once")
+        seen[where] = Path(given)
+    frame = pool([(_label(run, runs), run) for run in runs])
+    report = build(frame, runs[0].env, runs[0].csv_path, baseline)
+    note = f"rows pooled from {len(runs)} result directories: " + ", ".join(str(r.csv_path.parent) for r in runs)
+    devices = list(dict.fromkeys(device_name(r.env) for r in runs))
+    note += (
+        f"; they ran on different devices ({', '.join(devices)}): compare across them with care"
+        if len(devices) > 1
+        else f"; the environment shown is {runs[0].csv_path.parent}'s"
+    )
+    return replace(report, notes=(note, *report.notes), sources=tuple(r.csv_path for r in runs))
+
+
+def pool(runs: Sequence[tuple[str, Run]]) -> pd.DataFrame:
+    """The runs' rows in one frame, each (label, run) in turn; a scenario name held by more than one
+    run becomes "label/name" in each."""
+    counts: dict[str, int] = {}
+    for _, run in runs:
+        for name in {str(n) for n in run.frame["scenario"]}:
+            counts[name] = counts.get(name, 0) + 1
+    frames = []
+    for label, run in runs:
+        frame = run.frame.copy()
+        frame["scenario"] = [f"{label}/{n}" if counts[str(n)] > 1 else str(n) for n in frame["scenario"]]
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _label(run: Run, runs: Sequence[Run]) -> str:
+    """The run's directory name, or its whole path where two runs share a name."""
+    name = run.csv_path.parent.name
+    same = [r for r in runs if r.csv_path.parent.name == name]
+    return name if len(same) == 1 else str(run.csv_path.parent)
+
+
 def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baseline: str | None = None) -> Report:
     """Pure: the results frame and env in, the report data out.
 
@@ -157,7 +213,10 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
             "disturbed (see env.json, gpu_processes_at_start)"
         )
     problems = _problems(frame, summary)
-    return Report(summary, env, Path(source), baseline, problems, tuple(notes), tuple(caveats(env, frame)))
+    scaling = scaling_lines(frame.to_dict("records"))
+    return Report(
+        summary, env, Path(source), baseline, problems, tuple(notes), tuple(caveats(env, frame)), scaling=scaling
+    )
 
 
 def _cpu_window_note(frame: pd.DataFrame, summary: pd.DataFrame) -> str | None:

@@ -6,6 +6,7 @@ from the results or env.json goes through html.escape.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
@@ -15,7 +16,8 @@ from .. import __version__
 from ..fmt import fmt_date, fmt_num, fmt_pct, missing, noise_legend, noise_tag, sentence
 from ..fsio import atomic_write_text
 from ..results import NOISE_COLUMNS
-from .data import Problem, Report, device_name, env_part, findings, load
+from .data import Problem, Report, device_name, env_part, findings, load_many
+from .scaling import ScalingLine, workloads
 
 REPORT_HTML = "report.html"
 TAIL_CHARS = 3000  # of a failed scenario's stderr, shown folded
@@ -57,6 +59,10 @@ ul.findings li { margin: 2px 0; }
 figure { margin: 12px 0 24px; break-inside: avoid; page-break-inside: avoid; }
 figure svg { display: block; max-width: 100%; height: auto; }
 figcaption { color: var(--muted); font-size: 13px; margin-top: 4px; max-width: 60em; }
+h3 { font-size: 1.05em; margin: 16px 0 4px; }
+.scaling { display: flex; flex-wrap: wrap; gap: 8px 24px; align-items: flex-start; }
+.scaling figure { flex: 1 1 480px; max-width: 620px; margin: 4px 0 12px; }
+.scaling .scroll { flex: 0 1 auto; margin-top: 8px; }
 details pre { white-space: pre-wrap; font-size: 12px; background: #f6f6f6; padding: 8px;
   max-height: 24em; overflow: auto; }
 footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
@@ -74,9 +80,11 @@ footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
 """
 
 
-def write_report(result_dir: Path, output: Path | None = None, baseline: str | None = None) -> Path:
-    """Read a result set and write its HTML report (default RESULT_DIR/report.html), atomically."""
-    report = load(Path(result_dir), baseline)
+def write_report(result_dir: Path | Sequence[Path], output: Path | None = None, baseline: str | None = None) -> Path:
+    """Read a result set (or several, pooled: bench.report.data.load_many) and write its HTML report,
+    atomically; by default into the (first) result directory, as report.html."""
+    dirs = [Path(result_dir)] if isinstance(result_dir, str | Path) else [Path(d) for d in result_dir]
+    report = load_many(dirs, baseline)
     path = Path(output) if output is not None else report.source.parent / REPORT_HTML
     atomic_write_text(path, render(report))
     return path
@@ -94,6 +102,7 @@ def render(report: Report) -> str:
         _figure("Throughput", charts.speed_chart(report), _speed_caption(report)),
         _figure("Peak memory", charts.memory_chart(report), _memory_caption(report)),
         _figure("Speed versus memory", charts.speed_memory_map(report), _map_caption(report)),
+        _scaling(report.scaling, charts.scaling_chart),
         _footer(report),
     ]
     return (
@@ -164,7 +173,7 @@ def _env_rows(report: Report) -> list[tuple[str, str]]:
         ("host", text(env.get("host"))),
         ("date", text(fmt_date(env.get("created_at")) or env.get("created_at"))),
         ("command", f"<code>{text(env.get('command'))}</code>"),
-        ("results", f"<code>{escape(str(report.source))}</code>"),
+        ("results", ", ".join(f"<code>{escape(str(s))}</code>" for s in report.all_sources)),
     ]
     if commit:
         edited = " (tracked files edited since this commit)" if env_part(env, "git").get("dirty") else ""
@@ -266,11 +275,56 @@ def _figure(heading: str, svg: str, caption: str) -> str:
     )
 
 
+def _scaling(lines: tuple[ScalingLine, ...], chart: Any) -> str:
+    """Per workload: samples/s and efficiency against GPUs, one line per strategy, and the figures
+    in a table beside them; nothing when no strategy was measured at two GPU counts."""
+    if not lines:
+        return ""
+    parts = ['<section id="scaling">\n<h2>Scaling with the number of GPUs</h2>']
+    parts.append(
+        '<p class="notes">One line per parallel strategy measured at two or more GPU counts, with the same '
+        "per-GPU batch and otherwise equal settings. A line's 1-GPU point is the strategy's own one-process run "
+        "where there is one, else the plain single-GPU run (strategy none) of the same workload. Efficiency is "
+        "weak scaling: samples/s per GPU over the 1-GPU samples/s, so 1 is linear (the dotted line); "
+        "medians over ok repeats.</p>"
+    )
+    for i, (workload, group) in enumerate(workloads(lines)):
+        if workload:
+            parts.append(f"<h3>{escape(workload)}</h3>")
+        speed = chart(group, "samples_per_s", f"scaling{i}-speed")
+        efficiency = chart(group, "efficiency", f"scaling{i}-eff")
+        parts.append(
+            f'<div class="scaling">\n<figure>\n{speed}\n</figure>\n<figure>\n{efficiency}\n</figure>\n'
+            f"{_scaling_table(group)}\n</div>"
+        )
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _scaling_table(lines: list[ScalingLine]) -> str:
+    head = (
+        '<tr><th>strategy</th><th class="num">GPUs</th><th class="num">samples/s<br><small>median</small></th>'
+        '<th class="num">n</th><th class="num">efficiency</th><th>scenarios</th></tr>'
+    )
+    rows = [head]
+    for line in lines:
+        for p in line.points:
+            efficiency = "–" if p.efficiency is None else f"{p.efficiency:.2f}"
+            rows.append(
+                f'<tr><td class="name">{escape(line.label)}</td><td class="num">{p.gpus}</td>'
+                f'<td class="num">{escape(fmt_num(p.samples_per_s, 2))}</td><td class="num">{p.n}</td>'
+                f'<td class="num">{efficiency}</td><td>{escape(", ".join(p.scenarios))}</td></tr>'
+            )
+    table = "\n".join(rows)
+    return f'<div class="scroll"><table>\n{table}\n</table></div>'
+
+
 def _footer(report: Report) -> str:
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    sources = ", ".join(f"<code>{escape(str(s))}</code>" for s in report.all_sources)
     return (
         f"<footer>Written by gpubench {escape(__version__)} on {escape(now)} from "
-        f"<code>{escape(str(report.source))}</code>. Self-contained: no scripts, no network."
+        f"{sources}. Self-contained: no scripts, no network."
         "</footer>"
     )
 

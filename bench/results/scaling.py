@@ -18,7 +18,8 @@ STRATEGY_SETTINGS = ("strategy", "zero_stage", "fsdp_sharding", "offload")
 NOT_WORKLOAD = ("description", "timeout_s", "samples", "warmup_steps", "window", *PARALLEL_SETTINGS)
 
 
-def _world(row: dict[str, Any]) -> int:
+def world(row: dict[str, Any]) -> int:
+    """The row's number of processes (GPUs); 1 where world_size is empty (a single-GPU row)."""
     value = row.get("world_size")
     return int(value) if isinstance(value, int | float) and value == value else 1
 
@@ -27,19 +28,35 @@ def _key(row: dict[str, Any], drop: tuple[str, ...]) -> tuple[Any, ...]:
     return tuple(str(row.get(c)) for c in SETTING_COLUMNS if c not in drop)
 
 
+def strategy_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The workload (same per-GPU batch, model, precision, engine, ...) and the strategy: equal for
+    the rows of one strategy at any number of GPUs."""
+    return _key(row, NOT_WORKLOAD)
+
+
+def workload_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The workload alone: equal for the rows of every strategy of one workload, at any number of GPUs."""
+    return _key(row, NOT_WORKLOAD + STRATEGY_SETTINGS)
+
+
+def is_plain(row: dict[str, Any]) -> bool:
+    """A row without a parallel strategy (strategy = "none"): the reference of every strategy."""
+    return row.get("strategy") in (None, "none")
+
+
 def add_scaling(rows: list[dict[str, Any]]) -> None:
     """Set scaling_efficiency and scaling_ref on every ok multi-process row that has a reference."""
-    singles = [r for r in rows if r.get("status") == "ok" and _world(r) == 1 and r.get("samples_per_s")]
+    singles = [r for r in rows if r.get("status") == "ok" and world(r) == 1 and r.get("samples_per_s")]
     same: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     plain: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in singles:
-        same.setdefault(_key(r, NOT_WORKLOAD), []).append(r)
-        if r.get("strategy") in (None, "none"):
-            plain.setdefault(_key(r, NOT_WORKLOAD + STRATEGY_SETTINGS), []).append(r)
+        same.setdefault(strategy_key(r), []).append(r)
+        if is_plain(r):
+            plain.setdefault(workload_key(r), []).append(r)
     for row in rows:
-        if _world(row) == 1 or row.get("status") != "ok" or not row.get("samples_per_s_per_gpu"):
+        if world(row) == 1 or row.get("status") != "ok" or not row.get("samples_per_s_per_gpu"):
             continue
-        refs = same.get(_key(row, NOT_WORKLOAD)) or plain.get(_key(row, NOT_WORKLOAD + STRATEGY_SETTINGS))
+        refs = same.get(strategy_key(row)) or plain.get(workload_key(row))
         if not refs:
             continue
         median = statistics.median(float(r["samples_per_s"]) for r in refs)
