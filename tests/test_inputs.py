@@ -215,7 +215,7 @@ def test_any_toml_value_of_any_key_is_a_sane_scenario_or_bad_input(key: str, val
         (["run", "--matrix", "{m}", "--out", ""], "'--out': is empty"),
         (["run", "--resume", ""], "'--resume': is empty"),
         (["compare", "", "{m}"], "'base': is empty"),
-        (["report", ""], "'result_dir': is empty"),
+        (["report", ""], "'DIR...': is empty"),
         (["history", "list", "--db", ""], "--db is empty"),
         (["history", "import", ""], "'dirs': is empty"),
     ],
