@@ -49,7 +49,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
         {
             "ddp": {"gpus": 1, "nnodes": 2, "rdzv_endpoint": f"127.0.0.1:{free_port()}"},  # first: node 1 waits
             "fsdp": {"strategy": "fsdp"},
-            "hang1": {"inject_fault": "hang", "fault_rank": 1, "timeout_s": 60},
+            # the collective timeout is half the scenario's (45 s): it, not the kill at 90 s, must end
+            # the job, with 45 s to spare for the ranks' start on a loaded machine
+            "hang1": {"inject_fault": "hang", "fault_rank": 1, "timeout_s": 90},
         },
         base=PARALLEL,
     )
@@ -99,7 +101,7 @@ def test_a_failing_rank_is_named_with_its_reason(run: dict[int, Path]) -> None:
     hung = got["hang1"]
     assert hung["status"] == "timeout" and hung["error"].startswith("rank 1 never finished (hung)")
     assert "rank 0 failed waiting for it in a collective" in hung["error"]
-    assert hung["worker_wall_s"] < 60  # the waiting rank's collective timeout (30 s) ended it, not the kill
+    assert hung["worker_wall_s"] < 90  # the waiting rank's collective timeout ended it, not the kill
 
 
 def test_no_rank_outlives_its_scenario(run: dict[int, Path]) -> None:
