@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--serve"] and len(argv) <= 2:
         from .forkserver import ENGINES, serve
 
-        return serve(engines=argv[1].split(",") if len(argv) == 2 else ENGINES)
+        return serve(engines=[e for e in argv[1].split(",") if e] if len(argv) == 2 else ENGINES)
     if len(argv) != 2:
         usage = "usage: python -m bench.worker SPEC.json RESULT.json | --probe OUT.json | --serve [ENGINE,...]"
         print(usage, file=sys.stderr)
