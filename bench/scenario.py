@@ -30,6 +30,10 @@ PEFTS = ("none", "lora")
 QUANTIZE_BASES = ("none", "int8", "nf4")  # bitsandbytes' LLM.int8() and 4-bit NormalFloat base weights
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's `mode`
 MAX_LORA_RANK = 65_536
+# Packages whose import creates a CUDA context: peft (it imports bitsandbytes) and torchao (its
+# Triton check asks for the device's properties). The fork server must not, so they are kept out of
+# its imports and of every worker that does not use them; a worker that does starts afresh.
+CUDA_AT_IMPORT = ("peft", "torchao")
 ATTENTION = ("default", "eager", "sdpa")
 # torch.compile over the whole model (what the Trainer's torch_compile does) or over each repeated
 # transformer block ("regional compilation": one compiled graph reused by every layer).
@@ -312,6 +316,11 @@ class Scenario:
         return self.gpus * self.nnodes
 
     @property
+    def cuda_at_import(self) -> tuple[str, ...]:
+        """The packages of CUDA_AT_IMPORT this scenario imports."""
+        return cuda_at_import(dataclasses.asdict(self))
+
+    @property
     def needs_cuda(self) -> str | None:
         """Why this scenario cannot run without CUDA, or None."""
         if self.tf32:
@@ -359,3 +368,10 @@ def _endpoint(value: str) -> bool:
 
 
 SETTING_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Scenario) if f.name != "origin")
+
+
+def cuda_at_import(scenario: dict[str, Any]) -> tuple[str, ...]:
+    """The packages of CUDA_AT_IMPORT a scenario's fields (as in a worker's spec) import: peft for
+    LoRA, torchao for fp8."""
+    used = {"peft": scenario.get("peft", "none") != "none", "torchao": bool(scenario.get("fp8", False))}
+    return tuple(name for name in CUDA_AT_IMPORT if used[name])

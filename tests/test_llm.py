@@ -6,6 +6,7 @@ of the cheap parts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -23,7 +24,8 @@ from typer.testing import CliRunner
 from bench.cli import run_cmd
 from bench.errors import BadInput
 from bench.matrix import load_matrix
-from bench.scenario import Scenario
+from bench.scenario import CUDA_AT_IMPORT, Scenario
+from bench.worker.__main__ import keep_cuda_imports_out
 from bench.worker.llm import float8_eligible
 from bench.worker.model import count_parameters, count_trainable
 from bench.worker.offload import OffloadActivations, offload_forward
@@ -238,3 +240,21 @@ def test_causal_lm_labels_are_the_tokens() -> None:
 
     row = make_dataset(4, 16, 4096, 0, "memory", causal=True)[0]
     assert torch.equal(row["labels"], row["input_ids"]) and int(row["input_ids"].max()) < 4096
+
+
+@pytest.mark.parametrize(("peft", "fp8"), [("none", False), ("lora", False), ("none", True), ("lora", True)])
+def test_a_worker_blocks_the_cuda_at_import_packages_its_scenario_does_not_use(
+    peft: str, fp8: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """peft and torchao create a CUDA context on import (too early for the fork server): a worker
+    blocks each one its scenario does not use, and the runner spawns afresh any that uses one."""
+    sc = Scenario(name="s", model="llama-tiny", precision="bf16", peft=peft, fp8=fp8)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"scenario": dataclasses.asdict(sc)}))
+    for name in CUDA_AT_IMPORT:
+        monkeypatch.delitem(sys.modules, name, raising=False)  # undone: the entries come back or go
+    keep_cuda_imports_out(str(spec))
+    blocked = {name for name in CUDA_AT_IMPORT if name in sys.modules and sys.modules[name] is None}
+    used = ({"peft"} if peft == "lora" else set()) | ({"torchao"} if fp8 else set())
+    assert blocked == set(CUDA_AT_IMPORT) - used
+    assert set(sc.cuda_at_import) == used

@@ -36,8 +36,8 @@ class WorkerJob:
     log_path: Path
     on_start: Callable[[int], None] | None = None
     interrupts: Interrupts | None = None
-    # a fresh interpreter even under the fork server: the scenario imports peft (LoRA), which the
-    # server keeps out of its imports (bench/worker/__main__.py)
+    # a fresh interpreter even under the fork server: the scenario imports peft or torchao, which
+    # the server keeps out of its imports (scenario.CUDA_AT_IMPORT)
     fresh: bool = False
 
 

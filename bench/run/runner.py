@@ -189,8 +189,9 @@ def run_one(
         if sampler is not None:
             sampler.start(pid)
 
-    # peft is kept out of the fork server's imports: a LoRA scenario that can run here starts afresh
-    fresh = sc.peft != "none" and not (plan.device == "cpu" and sc.needs_cuda)
+    # peft and torchao are kept out of the fork server's imports: a scenario that can run here and
+    # uses one starts afresh
+    fresh = bool(sc.cuda_at_import) and not (plan.device == "cpu" and sc.needs_cuda)
     proc = launcher.run(WorkerJob(spec_path, result_path, timeout_s, log_path, started, interrupts, fresh=fresh))
     peaks = sampler.stop() if sampler else None
     status, error, figures = _outcome(proc, result_path, timeout_s, kills_before)

@@ -7,6 +7,7 @@ and stderr are logs. A worker that dies without writing it is reported by the pa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -14,28 +15,29 @@ from pathlib import Path
 
 from .. import cpus
 from ..fsio import atomic_write_json
+from ..scenario import CUDA_AT_IMPORT, cuda_at_import
 from .entry import die_with_parent, run_worker
 
 PROCESS_START = time.time()
 
 
-def keep_peft_out(spec_path: str | None) -> None:
-    """Block peft's import unless this worker's scenario uses LoRA. transformers imports peft when it
-    can, and peft pulls in bitsandbytes, which creates a CUDA context on import (too early for the
-    fork server, and 3-4 s for every worker). A LoRA scenario's worker is spawned afresh (the
-    runner's WorkerJob.fresh) and imports it."""
+def keep_cuda_imports_out(spec_path: str | None) -> None:
+    """Block the import of the packages that create a CUDA context on import (peft, torchao:
+    scenario.CUDA_AT_IMPORT) unless this worker's scenario uses them. transformers imports them when
+    it can: too early for the fork server, and seconds for every worker. A scenario that uses one is
+    spawned afresh (the runner's WorkerJob.fresh) and imports it."""
+    used: tuple[str, ...] = ()
     if spec_path is not None:
-        try:
-            scenario = json.loads(Path(spec_path).read_text(encoding="utf-8"))["scenario"]
-            if scenario.get("peft", "none") != "none":
-                return
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            pass  # the worker reports an unreadable spec itself
-    sys.modules.setdefault("peft", None)  # type: ignore[arg-type]
+        # the worker reports an unreadable spec itself
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+            used = cuda_at_import(json.loads(Path(spec_path).read_text(encoding="utf-8"))["scenario"])
+    for name in CUDA_AT_IMPORT:
+        if name not in used:
+            sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 
 def main(argv: list[str]) -> int:
-    keep_peft_out(argv[0] if len(argv) == 2 and not argv[0].startswith("--") else None)
+    keep_cuda_imports_out(argv[0] if len(argv) == 2 and not argv[0].startswith("--") else None)
     cpus.pin_from_env()  # --cpu-affinity, before any thread starts; the fork server's children inherit it
     if argv[:1] == ["--probe"] and len(argv) == 2:
         from .probe import probe

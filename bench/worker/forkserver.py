@@ -7,8 +7,9 @@ forked and {"pid": N, "returncode": RC} when it has ended (RC negative: killed b
 A request while the server cannot fork safely gets {"error": WHY}.
 
 The server never creates a CUDA context: torch's availability check goes through NVML
-(PYTORCH_NVML_BASED_CUDA_CHECK), peft (whose import pulls in bitsandbytes, which initialises CUDA)
-is kept out of every worker, and the server checks torch.cuda.is_initialized() before it forks.
+(PYTORCH_NVML_BASED_CUDA_CHECK), the packages that initialise CUDA on import (peft, torchao:
+scenario.CUDA_AT_IMPORT) are kept out of every worker that does not use them, and the server
+checks torch.cuda.is_initialized() before it forks.
 Each worker leads its own process group and dies with the server, which dies with the runner.
 """
 
