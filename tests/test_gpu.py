@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.results import read_results
+from bench.worker.window import STOPS
 
 pytestmark = pytest.mark.gpu
 
@@ -185,3 +186,18 @@ def test_every_llm_technique_trains_on_the_gpu(tmp_path: Path) -> None:
     assert rows["baseline"]["status"] == "ok" and rows["offload"]["status"] == "ok"
     # the adapters' optimizer state only: LoRA's peak is below the full fine-tune's
     assert rows["lora"]["torch_max_allocated_mb"] < rows["baseline"]["torch_max_allocated_mb"]
+
+
+@pytest.mark.skipif(gpu_count() < 2, reason="needs 2 or more CUDA GPUs")
+def test_an_auto_window_ends_at_the_same_step_on_every_rank_under_nccl(tmp_path: Path) -> None:
+    """window = "auto" under NCCL: rank 0's stop decision travels over the gloo side group
+    (bench/worker/dist.py), so every rank times the same steps and the job ends cleanly."""
+    out = tmp_path / "auto"
+    done = gpubench(
+        "run", "--matrix", "multi-gpu", "--only", "ddp,fsdp", "--window", "auto", "--samples", "4096", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name, row in {r["scenario"]: r for r in read_results(out / "results.csv").to_dict("records")}.items():
+        assert row["status"] == "ok" and row["window_stop"] in STOPS, (name, row["window_stop"])
+        ranks = json.loads(row["rank_figures"])
+        assert len(ranks) == gpu_count() and len({r["window_steps"] for r in ranks}) == 1, (name, ranks)
