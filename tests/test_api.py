@@ -115,3 +115,27 @@ def test_a_cpu_run_reads_torch_without_starting_it(tmp_path: Path) -> None:
     assert seen["torch"] == version("torch") and seen["devices"] == [] and not (tmp_path / "probe.log").exists()
     if probe_mod.no_gpu_driver():
         assert probe_mod.probe("auto", tmp_path) == seen
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_files_workers_share_are_deleted_when_the_run_ends(
+    fake_gpu: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool
+) -> None:
+    """work/shared holds gigabytes (a QLoRA preset's random weights): gone after the run, even one
+    that ends by an exception; the rest of the run's folder stays."""
+
+    def execute(plan: RunPlan, *args: Any, **kwargs: Any) -> runner.RunOutcome:
+        (plan.shared_dir / "llama-1b-bfloat16-seed42").mkdir(parents=True)
+        (plan.shared_dir / "llama-1b-bfloat16-seed42" / "model.safetensors").write_bytes(b"x" * 1000)
+        if fails:
+            raise KeyboardInterrupt
+        return runner.RunOutcome([], ExitCode.OK, False)
+
+    monkeypatch.setattr(session, "execute", execute)
+    if fails:
+        with pytest.raises(KeyboardInterrupt):
+            api.run(RunRequest())
+    else:
+        api.run(RunRequest())
+    assert not (tmp_path / "out" / "work" / "shared").exists()
+    assert (tmp_path / "out" / "env.json").is_file()

@@ -258,3 +258,36 @@ def test_a_worker_blocks_the_cuda_at_import_packages_its_scenario_does_not_use(
     used = ({"peft"} if peft == "lora" else set()) | ({"torchao"} if fp8 else set())
     assert blocked == set(CUDA_AT_IMPORT) - used
     assert set(sc.cuda_at_import) == used
+
+
+def test_a_random_checkpoint_is_built_once_and_is_what_the_seed_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QLoRA's random base: the run's first worker builds and saves it, the others load that copy.
+    The weights are those torch.manual_seed(seed) gives, the caller's RNG is untouched, and a partial
+    copy left by a killed worker is never read."""
+    from bench.worker import llm as llm_mod
+
+    builds: list[str] = []
+    real_build = llm_mod.build_model
+
+    def counting_build(*args: Any, **kwargs: Any) -> Any:
+        builds.append(args[0])
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(llm_mod, "build_model", counting_build)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / ".llama-tiny-bfloat16-seed7-killed").mkdir()  # a worker killed while saving
+    torch.manual_seed(123)
+    state = torch.random.get_rng_state()
+    first = llm_mod.random_checkpoint("llama-tiny", torch.bfloat16, 7, shared)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    again = llm_mod.random_checkpoint("llama-tiny", torch.bfloat16, 7, shared)
+    other_seed = llm_mod.random_checkpoint("llama-tiny", torch.bfloat16, 8, shared)
+    assert first == again != other_seed and builds == ["llama-tiny", "llama-tiny"]
+    torch.manual_seed(7)
+    direct = real_build("llama-tiny", torch.device("cpu"), "default", torch.bfloat16).state_dict()
+    loaded = llm_mod.load_checkpoint(first, torch.device("cpu"), torch.bfloat16).state_dict()
+    assert all(torch.equal(direct[k], loaded[k]) for k in loaded)
+    assert sorted(p.name for p in shared.iterdir() if not p.name.startswith(".")) == [first.name, other_seed.name]

@@ -49,6 +49,12 @@ class RunPlan:
         """torch.compile's cache for this run's workers: cold for a compile scenario's first repeat."""
         return self.out / "work" / "inductor-cache"
 
+    @property
+    def shared_dir(self) -> Path:
+        """Files this run's workers share while it runs (a QLoRA preset's random weights); the run
+        deletes it when it ends."""
+        return self.out / "work" / "shared"
+
     def timeout_for(self, sc: Scenario) -> float:
         """A scenario's own `timeout_s` wins over the run's --timeout."""
         return float(sc.timeout_s) if sc.timeout_s is not None else self.timeout_s

@@ -171,6 +171,7 @@ def run_one(
             "repeat": repeat,
             "launched_at": launched_at,
             "timeout_s": timeout_s,
+            "shared_dir": str(plan.shared_dir),
         },
     )
     log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -82,7 +83,10 @@ def run(
             env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
         write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
         deadline = None if request.time_limit_s is None else started + request.time_limit_s
-        outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
+        try:
+            outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
+        finally:
+            shutil.rmtree(plan.shared_dir, ignore_errors=True)  # gigabytes of a preset's random weights
         if outcome.launcher_fallback:  # env.json says how the workers really started
             note_launcher_fallback(plan.out, outcome.launcher_fallback)
         if outcome.rows and request.report:  # DIR/report.html: a failure only warns; results and exit code stand

@@ -13,6 +13,7 @@ Dtypes, decided with the memory model (bench/memory):
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,12 @@ def compute_dtype(sc: Scenario) -> torch.dtype:
     return torch.float16 if sc.precision == "fp16" else torch.bfloat16
 
 
-def build_decoder(sc: Scenario, model: str, device: torch.device, scratch: Path) -> Any:
+def build_decoder(sc: Scenario, model: str, device: torch.device, shared: Path) -> Any:
     """The model the engine trains: the plain model, or its quantized / half-precision base with
-    LoRA adapters; float8 linear layers where fp8 = true."""
+    LoRA adapters; float8 linear layers where fp8 = true. `shared`: the folder this run's workers
+    share (random_checkpoint)."""
     if sc.quantize_base != "none":
-        built = quantized_base(sc, model, device, scratch)
+        built = quantized_base(sc, model, device, shared)
     else:
         built = build_model(model, device, sc.attn_implementation, base_dtype(sc))
     if sc.fp8:
@@ -49,12 +51,11 @@ def build_decoder(sc: Scenario, model: str, device: torch.device, scratch: Path)
     return built
 
 
-def quantized_base(sc: Scenario, model: str, device: torch.device, scratch: Path) -> Any:
+def quantized_base(sc: Scenario, model: str, device: torch.device, shared: Path) -> Any:
     """The QLoRA recipe's base: loaded through transformers' BitsAndBytesConfig, then prepared by
     peft.prepare_model_for_kbit_training. transformers quantizes only while loading a checkpoint
-    (from_config takes no quantization_config), so a preset's random weights are built on the CPU
-    (the GPU's memory figures then hold only the quantized model), saved as safetensors in this
-    worker's scratch folder, loaded back quantized, and the copy deleted."""
+    (from_config takes no quantization_config), so a preset is loaded from its random weights saved
+    as a checkpoint (random_checkpoint): the GPU's memory figures hold only the quantized model."""
     from peft import prepare_model_for_kbit_training
     from transformers import BitsAndBytesConfig
 
@@ -70,16 +71,30 @@ def quantized_base(sc: Scenario, model: str, device: torch.device, scratch: Path
     extra: dict[str, Any] = {"quantization_config": config}
     if sc.attn_implementation != "default":
         extra["attn_implementation"] = sc.attn_implementation
-    saved = None
-    if model in PRESETS:
-        saved = scratch / "random-base"
-        build_model(model, torch.device("cpu"), "default", compute_dtype(sc)).save_pretrained(saved)
-    try:
-        built = load_checkpoint(saved or model, device, compute_dtype(sc), **extra)
-    finally:
-        if saved is not None:
-            shutil.rmtree(saved, ignore_errors=True)
+    source = random_checkpoint(model, compute_dtype(sc), sc.seed, shared) if model in PRESETS else model
+    built = load_checkpoint(source, device, compute_dtype(sc), **extra)
     return prepare_model_for_kbit_training(built, use_gradient_checkpointing=sc.grad_checkpointing)
+
+
+def random_checkpoint(model: str, dtype: torch.dtype, seed: int, shared: Path) -> Path:
+    """A preset's random weights (those torch.manual_seed(seed) gives) saved as safetensors in
+    `shared`, built on the CPU by the run's first worker that needs them and loaded by the rest:
+    building and saving 1.2B parameters takes about 40 s. Written under a temporary name and renamed,
+    so a worker never reads a partial copy; the global RNG is left as it was, so a worker that
+    builds and one that loads go on alike. The run deletes the folder when it ends."""
+    name = f"{model}-{str(dtype).removeprefix('torch.')}-seed{seed}"
+    target = shared / name
+    if not (target / "config.json").is_file():
+        shared.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=shared))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            build_model(model, torch.device("cpu"), "default", dtype).save_pretrained(partial)
+        try:
+            partial.rename(target)
+        except OSError:  # another worker of the run renamed its copy in first
+            shutil.rmtree(partial, ignore_errors=True)
+    return target
 
 
 def with_lora(sc: Scenario, model: Any) -> Any:

@@ -70,9 +70,11 @@ def build_inputs(
     marks: dict[str, float],
     rank: dist.Rank | None = None,
     timeout_s: float = 3600.0,
+    shared: Path | None = None,
 ) -> EngineInputs:
     """Check the scenario can run here, then build what its engine trains and reports to; `marks`
-    gains the wall time of each start-up step. `rank`: this process's place in a torchrun job."""
+    gains the wall time of each start-up step. `rank`: this process's place in a torchrun job.
+    `shared`: the folder the run's workers share (default: this worker's scratch)."""
     check_runnable(sc, device)
     torch.manual_seed(sc.seed)
     if device.type == "cuda":
@@ -93,7 +95,7 @@ def build_inputs(
     phases = MemoryPhases(device)
     llm = family(model_name) == "llama"
     if llm:
-        model = build_decoder(sc, model_name, device, scratch)
+        model = build_decoder(sc, model_name, device, shared or scratch)
     else:
         model = build_model(model_name, device, sc.attn_implementation)
     phases.mark("model_built")
@@ -131,7 +133,8 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     sc = Scenario(**spec["scenario"])
     rank = dist.from_env() if sc.distributed else None
     device = torch.device(f"cuda:{rank.local_rank}" if rank and spec["device"] != "cpu" else spec["device"])
-    inputs = build_inputs(sc, spec["model"], device, scratch, marks, rank, float(spec.get("timeout_s", 3600.0)))
+    shared = Path(spec["shared_dir"]) if spec.get("shared_dir") else None
+    inputs = build_inputs(sc, spec["model"], device, scratch, marks, rank, float(spec.get("timeout_s", 3600.0)), shared)
     model, clock, losses, phases = inputs.model, inputs.clock, inputs.losses, inputs.phases
     engine_figures = ENGINES[sc.engine](inputs)
     figures: dict[str, Any] = {
