@@ -318,7 +318,7 @@ class Scenario:
     @property
     def cuda_at_import(self) -> tuple[str, ...]:
         """The packages of CUDA_AT_IMPORT this scenario imports."""
-        return cuda_at_import(dataclasses.asdict(self))
+        return cuda_at_import(vars(self))
 
     @property
     def needs_cuda(self) -> str | None:

@@ -78,10 +78,10 @@ def quantized_base(sc: Scenario, model: str, device: torch.device, shared: Path)
 
 def random_checkpoint(model: str, dtype: torch.dtype, seed: int, shared: Path) -> Path:
     """A preset's random weights (those torch.manual_seed(seed) gives) saved as safetensors in
-    `shared`, built on the CPU by the run's first worker that needs them and loaded by the rest:
-    building and saving 1.2B parameters takes about 40 s. Written under a temporary name and renamed,
-    so a worker never reads a partial copy; the global RNG is left as it was, so a worker that
-    builds and one that loads go on alike. The run deletes the folder when it ends."""
+    `shared`, built on the CPU by the run's first worker that needs them and loaded by the rest
+    (llama-1b's build, save and quantized load took 50-53 s on the H200 host). Written under a
+    temporary name and renamed, so a worker never reads a partial copy; the global RNG is left as
+    it was, so a worker that builds and one that loads go on alike. The run deletes the folder when it ends."""
     name = f"{model}-{str(dtype).removeprefix('torch.')}-seed{seed}"
     target = shared / name
     if not (target / "config.json").is_file():
