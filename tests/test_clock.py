@@ -167,6 +167,7 @@ def test_auto_on_noisy_steps_ends_at_the_first_check_point_past_max_time(monkeyp
 
 
 def test_auto_that_the_epoch_ends_first_says_epoch_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(window, "MAX_S", 10.0)  # 14 steps of 0.1 and 0.5 s: 4.2 s, the epoch ends first
     clock, answers = windowed(monkeypatch, [0.3] + [0.1, 0.5] * 7, warmup_steps=1, setting="auto")
     s = clock.summary()
     assert (s["window_stop"], s["window_steps"], len(answers)) == ("epoch_end", 14, 15)
@@ -200,23 +201,26 @@ def test_a_closed_window_times_nothing_more(monkeypatch: pytest.MonkeyPatch) -> 
     assert clock.summary() == before
 
 
-@pytest.mark.parametrize(("rank0", "steps"), [(None, 40), ("max_time", 20)])
+@pytest.mark.parametrize(
+    ("rank0", "steps", "mine"),
+    [(None, 40, [None, None, "ci", "ci", "ci", "ci"]), ("max_time", window.MIN_STEPS, [None])],
+)
 def test_with_several_ranks_every_check_point_follows_rank_0(
-    monkeypatch: pytest.MonkeyPatch, rank0: str | None, steps: int
+    monkeypatch: pytest.MonkeyPatch, rank0: str | None, steps: int, mine: list[str | None]
 ) -> None:
-    """This rank's steps are steady (its own verdict: "ci" at 20 steps), but the window ends where
-    rank 0's verdict says: never (the epoch's end, 40 steps), or at the first check point."""
+    """This rank's steps are steady (its own verdict: nothing at 10 and 15 steps, too few for an
+    interval; "ci" from 20), but the window ends where rank 0's verdict says: never (the epoch's
+    end, 40 steps; not asked at 40, the epoch's end needs no vote), or at the first check point."""
     asked: list[str | None] = []
 
-    def agree(mine: str | None) -> str | None:
-        asked.append(mine)
+    def agree(verdict: str | None) -> str | None:
+        asked.append(verdict)
         return rank0
 
     clock, _ = windowed(monkeypatch, [0.1] * 41, warmup_steps=1, setting="auto", agree=agree)
     assert clock.summary()["window_steps"] == steps
     assert clock.window_stop == (rank0 or "epoch_end")
-    expected_checks = [20, 25, 30, 35] if rank0 is None else [20]  # not at 40: the epoch's end needs no vote
-    assert asked == ["ci"] * len(expected_checks)
+    assert asked == mine
 
 
 class FakeEvent:

@@ -38,7 +38,7 @@ def test_a_window_of_n_steps_ends_the_epoch_there(tmp_path: Path, engine: str) -
 
 def test_auto_ends_the_epoch_at_a_check_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With no time allowed (MAX_S = 0) "auto" stops at its first check point, whatever the CPU's
-    noise does to the interval: 20 timed steps of the 63 (the engines stop alike: above)."""
+    noise does to the interval: MIN_STEPS (10) timed steps of the 63 (the engines stop alike: above)."""
     monkeypatch.setattr(window, "MAX_S", 0.0)
     f = train(tmp_path, "accelerate", batch_size=1, samples=64, warmup_steps=1, window="auto")
     assert f["window_stop"] in ("ci", "max_time") and f["window_steps"] == window.MIN_STEPS

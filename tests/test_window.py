@@ -7,6 +7,8 @@ import math
 import statistics
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bench.worker import window
 from bench.worker.window import WindowRule, ci_pct
@@ -41,7 +43,7 @@ def test_auto_decides_at_fixed_window_steps_from_the_minimum_on() -> None:
     rule = WindowRule("auto")
     checks = [n for n in range(1, 41) if rule.is_check_point(n)]
     assert checks == [window.MIN_STEPS + k * window.CHECK_EVERY for k in range(len(checks))]
-    assert checks[0] == 20 and checks[:3] == [20, 25, 30]
+    assert checks[0] == 10 and checks[:3] == [10, 15, 20]
     assert not any(WindowRule(s).is_check_point(n) for s in ("epoch", 30) for n in range(1, 41))
 
 
@@ -54,12 +56,26 @@ def test_auto_stops_on_a_narrow_interval_else_at_max_time_else_goes_on() -> None
     assert rule.auto_stop(steady, elapsed_s=window.MAX_S) == "ci"  # a narrow interval is the reason given
 
 
-def test_auto_needs_the_minimum_of_measured_steps_before_it_trusts_an_interval() -> None:
+def test_auto_needs_two_steps_a_batch_before_it_trusts_an_interval() -> None:
     """On a GPU the newest steps' events may not have completed at a check point: the interval of the
-    steps known so far only counts once there are MIN_STEPS of them."""
+    steps known so far only counts once there are CI_MIN_STEPS of them."""
     rule = WindowRule("auto")
-    assert rule.auto_stop([0.1] * (window.MIN_STEPS - 1), elapsed_s=1.0) is None
-    assert rule.auto_stop([0.1] * window.MIN_STEPS, elapsed_s=1.0) == "ci"
+    assert rule.auto_stop([0.1] * (window.CI_MIN_STEPS - 1), elapsed_s=1.0) is None
+    assert rule.auto_stop([0.1] * window.CI_MIN_STEPS, elapsed_s=1.0) == "ci"
+
+
+def test_a_slow_step_ends_the_window_at_max_time_from_the_first_check_point() -> None:
+    """A row at 0.5 s a step has passed MAX_S at its 10th step: it stops there, by time, not by an
+    interval of one step a batch."""
+    rule = WindowRule("auto")
+    assert window.MIN_STEPS * 0.5 >= window.MAX_S
+    assert rule.auto_stop([0.5] * window.MIN_STEPS, elapsed_s=window.MIN_STEPS * 0.5) == "max_time"
+
+
+@given(st.lists(st.floats(min_value=1e-4, max_value=10.0), max_size=19), st.floats(min_value=0.0, max_value=100.0))
+def test_fewer_than_ci_min_steps_never_stop_on_the_interval(step_s: list[float], elapsed_s: float) -> None:
+    assert len(step_s) < window.CI_MIN_STEPS
+    assert WindowRule("auto").auto_stop(step_s, elapsed_s) in (None, "max_time")
 
 
 def test_a_fixed_window_stops_at_its_step_count_and_epoch_never_does() -> None:

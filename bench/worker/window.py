@@ -4,11 +4,12 @@ until the mean step time is known well enough ("auto"). Pure arithmetic; the clo
 The "auto" rule (docs/methodology.md): at every CHECK_EVERY-th window step from MIN_STEPS on, the
 window's step times so far are split into BATCHES consecutive batches of equal length (the oldest
 n mod BATCHES steps left out); the batch means give a Student-t 95% interval of the mean step
-time. The window stops when the interval's half-width is at most TARGET_PCT of the mean ("ci"),
-or when MAX_S seconds have passed since it opened ("max_time"); the epoch's last step ends it in
-any case ("epoch_end"). Batch means, not single steps: consecutive steps are correlated (the CPU
-that launches them speeds up and slows down for seconds at a time), and means of longer runs of
-steps are close to independent, so their spread is an honest one.
+time. The window stops when, with at least CI_MIN_STEPS step times known, the interval's
+half-width is at most TARGET_PCT of the mean ("ci"), or when MAX_S seconds have passed since it
+opened ("max_time"); the epoch's last step ends it in any case ("epoch_end"). Batch means, not
+single steps: consecutive steps are correlated (the CPU that launches them speeds up and slows
+down for seconds at a time), and means of longer runs of steps are close to independent, so their
+spread is an honest one.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from dataclasses import dataclass
 BATCHES = 10
 T_95 = 2.262  # Student's t, two-sided 95% (the 97.5% quantile), BATCHES - 1 = 9 degrees of freedom
 TARGET_PCT = 2.0  # the interval's half-width, % of the mean step time
-MIN_STEPS = 20  # two steps a batch at least; also the first check point
+MIN_STEPS = 10  # the first check point: one step a batch, the fewest that give an interval at all
+CI_MIN_STEPS = 20  # two steps a batch at least before a narrow interval may end the window
 CHECK_EVERY = 5  # window steps between check points
 # Seconds of window after which "auto" stops whatever the interval (at the next check point). Set
-# for the nightly budget: on the published H200 `full` repeats, 5 s puts `nightly` near a third of
-# `full`'s time (an estimate: docs/methodology.md); a row that has not reached 2% by then stops here.
-MAX_S = 5.0
+# for the nightly budget (a third of `full`'s time; docs/methodology.md says how it was measured);
+# a row that has not reached 2% by then stops here, a slow one (>0.3 s a step) after MIN_STEPS.
+MAX_S = 3.0
 STOPS = ("ci", "max_time", "epoch_end", "steps")  # window_stop: why a window ended
 
 
@@ -70,7 +72,7 @@ class WindowRule:
         window has run MAX_S seconds, else None (go on). `step_s`: the step times known so far (on a
         GPU, those whose CUDA events have completed); `elapsed_s`: host time since the window opened."""
         reached = ci_pct(step_s)
-        if len(step_s) >= MIN_STEPS and reached is not None and reached <= TARGET_PCT:
+        if len(step_s) >= CI_MIN_STEPS and reached is not None and reached <= TARGET_PCT:
             return "ci"
         if elapsed_s >= MAX_S:
             return "max_time"
