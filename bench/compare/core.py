@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..checks import MAX_THRESHOLD_PCT, bounded, is_finite
 from ..errors import BadInput, ExitCode, IncomparableRuns
+from ..measure import cpuspeed
 from ..results import CPU_NOTE, FAILED_STATUSES, cpu_run, window_cpu_loop_ms, worst_failure
 from ..stats import MIN_REPEATS
 from .env import EnvDifference, check_envs
@@ -59,7 +60,6 @@ _ROW_DEFAULTS = {
 STATUS_METRIC = "status"  # the metric of a row that judges the whole scenario
 SPEED_METRICS = (SPEED_METRIC, STEP_METRIC)
 THRESHOLD_ONLY = "threshold only"  # the note of a row judged without the test (too little spread)
-CPU_SHIFT_PCT = 15.0  # a CPU this much slower or faster around the windows gets a note
 
 
 @dataclass(frozen=True)
@@ -262,22 +262,7 @@ def _cpu_loop_ms(frame: pd.DataFrame) -> float:
 
 
 def _cpu_note(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> str | None:
-    return cpu_shift_note(_cpu_loop_ms(ok_base), _cpu_loop_ms(ok_new), "the new run's windows")
-
-
-def cpu_shift_note(base_ms: float | None, new_ms: float | None, where: str) -> str | None:
-    """A note when the CPU ran CPU_SHIFT_PCT or more slower or faster around `where` than around the
-    baseline's windows (a fixed Python loop, bench/worker/clock.py): a launch-bound scenario's speed
-    follows it. Never a verdict: the GPU stack may have changed too."""
-    if base_ms is None or new_ms is None or math.isnan(base_ms) or math.isnan(new_ms) or base_ms <= 0:
-        return None
-    change = percent_change(base_ms, new_ms)
-    if abs(change) < CPU_SHIFT_PCT:
-        return None
-    return (
-        f"the CPU ran {'slower' if change > 0 else 'faster'} around {where} "
-        f"(a fixed Python loop: {new_ms:.1f} vs {base_ms:.1f} ms, {change:+.0f}%); a launch-bound step follows it"
-    )
+    return cpuspeed.shift_note(_cpu_loop_ms(ok_base), _cpu_loop_ms(ok_new), "the new run's windows")
 
 
 def _row(scenario: str, base_status: str, new_status: str, **values: Any) -> dict[str, Any]:

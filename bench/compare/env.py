@@ -59,7 +59,26 @@ def check_envs(
                 f"{label}: the CPU's speed was unsteady ({ratio:.2f}x, env.json cpu_speed); "
                 "changes in small-batch (launch-bound) rows may be that machine's noise"
             )
+    if base is not None and new is not None:
+        host = host_speed_note(base.get("cpu_speed"), new.get("cpu_speed"), labels)
+        if host:
+            notes.append(host)
     return EnvCheck(base_gpu or "unknown", new_gpu or "unknown", differences, tuple(notes))
+
+
+def host_speed_note(base_speed: Any, new_speed: Any, labels: tuple[str, str] = ("base", "new")) -> str | None:
+    """A note when the two runs' CPU probes (taken before any worker) differ by cpuspeed.SHIFT_PCT or
+    more: another machine, or a busier one. Launch-bound rows follow the CPU (on two H200 hosts of
+    one kind, 18.2 against 9.3 ms a pass came with fp16 at batch 4 at 41 against 81 samples/s)."""
+    base_ms, new_ms = cpuspeed.median_ms(base_speed), cpuspeed.median_ms(new_speed)
+    change = cpuspeed.shift_pct(base_ms, new_ms)
+    if change is None or base_ms is None or new_ms is None:
+        return None
+    return (
+        f"{labels[1]}'s host ran the CPU probe {'slower' if change > 0 else 'faster'} than {labels[0]}'s: "
+        f"{new_ms:.1f} vs {base_ms:.1f} ms a pass ({change:+.0f}%, env.json cpu_speed), another machine or a "
+        "busier one; launch-bound (small-batch) rows follow the CPU, so their changes may be the host's"
+    )
 
 
 def gpu_model(env: dict[str, Any] | None) -> str | None:

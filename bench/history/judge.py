@@ -33,8 +33,9 @@ from typing import Any
 import pandas as pd
 
 from ..checks import bounded
-from ..compare.core import DIRECTIONS, MIN_REPEATS, SPEED_METRICS, Thresholds, cpu_shift_note, percent_change
+from ..compare.core import DIRECTIONS, MIN_REPEATS, SPEED_METRICS, Thresholds, percent_change
 from ..errors import ExitCode, IncomparableRuns
+from ..measure import cpuspeed
 from ..results import FAILED_STATUSES
 from ..stats import mann_whitney_p
 from .trend import drift, widened_threshold
@@ -413,7 +414,7 @@ def _cpu_note(point: Point, earlier: list[Point]) -> str | None:
     """compare's CPU note: this run's CPU probe against the median of its baseline runs'."""
     loops = [p.cpu_loop_ms for p in earlier if p.cpu_loop_ms is not None]
     base = float(statistics.median(loops)) if loops else None
-    return cpu_shift_note(base, point.cpu_loop_ms, "this run's windows than around its baseline's")
+    return cpuspeed.shift_note(base, point.cpu_loop_ms, "this run's windows than around its baseline's")
 
 
 def _join(*notes: str | None) -> str:

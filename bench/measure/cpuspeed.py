@@ -13,6 +13,7 @@ CPU that ran at another speed.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -21,6 +22,7 @@ from typing import Any
 LOOP = 200_000  # multiply-adds per pass: ~6-20 ms of one core
 UNSTEADY = 1.5  # the slow tenth of passes (p90) this much slower than the fast tenth (p10): noisy
 MAX_CPUS = 16
+SHIFT_PCT = 15.0  # a CPU this much slower or faster than the baseline's gets a note (compare, history)
 
 
 def loop_seconds(n: int = LOOP) -> float:
@@ -83,3 +85,30 @@ def warning(cpu_speed: dict[str, Any] | None) -> str | None:
         f"{cpu_speed['passes']} passes; small-batch (launch-bound) scenarios follow the CPU's speed "
         "and will be noisy (env.json, cpu_speed)"
     )
+
+
+def shift_pct(base_ms: float | None, new_ms: float | None) -> float | None:
+    """The loop's change in % (positive: slower) when it is SHIFT_PCT or more, else None."""
+    if base_ms is None or new_ms is None or math.isnan(base_ms) or math.isnan(new_ms) or base_ms <= 0:
+        return None
+    change = (new_ms - base_ms) / base_ms * 100
+    return change if abs(change) >= SHIFT_PCT else None
+
+
+def shift_note(base_ms: float | None, new_ms: float | None, where: str) -> str | None:
+    """A note when the loop ran SHIFT_PCT or more slower or faster around `where` than around the
+    baseline's (the same fixed loop): a launch-bound scenario's speed follows it. Never a verdict:
+    the GPU stack may have changed too."""
+    change = shift_pct(base_ms, new_ms)
+    if change is None:
+        return None
+    return (
+        f"the CPU ran {'slower' if change > 0 else 'faster'} around {where} "
+        f"(a fixed Python loop: {new_ms:.1f} vs {base_ms:.1f} ms, {change:+.0f}%); a launch-bound step follows it"
+    )
+
+
+def median_ms(cpu_speed: Any) -> float | None:
+    """The probe's median pass (env.json `cpu_speed`), None when not measured."""
+    value = cpu_speed.get("median_ms") if isinstance(cpu_speed, dict) else None
+    return float(value) if isinstance(value, int | float) else None
