@@ -202,6 +202,7 @@ def test_every_gpubench_command_in_the_workflow_parses_with_the_real_cli(tmp_pat
         "OUT": str(out),
         "MATRIX": "full",
         "REPEATS": "3",
+        "THRESHOLD": job(load_workflow())["env"]["THRESHOLD"],  # the workflow's own value
         "RUN_ARGS": "--only bf16,fp16",
         "NOTE": "torch upgrade",
         "reference": str(out),
