@@ -2,7 +2,7 @@
 slower scenario is caught, with the noise of the published H200 repeats.
 
     python -m validation.power                       # the table in docs/compare.md
-    python -m validation.power --repeats 3,5,8 --format markdown
+    python -m validation.power --repeats 3,10 --format markdown
 
 No GPU: it reads the result sets under --results (every results.csv there with a scenario of 2 or
 more ok repeats) and resamples their repeats into simulated nights, each judged by the very
@@ -292,7 +292,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--results", type=Path, default=RESULTS, help="the published result sets (default %(default)s)")
     p.add_argument("--matrix-set", default="full", help="the set under --results whose scenarios make the matrix")
     p.add_argument(
-        "--repeats", type=lambda t: _numbers(t, 1, True), default=[3.0, 5.0, 8.0], help="repeats a side (default 3,5,8)"
+        "--repeats",
+        type=lambda t: _numbers(t, 1, True),
+        default=[3.0, 5.0, 8.0, 10.0],
+        help="repeats a side (default 3,5,8,10; the nightly workflow runs 10)",
     )
     p.add_argument(
         "--slowdown", type=_numbers, default=[5.0, 10.0, 20.0], help="in %%, comma-separated (default 5,10,20)"
