@@ -291,3 +291,50 @@ def test_a_random_checkpoint_is_built_once_and_is_what_the_seed_gives(
     loaded = llm_mod.load_checkpoint(first, torch.device("cpu"), torch.bfloat16).state_dict()
     assert all(torch.equal(direct[k], loaded[k]) for k in loaded)
     assert sorted(p.name for p in shared.iterdir() if not p.name.startswith(".")) == [first.name, other_seed.name]
+
+
+def test_a_whole_model_compile_runs_ligers_fused_loss_eager(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dynamo cannot trace Liger's fused linear cross-entropy (its autograd Function fails under fake
+    tensors on the H200), so with the whole model compiled the loss is a graph break: the function
+    Liger's loss calls through its module runs outside the trace, is wrapped once, and still gives
+    its result and gradient."""
+    from bench.worker.llm import fused_loss_eager
+
+    traced: list[bool] = []
+
+    class FusedLoss(torch.autograd.Function):  # stands in for LigerFusedLinearCrossEntropyFunction
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            traced.append(torch.compiler.is_compiling())
+            ctx.save_for_backward(x)
+            return (x @ w).sum()
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, torch.Tensor]:
+            (x,) = ctx.saved_tensors
+            return None, x.sum(0, keepdim=True).T * grad
+
+    def liger_fused_linear_cross_entropy(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return FusedLoss.apply(x, w)
+
+    functional = SimpleNamespace(liger_fused_linear_cross_entropy=liger_fused_linear_cross_entropy)
+    package = SimpleNamespace(functional=functional)
+    monkeypatch.setitem(sys.modules, "liger_kernel", SimpleNamespace(transformers=package))
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers", package)
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers.functional", functional)
+
+    def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # as Liger's loss_utils calls it
+        return functional.liger_fused_linear_cross_entropy(torch.relu(x), w) * 2
+
+    x, w = torch.ones(3, 2), torch.ones(2, 1, requires_grad=True)
+    torch._dynamo.reset()
+    torch.compile(step, backend="eager")(x, w)
+    assert traced == [True]  # without the break, dynamo traces into the Function
+    fused_loss_eager()
+    fused_loss_eager()  # once: a second call does not wrap the wrapper
+    assert functional.liger_fused_linear_cross_entropy.__wrapped__ is liger_fused_linear_cross_entropy
+    torch._dynamo.reset()
+    loss = torch.compile(step, backend="eager")(x, w)
+    loss.backward()
+    assert traced[1:] == [False] and loss.item() == 12.0
+    assert w.grad is not None and w.grad.flatten().tolist() == [6.0, 6.0]

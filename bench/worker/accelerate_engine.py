@@ -17,7 +17,7 @@ from . import parallel
 from .compiling import compiled
 from .dist import wrapper_name
 from .inputs import EngineInputs
-from .llm import apply_liger
+from .llm import apply_liger, fused_loss_eager
 from .offload import offload_forward
 from .optimizers import make_optimizer
 
@@ -64,6 +64,8 @@ def setup(inputs: EngineInputs) -> AccelerateLoop:
     parallel.force_fsdp_on_cpu(accelerator, plugins.get("fsdp_plugin"))
     if sc.liger:
         apply_liger(model)
+        if sc.compile and sc.compile_scope == "model":
+            fused_loss_eager()
     if sc.grad_checkpointing:
         model.gradient_checkpointing_enable()
     if sc.activation_offload:

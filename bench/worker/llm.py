@@ -139,6 +139,24 @@ LIGER_KERNELS = {
 }
 
 
+def fused_loss_eager() -> None:
+    """Keep Liger's fused linear cross-entropy out of a whole-model torch.compile: a graph break
+    (torch.compiler.disable) around the functional API its causal-LM loss calls
+    (`liger_kernel.transformers.functional.liger_fused_linear_cross_entropy`, looked up on the module
+    at each call), so the loss runs eager between compiled graphs. Traced, it fails: dynamo's fake
+    tensors reject the kernel's addmm of bf16 inputs into an fp32 gradient buffer (TorchRuntimeError;
+    liger-kernel 0.8.5, torch 2.11 on the H200). Wrapping the autograd Function's `apply` would not
+    do: dynamo recognises the Function class and traces it whatever `apply` holds. Once per worker."""
+    from liger_kernel.transformers import functional
+
+    loss = functional.liger_fused_linear_cross_entropy
+    if getattr(loss, "gpubench_eager", False):
+        return
+    eager = torch.compiler.disable(loss)
+    eager.gpubench_eager = True  # type: ignore[attr-defined]
+    functional.liger_fused_linear_cross_entropy = eager
+
+
 def apply_liger(model: Any) -> None:
     """Liger's Llama kernels on this model instance (the accelerate engine; the Trainer has its own
     `use_liger_kernel`): RoPE, RMSNorm and SwiGLU, and the fused linear cross-entropy, which replaces

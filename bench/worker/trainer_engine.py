@@ -12,7 +12,7 @@ from . import parallel
 from .compiling import compile_layers
 from .dist import wrapper_name
 from .inputs import EngineInputs
-from .llm import LIGER_KERNELS
+from .llm import LIGER_KERNELS, fused_loss_eager
 from .offload import offload_forward
 from .optimizers import AdamSettings, make_optimizer
 from .precision import set_tf32
@@ -49,6 +49,8 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         extra["use_liger_kernel"] = True
         if "liger_kernel_config" in fields:
             extra["liger_kernel_config"] = LIGER_KERNELS
+        if sc.compile and sc.compile_scope == "model":
+            fused_loss_eager()
     if sc.compile and sc.compile_scope == "model" and sc.compile_mode != "default":
         extra["torch_compile_mode"] = sc.compile_mode  # (setting it turns torch_compile on)
     args = TrainingArguments(
