@@ -38,6 +38,7 @@ RUN = ["--device", "cpu", "--samples", "4", "--seq-len", str(SEQ_LEN), "--warmup
 CUDA_ONLY = {
     "liger": "Liger",
     "liger-accelerate": "Liger",
+    "liger-compile": "Liger",
     "fp8": "float8",
     "compile-cudagraphs": "CUDA graphs",
     "qlora": "nf4",
