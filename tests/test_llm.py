@@ -331,8 +331,11 @@ def test_a_whole_model_compile_runs_ligers_fused_loss_eager(monkeypatch: pytest.
     torch._dynamo.reset()
     torch.compile(step, backend="eager")(x, w)
     assert traced == [True]  # without the break, dynamo traces into the Function
-    fused_loss_eager()
-    fused_loss_eager()  # once: a second call does not wrap the wrapper
+    sc = Scenario(name="s", model="llama-tiny", liger=True, compile=True)
+    fused_loss_eager(Scenario(name="s", model="llama-tiny", liger=True, compile=True, compile_scope="layers"))
+    assert functional.liger_fused_linear_cross_entropy is liger_fused_linear_cross_entropy  # layers: no break
+    fused_loss_eager(sc)
+    fused_loss_eager(sc)  # once: a second call does not wrap the wrapper
     assert functional.liger_fused_linear_cross_entropy.__wrapped__ is liger_fused_linear_cross_entropy
     torch._dynamo.reset()
     loss = torch.compile(step, backend="eager")(x, w)

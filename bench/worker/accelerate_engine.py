@@ -64,8 +64,7 @@ def setup(inputs: EngineInputs) -> AccelerateLoop:
     parallel.force_fsdp_on_cpu(accelerator, plugins.get("fsdp_plugin"))
     if sc.liger:
         apply_liger(model)
-        if sc.compile and sc.compile_scope == "model":
-            fused_loss_eager()
+        fused_loss_eager(sc)
     if sc.grad_checkpointing:
         model.gradient_checkpointing_enable()
     if sc.activation_offload:

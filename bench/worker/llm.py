@@ -139,14 +139,17 @@ LIGER_KERNELS = {
 }
 
 
-def fused_loss_eager() -> None:
-    """Keep Liger's fused linear cross-entropy out of a whole-model torch.compile: a graph break
+def fused_loss_eager(sc: Scenario) -> None:
+    """With `liger` and the whole model compiled (either engine), keep Liger's fused linear
+    cross-entropy out of the compiled graph: a graph break
     (torch.compiler.disable) around the functional API its causal-LM loss calls
     (`liger_kernel.transformers.functional.liger_fused_linear_cross_entropy`, looked up on the module
     at each call), so the loss runs eager between compiled graphs. Traced, it fails: dynamo's fake
     tensors reject the kernel's addmm of bf16 inputs into an fp32 gradient buffer (TorchRuntimeError;
     liger-kernel 0.8.5, torch 2.11 on the H200). Wrapping the autograd Function's `apply` would not
     do: dynamo recognises the Function class and traces it whatever `apply` holds. Once per worker."""
+    if not (sc.liger and sc.compile and sc.compile_scope == "model"):
+        return
     from liger_kernel.transformers import functional
 
     loss = functional.liger_fused_linear_cross_entropy

@@ -49,8 +49,7 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         extra["use_liger_kernel"] = True
         if "liger_kernel_config" in fields:
             extra["liger_kernel_config"] = LIGER_KERNELS
-        if sc.compile and sc.compile_scope == "model":
-            fused_loss_eager()
+        fused_loss_eager(sc)
     if sc.compile and sc.compile_scope == "model" and sc.compile_mode != "default":
         extra["torch_compile_mode"] = sc.compile_mode  # (setting it turns torch_compile on)
     args = TrainingArguments(
