@@ -184,8 +184,9 @@ FIGURES = st.floats(allow_nan=False, allow_infinity=False, min_value=1e-12, max_
 
 @given(st.lists(FIGURES, min_size=1, max_size=5))
 def test_a_figure_reads_back_bit_for_bit(values: list[float]) -> None:
-    """A resumed run reads results.csv and writes it again: a reader that loses the last bit (pandas'
-    default float parser) changed every finished row's figures a little at each resume."""
+    """A resumed run reads results.csv and writes it again, so a reader that loses the last bit changes
+    finished rows at each resume (seen once on the H200 image's pandas 3.0.6, in the 16th-17th digit;
+    pandas 3.1 reads them exactly)."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "results.csv"
         write_results(path, [row(f"s{i}", samples_per_s=v, mfu=v / 1e13) for i, v in enumerate(values)])
