@@ -13,8 +13,8 @@ __all__ = ["environment", "list_scenarios", "run"]
 
 def list_scenarios(matrix: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:
     """Each scenario of a matrix with what it changes versus the baseline (or the first scenario)."""
-    m = matrix_mod.load_matrix(matrix)
-    scenarios = matrix_mod.apply_overrides(m.scenarios, overrides)
+    m = matrix_mod.load_matrix(matrix, overrides=overrides)
+    scenarios = m.scenarios
     for model in {s.model for s in scenarios}:
         resolve_model(model, "cpu")  # an unknown model name is an error here too
     reference = next((s for s in scenarios if s.name == "baseline"), scenarios[0])

@@ -68,10 +68,19 @@ def resolve_matrix_path(name_or_path: str, directory: Path | None = None) -> Pat
     return path
 
 
-def load_matrix(name_or_path: str, directory: Path | None = None) -> Matrix:
+def load_matrix(
+    name_or_path: str,
+    directory: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    only: list[str] | None = None,
+) -> Matrix:
+    """A matrix file's scenarios, with command-line `overrides` (model, engine, samples...) applied
+    before each scenario validates itself: `--model llama-tiny` makes a LoRA row valid, and a bad
+    override is blamed on the option, not on the file. `only`: build just these scenarios (an
+    override is then checked on them alone)."""
     path = resolve_matrix_path(name_or_path, directory)
     data = _inherit(_read_toml(path), path, directory)
-    return expand(data, origin=str(path), name=path.stem, path=path)
+    return expand(data, origin=str(path), name=path.stem, path=path, overrides=overrides, only=only)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -143,8 +152,18 @@ def _scenario_settings(data: dict[str, Any], origin: Path) -> dict[str, dict[str
     }
 
 
-def expand(data: dict[str, Any], *, origin: str, name: str = "", path: Path | None = None) -> Matrix:
-    """Expand parsed TOML into scenarios: base settings, each scenario's overrides on top."""
+def expand(
+    data: dict[str, Any],
+    *,
+    origin: str,
+    name: str = "",
+    path: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    only: list[str] | None = None,
+) -> Matrix:
+    """Expand parsed TOML into scenarios: base settings, each scenario's own on top, then the
+    command line's `overrides` (PARALLEL_OVERRIDES only on multi-process scenarios)."""
+    given = _given_overrides(overrides)
     for key in data:
         if key not in TOP_LEVEL_KEYS:
             raise BadInput(f"{origin}: unknown top-level key '{key}'", hint=_known(key, TOP_LEVEL_KEYS))
@@ -161,13 +180,20 @@ def expand(data: dict[str, Any], *, origin: str, name: str = "", path: Path | No
     scenarios_table = _table(data.get("scenarios", {}), origin, "[scenarios]")
     if not scenarios_table:
         raise BadInput(f"{origin}: no scenarios", hint="add at least one [scenarios.NAME] table")
+    if only:
+        _check_only(only, list(scenarios_table), origin)
+        scenarios_table = {k: v for k, v in scenarios_table.items() if k in only}
     scenarios = []
     for scenario_name, overrides in scenarios_table.items():
         where = f"[scenarios.{scenario_name}]"
         own = _settings(_table(overrides, origin, where), origin, where)
         merged = {**base, **own, "name": scenario_name}
+        common = {k: v for k, v in given.items() if k not in PARALLEL_OVERRIDES}
+        merged.update(common)
+        if merged.get("strategy", "none") != "none":
+            merged.update({k: v for k, v in given.items() if k in PARALLEL_OVERRIDES})
         try:
-            scenarios.append(Scenario(**merged, origin=origin))
+            scenarios.append(Scenario(**merged, origin=origin if not common else f"{origin} with {_options(common)}"))
         except TypeError as exc:  # a value of the wrong type reached a comparison
             raise BadInput(f"{origin}: {where}: bad value: {exc}") from None
     return Matrix(
@@ -178,14 +204,24 @@ def expand(data: dict[str, Any], *, origin: str, name: str = "", path: Path | No
     )
 
 
-def apply_overrides(scenarios: tuple[Scenario, ...], overrides: dict[str, Any]) -> tuple[Scenario, ...]:
-    """Command-line settings (model, samples, ...) applied on top of every scenario."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    if not given:
-        return scenarios
+def _given_overrides(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
     for key in given:
         if key not in SETTING_KEYS:
             raise BadInput(f"unknown setting '{key}'", hint=_known(key, SETTING_KEYS))
+    return given
+
+
+def _options(common: dict[str, Any]) -> str:
+    return ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in common.items())
+
+
+def apply_overrides(scenarios: tuple[Scenario, ...], overrides: dict[str, Any]) -> tuple[Scenario, ...]:
+    """Command-line settings (model, samples, ...) applied on top of already-built scenarios
+    (load_matrix(overrides=...) applies them before validation instead)."""
+    given = _given_overrides(overrides)
+    if not given:
+        return scenarios
     common = {k: v for k, v in given.items() if k not in PARALLEL_OVERRIDES}
     parallel = {k: v for k, v in given.items() if k in PARALLEL_OVERRIDES}
     return tuple(s.replace(**common, **(parallel if s.distributed else {})) for s in scenarios)
@@ -195,7 +231,11 @@ def select(scenarios: tuple[Scenario, ...], only: list[str] | None, origin: str)
     """Keep the scenarios named in `only`, in matrix order; unknown names are an error."""
     if not only:
         return scenarios
-    names = [s.name for s in scenarios]
+    _check_only(only, [s.name for s in scenarios], origin)
+    return tuple(s for s in scenarios if s.name in only)
+
+
+def _check_only(only: list[str], names: list[str], origin: str) -> None:
     for wanted in only:
         if wanted not in names:
             hint = did_you_mean(wanted, names)
@@ -203,7 +243,6 @@ def select(scenarios: tuple[Scenario, ...], only: list[str] | None, origin: str)
                 f"--only: no scenario '{wanted}' in {origin}",
                 hint=hint or f"its scenarios are {', '.join(names)}",
             )
-    return tuple(s for s in scenarios if s.name in only)
 
 
 def diff_from(scenario: Scenario, reference: Scenario) -> dict[str, Any]:

@@ -1,147 +1,117 @@
-"""Model presets (random weights, real dimensions) and local checkpoints; no torch import here.
-
-Two families: BERT sequence classifiers (the guide's model) and Llama-style decoders trained as
-causal language models. A preset's `model_type` says which; a checkpoint says it in config.json.
+"""Which model a scenario names, resolved without torch: a preset (random weights, real
+dimensions; each family's, bench/families/), a local checkpoint directory, a directory or JSON file
+holding only a config (random weights from it), or a hub id found in the local Hugging Face cache.
+gpubench never downloads: a hub id that is not in the cache is refused, saying how to fetch it.
 """
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
-from typing import Any
 
 from .errors import BadInput, did_you_mean
+from .families import CONFIG_NAME, PRESETS, by_name, family_of
 
-_BERT_COMMON: dict[str, Any] = {
-    "vocab_size": 30522,
-    "max_position_embeddings": 512,
-    "type_vocab_size": 2,
-    "num_labels": 2,
-}
-# Dimensions of bert-base-uncased / bert-large-uncased; `tiny` is for CPU smoke tests.
-PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": {
-        "hidden_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "intermediate_size": 512,
-        **_BERT_COMMON,
-    },
-    "bert-base": {
-        "hidden_size": 768,
-        "num_hidden_layers": 12,
-        "num_attention_heads": 12,
-        "intermediate_size": 3072,
-        **_BERT_COMMON,
-    },
-    "bert-large": {
-        "hidden_size": 1024,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 16,
-        "intermediate_size": 4096,
-        **_BERT_COMMON,
-    },
-}
-# Llama-style decoders: grouped-query attention, RMSNorm, SwiGLU, RoPE. `llama-1b` and `llama-3b`
-# have the dimensions of Llama-3.2-1B and -3B (their config.json: 128,256-token vocabulary, tied
-# embeddings, rope_theta 500,000; the llama3 RoPE scaling is left out, it changes no FLOP or byte);
-# `llama-tiny` trains on a CPU in seconds.
-_LLAMA_COMMON: dict[str, Any] = {
-    "model_type": "llama",
-    "hidden_act": "silu",
-    "rms_norm_eps": 1e-5,
-    "attention_bias": False,
-    "mlp_bias": False,
-}
-DECODER_PRESETS: dict[str, dict[str, Any]] = {
-    "llama-tiny": {
-        "hidden_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 32,
-        "intermediate_size": 352,
-        "vocab_size": 4096,
-        "max_position_embeddings": 4096,
-        "rope_theta": 10000.0,
-        "tie_word_embeddings": False,
-        **_LLAMA_COMMON,
-    },
-    "llama-1b": {
-        "hidden_size": 2048,
-        "num_hidden_layers": 16,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "head_dim": 64,
-        "intermediate_size": 8192,
-        "vocab_size": 128256,
-        "max_position_embeddings": 131072,
-        "rope_theta": 500000.0,
-        "tie_word_embeddings": True,
-        **_LLAMA_COMMON,
-    },
-    "llama-3b": {
-        "hidden_size": 3072,
-        "num_hidden_layers": 28,
-        "num_attention_heads": 24,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "intermediate_size": 8192,
-        "vocab_size": 128256,
-        "max_position_embeddings": 131072,
-        "rope_theta": 500000.0,
-        "tie_word_embeddings": True,
-        **_LLAMA_COMMON,
-    },
-}
-for _bert in PRESETS.values():
-    _bert["model_type"] = "bert"
-PRESETS.update(DECODER_PRESETS)
 AUTO_GPU, AUTO_CPU = "bert-large", "tiny"
-FAMILIES = ("bert", "llama")  # what gpubench builds: BERT classifiers and Llama-style causal LMs
-
-
-def preset_config(name: str) -> tuple[str, dict[str, Any]]:
-    """(model_type, the keyword arguments of its transformers config class) of a preset."""
-    cfg = dict(PRESETS[name])
-    return cfg.pop("model_type"), cfg
+DECODER_PRESETS = {name: cfg for name, cfg in PRESETS.items() if by_name("llama").presets.get(name) is not None}
+WEIGHT_SUFFIXES = (".safetensors",)
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 
 
 def family(name: str) -> str | None:
-    """'bert' or 'llama' for a preset, 'auto' or a checkpoint directory (its config.json's
-    model_type); None when a directory's config cannot be read (the run's own check says why)."""
+    """The family name of a model ('bert' for 'auto'), or None when its config cannot be read or
+    no family builds it (plan time says why: resolve_model and check_model)."""
     if name == "auto":
         return "bert"
-    if name in PRESETS:
-        return str(PRESETS[name]["model_type"])
     try:
-        cfg = json.loads((Path(name) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return family_of(name).name
+    except BadInput:
         return None
-    model_type = cfg.get("model_type") if isinstance(cfg, dict) else None
-    return model_type if model_type in FAMILIES else None
 
 
 def resolve_model(name: str, device: str) -> str:
-    """'auto' becomes a preset for the device; presets pass; a local directory must hold a config."""
+    """'auto' becomes a preset for the device; presets pass; a local directory must hold a
+    config.json; a .json file is a config; `org/name` is looked up in the local HF cache."""
     if name == "auto":
         return AUTO_CPU if device == "cpu" else AUTO_GPU
     if name in PRESETS:
         return name
-    path = Path(name)
+    path = Path(name).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
+        if not (path / CONFIG_NAME).is_file():
             raise BadInput(
                 f"model directory {path} has no config.json",
-                hint="give a Hugging Face checkpoint directory or a preset name",
+                hint="give a Hugging Face checkpoint directory, a directory holding its config.json, or a preset",
             )
         return str(path.resolve())
+    if path.is_file():
+        if path.suffix != ".json":
+            raise BadInput(f"model file {path} is not a JSON config", hint="give a config.json or its directory")
+        return str(path.resolve())
+    if _looks_like_hub_id(name):
+        cached = hub_cache_snapshot(name)
+        if cached is not None:
+            return str(cached)
+        raise BadInput(
+            f"model '{name}' is not in the local Hugging Face cache ({hub_cache_dir()})",
+            hint=f"gpubench never downloads; fetch its config once with `hf download {name} config.json` "
+            "(random weights are what a benchmark needs), or give a directory holding its config.json",
+        )
     hint = did_you_mean(name, list(PRESETS))
     raise BadInput(
-        f"unknown model '{name}': not a preset and not a local directory",
-        hint=hint or f"presets are {', '.join(PRESETS)}, or give a checkpoint directory",
+        f"unknown model '{name}': not a preset, a local directory or config file, or a hub id (org/name)",
+        hint=hint or f"presets are {', '.join(PRESETS)}",
     )
 
 
 def is_preset(name: str) -> bool:
     return name in PRESETS
+
+
+def has_weights(model: str) -> bool:
+    """A checkpoint directory with safetensors weights (else the model is built from its config)."""
+    path = Path(model)
+    return path.is_dir() and any(p.suffix in WEIGHT_SUFFIXES for p in path.iterdir())
+
+
+def check_model(model: str) -> None:
+    """Plan-time checks of a resolved model: its config reads and names an architecture something
+    builds; a directory's weights are safetensors (never pickle)."""
+    path = Path(model)
+    if path.is_dir() and not has_weights(model) and any(p.suffix in PICKLE_SUFFIXES for p in path.iterdir()):
+        raise BadInput(
+            f"model directory {path} has weights only as pickle files (.bin/.pt), which gpubench never loads",
+            hint="save it with save_pretrained(..., safe_serialization=True), or remove them to train random weights",
+        )
+    family_of(model)
+
+
+def hub_cache_dir() -> Path:
+    """The hub cache as huggingface_hub finds it: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def hub_cache_snapshot(repo_id: str, revision: str = "main") -> Path | None:
+    """The cached snapshot of a hub model holding a config.json: the revision's ref, else the newest
+    snapshot; None when the cache has none."""
+    folder = hub_cache_dir() / f"models--{repo_id.replace('/', '--')}"
+    snapshots = folder / "snapshots"
+    ref = folder / "refs" / revision
+    candidates: list[Path] = []
+    if ref.is_file():
+        candidates.append(snapshots / ref.read_text(encoding="utf-8").strip())
+    if snapshots.is_dir():
+        candidates += sorted(snapshots.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
+    for snap in candidates:
+        if (snap / CONFIG_NAME).is_file():
+            return snap.resolve()
+    return None
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    parts = name.split("/")
+    ok = all(p and all(c.isalnum() or c in "-_." for c in p) and not p.startswith(".") for p in parts)
+    return len(parts) == 2 and ok

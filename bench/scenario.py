@@ -8,7 +8,7 @@ from typing import Any
 
 from .checks import MAX_SECONDS, bounded
 from .errors import BadInput, did_you_mean
-from .models import DECODER_PRESETS, family
+from .families import TASKS, refusal
 
 ENGINES = ("trainer", "accelerate")
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -35,6 +35,8 @@ MAX_LORA_RANK = 65_536
 # its imports and of every worker that does not use them; a worker that does starts afresh.
 CUDA_AT_IMPORT = ("peft", "torchao")
 ATTENTION = ("default", "eager", "sdpa")
+# transformers' implementations of a mixture-of-experts layer (bench/families/moe.py); default: its own choice
+EXPERTS_IMPLEMENTATIONS = ("default", "eager", "batched_mm", "grouped_mm")
 # torch.compile over the whole model (what the Trainer's torch_compile does) or over each repeated
 # transformer block ("regional compilation": one compiled graph reused by every layer).
 COMPILE_SCOPES = ("model", "layers")
@@ -72,7 +74,8 @@ class Scenario:
 
     name: str
     description: str = ""
-    model: str = "auto"  # auto: bert-large on a GPU, tiny on the CPU; or a preset or local dir
+    model: str = "auto"  # auto: bert-large on a GPU, tiny on the CPU; or a preset, local dir, config or hub id
+    task: str = "auto"  # auto: what the config's architectures name, else the family's (bench/families)
     engine: str = "trainer"
     batch_size: int = 4
     grad_accum_steps: int = 1
@@ -100,6 +103,7 @@ class Scenario:
     liger: bool = False  # Liger's fused Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear cross-entropy)
     fp8: bool = False  # float8 matmuls for the nn.Linear layers (torchao's float8 training)
     activation_offload: bool = False  # tensors saved for backward go to pinned CPU memory
+    experts_implementation: str = "default"  # a mixture-of-experts model's expert kernels (transformers')
     seed: int = 42
     timeout_s: float | None = None
     inject_fault: str = "none"
@@ -140,6 +144,8 @@ class Scenario:
             ("compile_mode", COMPILE_MODES),
             ("peft", PEFTS),
             ("quantize_base", QUANTIZE_BASES),
+            ("task", ("auto", *TASKS)),
+            ("experts_implementation", EXPERTS_IMPLEMENTATIONS),
         ):
             value = getattr(self, key)
             if not isinstance(value, str) or value not in choices:
@@ -207,16 +213,9 @@ class Scenario:
                     self.quantize_base,
                     'needs peft = "lora": quantized base weights cannot be trained, only adapters on them',
                 )
-        fam = family(self.model)
-        if fam == "bert":
-            for key in ("peft", "quantize_base", "liger"):
-                if getattr(self, key) not in ("none", False):
-                    raise bad(
-                        key,
-                        getattr(self, key),
-                        f"is for the decoder presets ({', '.join(DECODER_PRESETS)}) or a Llama checkpoint, "
-                        f"not the BERT model '{self.model}'",
-                    )
+        refused = refusal(self.model, vars(self))
+        if refused is not None:
+            raise bad(*refused)
         if self.fp8:
             if self.precision != "bf16":
                 raise bad("fp8", True, 'needs precision = "bf16" (float8 matmuls inside a bf16 mixed-precision step)')

@@ -90,7 +90,8 @@ def test_list_a_matrix_file_and_reject_an_unknown_model(tmp_path: Path) -> None:
     result = runner.invoke(local_app(), ["list", "--matrix", str(path), "--model", "bert-larg"])
     assert isinstance(result.exception, BadInput)
     assert str(result.exception) == (
-        "unknown model 'bert-larg': not a preset and not a local directory (did you mean 'bert-large'?)"
+        "unknown model 'bert-larg': not a preset, a local directory or config file, or a hub id (org/name) "
+        "(did you mean 'bert-large'?)"
     )
 
 
@@ -166,7 +167,7 @@ def test_unknown_matrix_scenario_and_model(tmp_path: Path, matrix: Path) -> None
     )
     assert_bad_input(
         ["--matrix", str(matrix), "--model", "bert-larg", "--out", str(out)],
-        "unknown model 'bert-larg': not a preset and not a local directory",
+        "unknown model 'bert-larg': not a preset, a local directory or config file, or a hub id (org/name)",
         "(did you mean 'bert-large'?)",
         out=out,
     )
@@ -181,8 +182,8 @@ def test_model_directory_without_config_or_safetensors(tmp_path: Path, matrix: P
     (empty / "pytorch_model.bin").write_bytes(b"pickle")
     assert_bad_input(
         ["--matrix", str(matrix), "--model", str(empty)],
-        f"model directory {empty.resolve()} has no .safetensors weights",
-        "never pickle",
+        f"model directory {empty.resolve()} has weights only as pickle files (.bin/.pt), which gpubench never loads",
+        "safe_serialization=True",
     )
 
 

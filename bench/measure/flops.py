@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import GpubenchError
+from ..families import family_of
 from ..memory.decoder import DecoderDims, decoder_dims_from_config, is_layer_linear, param_tensors
 from ..models import PRESETS
 from ..scenario import Scenario
@@ -136,20 +137,43 @@ def decoder_flops_per_sample(d: DecoderDims, sc: Scenario) -> float:
     return 6.0 * base * s + attention
 
 
-def flops_per_sample(sc: Scenario, model: str, total_params: int | None) -> tuple[float | None, str]:
-    """(FLOPs per sample, "" ) or (None, why); BERT needs the worker's parameter count."""
+def flops_per_sample(
+    sc: Scenario, model: str, total_params: int | None, generic: float | None = None
+) -> tuple[float | None, str]:
+    """(FLOPs per sample, their source) or (None, why). BERT and Llama have analytic counts (BERT
+    needs the worker's parameter count); every other family takes the worker's generic count from
+    the built model (bench/measure/flopcount.py)."""
+    try:
+        fam = family_of(model)
+    except GpubenchError:
+        return None, "model dimensions unknown"
     cfg = _config(model)
     if cfg is None:
         return None, "model dimensions unknown"
-    if cfg.get("model_type") == "llama":
+    if fam.name == "llama":
         try:
-            return decoder_flops_per_sample(decoder_dims_from_config(cfg, model), sc), ""
+            return decoder_flops_per_sample(decoder_dims_from_config(cfg, model), sc), "analytic: llama"
         except GpubenchError as exc:
             return None, f"model dimensions unusable: {exc.message}"
-    dims = model_dims(model)
-    if dims is None or not total_params:
-        return None, "model dimensions unknown"
-    return bert_flops_per_sample(total_params, dims, sc.seq_len), ""
+    if fam.name == "bert":
+        dims = model_dims(model)
+        if dims is None or not total_params:
+            return None, "model dimensions unknown"
+        return bert_flops_per_sample(total_params, dims, sc.seq_len), "analytic: bert"
+    if generic:
+        return float(generic), "generic: the built model's matmul weights x tokens + attention"
+    return None, f"no FLOP count: the {fam.name} family has no analytic one and the worker gave no generic count"
+
+
+CHECK_NOTE_PCT = 5.0  # a cross-check gap over this is a note
+
+
+def check_note(gap_pct: float | None, note: str | None) -> str:
+    if note:
+        return note
+    if gap_pct is not None and abs(gap_pct) > CHECK_NOTE_PCT:
+        return f"FlopCounterMode counts {gap_pct:+.1f}% against the generic count of the dense step"
+    return ""
 
 
 def figures(
@@ -160,21 +184,27 @@ def figures(
     gpu_name: str | None,
     tf32: bool,
     gpus: int = 1,
+    worker: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """FLOPs and MFU of one results row; with several GPUs `samples_per_s` is the job's and the
-    peak is all GPUs'. `tf32` is what the run really used (the scenario's or the worker's report)."""
+    peak is all GPUs'. `tf32` is what the run really used (the scenario's or the worker's report);
+    `worker`: the worker's figures (its generic count and the counter's cross-check)."""
     out: dict[str, Any] = {
         "flops_per_sample": None,
         "achieved_tflops": None,
         "peak_tflops": None,
         "mfu": None,
         "peak_source": "",
+        "flops_source": "",
     }
-    per_sample, why = flops_per_sample(sc, model, total_params)
+    worker = worker or {}
+    if worker.get("flops_check_per_sample") is not None or worker.get("flops_check_note"):
+        out["flops_check_note"] = check_note(worker.get("flops_check_gap_pct"), worker.get("flops_check_note"))
+    per_sample, source = flops_per_sample(sc, model, total_params, worker.get("flops_generic_per_sample"))
     if per_sample is None:
-        out["peak_source"] = why
+        out["peak_source"] = out["flops_source"] = source
         return out
-    out["flops_per_sample"] = per_sample
+    out["flops_per_sample"], out["flops_source"] = per_sample, source
     peak, source = peak_tflops(gpu_name, sc.precision, tf32, sc.fp8)
     if peak and gpus > 1:
         peak, source = peak * gpus, f"{gpus} x {source}"

@@ -114,9 +114,8 @@ def predict_matrix(
     calibrate_dir: Path | None = None,
 ) -> PredictReport:
     """Predict every scenario of a matrix; with a calibration run, set its measurements beside."""
-    m = matrix_mod.load_matrix(matrix)
-    scenarios = matrix_mod.apply_overrides(m.scenarios, {"model": model, **(overrides or {})})
-    scenarios = matrix_mod.select(scenarios, only, str(m.path))
+    m = matrix_mod.load_matrix(matrix, overrides={"model": model, **(overrides or {})}, only=only)
+    scenarios = m.scenarios
     capacity = parse_memory(gpu_memory) if gpu_memory is not None else None
     cal = calibrate(calibrate_dir) if calibrate_dir is not None else assumed()
     rows = []

@@ -84,6 +84,11 @@ FLOP_COLUMNS = [
     "model_params",
     "trainable_params",
     "flops_per_sample",
+    "flops_source",  # analytic: FAMILY (an exact count written for it) or generic (the built model's matmul weights)
+    "flops_generic_per_sample",  # the generic count (bench/measure/flopcount.py), for every family
+    "flops_check_per_sample",  # FlopCounterMode over one dense step on the meta device (full attention)
+    "flops_check_gap_pct",  # (counter - generic dense count) / generic dense count x 100
+    "flops_check_note",  # why the cross-check is missing, or the gap when it is over 5%
     "achieved_tflops",
     "peak_tflops",
     "mfu",
@@ -123,6 +128,8 @@ NUMERIC_COLUMNS = [
         "rank_figures",
         "peak_mem_source",
         "peak_source",
+        "flops_source",
+        "flops_check_note",
         "loss_finite",
         "started_at",
         "stderr_tail",
@@ -149,6 +156,7 @@ NUMERIC_SETTINGS = [
 SIGNED_COLUMNS = (
     "final_loss",
     "pred_peak_error_pct",
+    "flops_check_gap_pct",
     "nvml_device_peak_mb",  # the device's peak minus its idle level: another process may free memory
     "startup_s",  # launch (the parent's clock) to first step (the worker's)
     "overhead_s",

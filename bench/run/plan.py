@@ -14,13 +14,13 @@ from typing import Any
 from .. import matrix as matrix_mod
 from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
 from ..errors import BadInput
-from ..models import resolve_model
+from ..models import check_model, resolve_model
 from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..scenario import Scenario
 from .launcher import DEFAULT_LAUNCHER
 from .outdir import check_unlocked, check_unused
 from .probe import probe, resolve_device
-from .request import RunRequest, check_checkpoint, check_device_name, check_request, check_writable
+from .request import RunRequest, check_device_name, check_request, check_writable
 
 
 @dataclass(frozen=True)
@@ -209,17 +209,20 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
 
 
 def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, ...], str]:
-    m = matrix_mod.load_matrix("full" if request.matrix is None else request.matrix)
-    scenarios = matrix_mod.select(m.scenarios, request.only, str(m.path))  # settings checked on these only
-    scenarios = matrix_mod.apply_overrides(scenarios, {**request.overrides, "model": request.model})
+    overrides = {**request.overrides, "model": request.model}
+    # only the selected scenarios are built, so an override is checked on them alone
+    m = matrix_mod.load_matrix(
+        "full" if request.matrix is None else request.matrix, overrides=overrides, only=request.only
+    )
+    scenarios = m.scenarios
     models = resolve_models(scenarios, device)
     return m.name, scenarios, models[0] if len(models) == 1 else ", ".join(models)
 
 
 def resolve_models(scenarios: tuple[Scenario, ...], device: str) -> list[str]:
-    """Each scenario's model resolved for the device; a checkpoint must still hold safetensors."""
+    """Each scenario's model resolved for the device and checked (its config names an architecture
+    something builds; a checkpoint's weights are safetensors)."""
     models = sorted({resolve_model(s.model, device) for s in scenarios})
     for resolved in models:
-        if Path(resolved).is_dir():
-            check_checkpoint(Path(resolved))
+        check_model(resolved)
     return models

@@ -69,13 +69,3 @@ def check_writable(out: Path) -> None:
         raise BadInput(
             f"--out {out}: cannot write there: {exc.strerror or exc}", hint="choose another directory with --out"
         ) from None
-
-
-def check_checkpoint(path: Path) -> None:
-    """A local checkpoint is loaded from safetensors only (no pickle), so it must have them."""
-    if not any(path.glob("*.safetensors")):
-        raise BadInput(
-            f"model directory {path} has no .safetensors weights",
-            hint="gpubench loads local checkpoints from safetensors only (never pickle); "
-            "save it with save_pretrained(..., safe_serialization=True)",
-        )

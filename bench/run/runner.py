@@ -258,7 +258,9 @@ def _finish_row(
     status = row["status"]
     tf32 = sc.tf32 or figures.get("fp32_matmul_precision") == "tf32"
     gpus = int(figures.get("world_size") or 1) if row.get("device") != "cpu" else 1
-    row.update(flops.figures(sc, model, figures.get("model_params"), row.get("samples_per_s"), gpu_name, tf32, gpus))
+    row.update(
+        flops.figures(sc, model, figures.get("model_params"), row.get("samples_per_s"), gpu_name, tf32, gpus, figures)
+    )
     row.update(memory.predicted_columns(sc, model, figures))
     row["started_at"] = datetime.fromtimestamp(launched_at, UTC).isoformat(timespec="seconds")
     row["worker_wall_s"] = proc.wall_s

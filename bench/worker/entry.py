@@ -72,13 +72,13 @@ def run_worker(spec_file: str, result_file: str, marks: dict[str, float]) -> int
     if str(spec.get("device", "")).startswith("cuda") and not forked:
         warm = threading.Thread(target=_warm_cuda, name="cuda-warm", daemon=True)
         warm.start()
-    from ..models import family
+    from ..families import family_of
     from .run import memory_figures, preload, run
     from .skips import Skip
 
     if not forked:
         with contextlib.suppress(Exception):  # an import error is reported where the import is needed
-            preload(spec["scenario"].get("engine", "trainer"), family(str(spec.get("model", "auto"))))
+            preload(spec["scenario"].get("engine", "trainer"), family_of(str(spec.get("model", "auto"))))
         marks["imports"] = time.time()
     if warm is not None:
         warm.join()

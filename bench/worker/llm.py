@@ -12,6 +12,7 @@ Dtypes, decided with the memory model (bench/memory):
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,9 +20,9 @@ from typing import Any
 
 import torch
 
-from ..models import PRESETS
+from ..models import has_weights
 from ..scenario import Scenario
-from .model import build_model, load_checkpoint
+from .model import build_model, load_checkpoint, task_of
 
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -43,11 +44,11 @@ def build_decoder(sc: Scenario, model: str, device: torch.device, shared: Path) 
     if sc.quantize_base != "none":
         built = quantized_base(sc, model, device, shared)
     else:
-        built = build_model(model, device, sc.attn_implementation, base_dtype(sc))
+        built = build_model(model, device, sc.attn_implementation, base_dtype(sc), sc.task, sc.experts_implementation)
     if sc.fp8:
         to_float8(built)
     if sc.peft == "lora":
-        built = with_lora(sc, built)
+        built = with_lora(sc, built, task_of(model, sc.task))
     return built
 
 
@@ -71,25 +72,26 @@ def quantized_base(sc: Scenario, model: str, device: torch.device, shared: Path)
     extra: dict[str, Any] = {"quantization_config": config}
     if sc.attn_implementation != "default":
         extra["attn_implementation"] = sc.attn_implementation
-    source = random_checkpoint(model, compute_dtype(sc), sc.seed, shared) if model in PRESETS else model
-    built = load_checkpoint(source, device, compute_dtype(sc), **extra)
+    source = model if has_weights(model) else random_checkpoint(model, compute_dtype(sc), sc.seed, shared, sc.task)
+    built = load_checkpoint(source, device, compute_dtype(sc), task=sc.task, **extra)
     return prepare_model_for_kbit_training(built, use_gradient_checkpointing=sc.grad_checkpointing)
 
 
-def random_checkpoint(model: str, dtype: torch.dtype, seed: int, shared: Path) -> Path:
+def random_checkpoint(model: str, dtype: torch.dtype, seed: int, shared: Path, task: str = "auto") -> Path:
     """A preset's random weights (those torch.manual_seed(seed) gives) saved as safetensors in
     `shared`, built on the CPU by the run's first worker that needs them and loaded by the rest
     (llama-1b's build, save and quantized load took 50-53 s on the H200 host). Written under a
     temporary name and renamed, so a worker never reads a partial copy; the global RNG is left as
     it was, so a worker that builds and one that loads go on alike. The run deletes the folder when it ends."""
-    name = f"{model}-{str(dtype).removeprefix('torch.')}-seed{seed}"
+    stem = model if "/" not in model else f"{Path(model).name}-{hashlib.sha256(model.encode()).hexdigest()[:12]}"
+    name = f"{stem}-{str(dtype).removeprefix('torch.')}-seed{seed}"
     target = shared / name
     if not (target / "config.json").is_file():
         shared.mkdir(parents=True, exist_ok=True)
         partial = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=shared))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            build_model(model, torch.device("cpu"), "default", dtype).save_pretrained(partial)
+            build_model(model, torch.device("cpu"), "default", dtype, task).save_pretrained(partial)
         try:
             partial.rename(target)
         except OSError:  # another worker of the run renamed its copy in first
@@ -97,12 +99,42 @@ def random_checkpoint(model: str, dtype: torch.dtype, seed: int, shared: Path) -
     return target
 
 
-def with_lora(sc: Scenario, model: Any) -> Any:
-    """peft's LoRA adapters on every linear layer (or the named ones); the base is frozen."""
+# the task -> peft's task_type (None: a plain PeftModel) and the head that trains fully beside the adapters
+PEFT_TASKS: dict[str, tuple[str | None, list[str] | None]] = {
+    "causal-lm": ("CAUSAL_LM", None),
+    "sequence-classification": ("SEQ_CLS", None),  # peft keeps the classifier (score) trainable
+    "image-classification": (None, ["classifier"]),
+}
+# output heads and mixture-of-experts routers: never LoRA targets
+NOT_TARGETS = ("lm_head", "score", "classifier", "gate", "router")
+
+
+def lora_targets(model: Any) -> list[str]:
+    """The leaf names of the model's linear layers that "all-linear" means, found from the model:
+    every nn.Linear (bitsandbytes' too) but the output head and a mixture-of-experts router. A
+    model's experts held as one 3-D parameter (transformers 5's MoE layers) are not nn.Linear and
+    are left out: LoRA then adapts attention (and any shared expert)."""
+    names = set()
+    for fqn, module in model.named_modules():
+        leaf = fqn.rsplit(".", 1)[-1]
+        if isinstance(module, torch.nn.Linear) and leaf not in NOT_TARGETS:
+            names.add(leaf)
+    return sorted(names)
+
+
+def with_lora(sc: Scenario, model: Any, task: str = "causal-lm") -> Any:
+    """peft's LoRA adapters on every linear layer (found from the model) or the named ones; the base is frozen."""
     from peft import LoraConfig, get_peft_model
 
-    targets: str | list[str] = "all-linear" if sc.lora_targets == "all-linear" else sc.lora_targets.split(",")
-    config = LoraConfig(r=sc.lora_rank, lora_alpha=sc.lora_alpha, target_modules=targets, task_type="CAUSAL_LM")
+    targets = lora_targets(model) if sc.lora_targets == "all-linear" else sc.lora_targets.split(",")
+    task_type, head = PEFT_TASKS[task]
+    config = LoraConfig(
+        r=sc.lora_rank,
+        lora_alpha=sc.lora_alpha,
+        target_modules=targets,
+        task_type=task_type,
+        modules_to_save=head,
+    )
     if sc.grad_checkpointing:
         # with a frozen embedding, the checkpointed blocks' input must require grad for the adapters'
         # gradients to flow (what transformers and peft do for their own users)
@@ -161,10 +193,11 @@ def fused_loss_eager(sc: Scenario) -> None:
 
 
 def apply_liger(model: Any) -> None:
-    """Liger's Llama kernels on this model instance (the accelerate engine; the Trainer has its own
-    `use_liger_kernel`): RoPE, RMSNorm and SwiGLU, and the fused linear cross-entropy, which replaces
-    the instance's forward so the logits are never materialised."""
-    from liger_kernel.transformers import apply_liger_kernel_to_llama
+    """Liger's kernels for this model's type on this instance (the accelerate engine; the Trainer
+    has its own `use_liger_kernel`, which calls the same function): RoPE, RMSNorm and SwiGLU (or the
+    type's own), and the fused linear cross-entropy, which replaces the instance's forward so the
+    logits are never materialised. Liger's per-type function takes the kernels its signature names."""
+    from liger_kernel.transformers import _apply_liger_kernel_to_instance
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # under a PeftModel
-    apply_liger_kernel_to_llama(**LIGER_KERNELS, model=base)
+    _apply_liger_kernel_to_instance(model=base, **LIGER_KERNELS)

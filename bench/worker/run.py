@@ -12,15 +12,15 @@ from typing import Any
 
 import torch
 
+from ..families import FAMILIES, Family, family_of, read_config, tokens_per_sample
 from ..measure.cpuspeed import window_probe_ms
-from ..models import family
 from ..scenario import Scenario
 from . import accelerate_engine, dist, trainer_engine
 from .clock import StepClock
-from .data import make_dataset
+from .data import image_shape, make_dataset
 from .inputs import EngineInputs
 from .llm import build_decoder
-from .model import build_model, count_parameters, count_trainable
+from .model import build_model, count_parameters, count_trainable, task_of
 from .precision import matmul_precision, set_tf32
 from .ranks import combine_ranks
 from .skips import check_runnable
@@ -48,13 +48,14 @@ def inject(fault: str) -> None:
         os._exit(3)
 
 
-def preload(engine: str, model_family: str | None = None) -> None:
+def preload(engine: str, model_family: Family | None = None) -> None:
     """Import what the engine and the model's family need (while a thread creates the CUDA context);
-    both families when `model_family` is None (the fork server)."""
-    if model_family in ("bert", None):
-        import transformers.models.bert.modeling_bert  # noqa: F401
-    if model_family in ("llama", None):
-        import transformers.models.llama.modeling_llama  # noqa: F401
+    every family's preload list when `model_family` is None (the fork server)."""
+    import importlib
+
+    for fam in FAMILIES if model_family is None else (model_family,):
+        for module in fam.preload:
+            importlib.import_module(module)
 
     if engine == "trainer":
         import transformers.trainer  # noqa: F401
@@ -93,11 +94,14 @@ def build_inputs(
     fault = sc.inject_fault if faulty else "none"
 
     phases = MemoryPhases(device)
-    llm = family(model_name) == "llama"
-    if llm:
+    task = task_of(model_name, sc.task)
+    llm = task == "causal-lm"
+    if llm or sc.peft != "none":
         model = build_decoder(sc, model_name, device, shared or scratch)
     else:
-        model = build_model(model_name, device, sc.attn_implementation)
+        model = build_model(
+            model_name, device, sc.attn_implementation, task=sc.task, experts_implementation=sc.experts_implementation
+        )
     phases.mark("model_built")
     marks["model_built"] = time.time()
     if fault == "nan":
@@ -107,7 +111,10 @@ def build_inputs(
     if not sc.compile:
         phases.mark_first_forward(model)
     # `samples` is per process: each rank's share of the data set is the single-GPU epoch (weak scaling)
-    dataset = make_dataset(sc.samples * world, sc.seq_len, model.config.vocab_size, sc.seed, sc.data_source, llm)
+    config = model.config
+    image = image_shape(config) if task == "image-classification" else None
+    vocab = getattr(config, "vocab_size", None) or 30522
+    dataset = make_dataset(sc.samples * world, sc.seq_len, vocab, sc.seed, sc.data_source, llm, image)
     marks["data_built"] = time.time()
 
     clock = StepClock(
@@ -115,7 +122,7 @@ def build_inputs(
         warmup_steps=sc.warmup_steps,
         total_steps=sc.optimizer_steps,
         samples_per_step=sc.samples_per_step,
-        tokens_per_sample=sc.seq_len,
+        tokens_per_sample=tokens_per_sample(read_config(model_name), family_of(model_name), sc.seq_len),
         on_first_step=lambda: inject(fault),
         cpu_probe=window_probe_ms,
         on_step=(lambda: time.sleep(SLOW_STEP_S)) if fault == "slow" else None,
@@ -137,11 +144,13 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     inputs = build_inputs(sc, spec["model"], device, scratch, marks, rank, float(spec.get("timeout_s", 3600.0)), shared)
     model, clock, losses, phases = inputs.model, inputs.clock, inputs.losses, inputs.phases
     engine_figures = ENGINES[sc.engine](inputs)
+    flop_figures = count_flops(sc, spec["model"], model)
     figures: dict[str, Any] = {
         **clock.summary(),
         **engine_figures,
         **losses.result(),
         **phases.result(),
+        **flop_figures,
         "model_params": count_parameters(model),
         "trainable_params": count_trainable(model),
         # from the parent's launch of this process to the first training step
@@ -162,6 +171,37 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         else (f"{figures['nonfinite_losses']} non-finite losses; final loss {figures['final_loss']}")
     )
     return {"status": status, "reason": reason, "figures": figures}
+
+
+def count_flops(sc: Scenario, model_name: str, model: Any) -> dict[str, Any]:
+    """The generic FLOP count of the trained model and FlopCounterMode's cross-check on a meta copy
+    (bench/measure/flopcount.py), after the timed window: its cost is never in the figures."""
+    from ..measure import flopcount
+    from .model import auto_class, model_config
+
+    fam, task = family_of(model_name), task_of(model_name, sc.task)
+    tokens = tokens_per_sample(read_config(model_name), fam, sc.seq_len)
+    extra = {"attn_implementation": "eager", **({"experts_implementation": "batched_mm"} if fam.moe else {})}
+
+    def build_meta() -> Any:
+        config = model_config(model_name, sc.task)
+        if task != "causal-lm":  # else the loss asks a meta tensor for its labels' values
+            config.problem_type = "single_label_classification"
+        with torch.device("meta"):
+            return auto_class(model_name, sc.task).from_config(config, **extra)
+
+    meta = torch.device("meta")
+    inputs: dict[str, Any]
+    if task == "image-classification":
+        inputs = {"pixel_values": torch.zeros((1, *image_shape(model.config)), device=meta)}
+        inputs["labels"] = torch.zeros(1, dtype=torch.long, device=meta)
+    else:
+        ids = torch.zeros((1, sc.seq_len), dtype=torch.long, device=meta)
+        labels = ids if task == "causal-lm" else torch.zeros(1, dtype=torch.long, device=meta)
+        inputs = {"input_ids": ids, "labels": labels}
+        if task == "causal-lm":  # an explicit mask: else transformers looks for packed sequences (.item())
+            inputs["attention_mask"] = torch.ones_like(ids)
+    return flopcount.figures(model, fam, task, tokens, build_meta, inputs)
 
 
 def startup_breakdown(launched_at: float, marks: dict[str, float], train_begin: float | None) -> str:

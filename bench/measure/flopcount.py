@@ -1,0 +1,139 @@
+"""FLOPs of any model transformers builds, from the built module (the worker calls this; torch).
+
+The generic count, for families without an analytic one (bench/families): 2 FLOPs per multiply-add
+of every matmul weight per token forward, 2 more for the input gradients, and 2 more for the weight
+gradients where the weight trains (6 for a trained weight, 4 for a frozen one: LoRA's base), over
+nn.Linear layers and a mixture-of-experts layer's expert tensors scaled to the experts a token is
+routed to (num_experts_per_tok of them); a ViT's patch projection (a convolution) once per patch and
+its classifier once per image; embedding tables are lookups, not matmuls. Attention's score and
+value matmuls add 12 x layers x tokens^2 x (heads x head_dim) per sample, half that under a causal
+mask (bench/measure/flops.py says why).
+
+The cross-check: torch.utils.flop_counter.FlopCounterMode over one dense training step (batch 1)
+of the same model built on the meta device, with eager attention (its SDPA formula refuses
+grouped-query shapes) and, for MoE, transformers' batched_mm experts (the grouped_mm kernel has no fp32 meta
+implementation and the eager loop needs data-dependent shapes). It counts the masked half of causal
+attention too, so it is compared with the generic count on its own convention (full attention).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..families import Family, moe
+
+
+def _numel(p: torch.Tensor) -> int:
+    quant_state = getattr(p, "quant_state", None)  # bitsandbytes' Params4bit: the unpacked shape
+    shape = getattr(quant_state, "shape", None)
+    return int(torch.Size(shape).numel()) if shape is not None else p.numel()
+
+
+def expert_share(config: Any) -> float:
+    """The share of a MoE layer's experts one token runs through (1 for a dense model)."""
+    counts = moe.experts(config.to_dict() if hasattr(config, "to_dict") else dict(config))
+    return counts[1] / counts[0] if counts else 1.0
+
+
+Weights = dict[str, float]  # {"trained" | "frozen": weights} of one kind of layer
+
+
+def matmul_weights(model: Any, share: float) -> dict[str, Weights]:
+    """Matmul weights a token runs through, by kind: "linear" (nn.Linear, expert tensors, i.e. 3-D
+    parameters of a module named *experts, times `share`), "conv" (a vision model's patch
+    projection: once per patch) and "head" (an image classifier's `classifier`: once per image)."""
+    kinds: dict[str, Weights] = {k: {"trained": 0.0, "frozen": 0.0} for k in ("linear", "conv", "head")}
+    for fqn, module in model.named_modules():
+        leaf = fqn.rsplit(".", 1)[-1]
+        if isinstance(module, torch.nn.Linear):
+            params, scale, kind = [module.weight], 1.0, "head" if leaf == "classifier" else "linear"
+        elif isinstance(module, torch.nn.Conv1d | torch.nn.Conv2d | torch.nn.Conv3d):
+            params, scale, kind = [module.weight], 1.0, "conv"
+        elif leaf == "experts" or type(module).__name__.endswith("Experts"):
+            params, scale, kind = [p for p in module.parameters(recurse=False) if p.dim() == 3], share, "linear"
+        else:
+            continue
+        for p in params:  # a tied LM head is a Linear over the embedding: its matmul is real, counted
+            kinds[kind]["trained" if p.requires_grad else "frozen"] += _numel(p) * scale
+    return kinds
+
+
+def _matmul_flops(kinds: dict[str, Weights], tokens: int, vision: bool, dense: bool) -> float:
+    """6 per trained weight, 4 per frozen one (6 for all when `dense`), times the tokens it sees.
+    A vision model's patch projection is its first layer: the pixels need no gradient, so it costs
+    2 less (4 trained, 2 frozen)."""
+    seen = (
+        {"linear": tokens, "conv": tokens - 1, "head": 1}
+        if vision
+        else dict.fromkeys(("linear", "conv", "head"), tokens)
+    )
+    total = 0.0
+    for kind, weights in kinds.items():
+        trained, frozen = (6.0, 6.0 if dense else 4.0) if kind != "conv" or not vision else (4.0, 4.0 if dense else 2.0)
+        total += (trained * weights["trained"] + frozen * weights["frozen"]) * seen[kind]
+    return total
+
+
+def attention_dims(config: Any) -> tuple[int, int]:
+    """(layers, heads x head_dim) of a transformers config (its attribute map covers GPT-2's names)."""
+    cfg = getattr(config, "text_config", None) or config
+    layers = int(cfg.num_hidden_layers)
+    heads = int(cfg.num_attention_heads)
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    return layers, heads * int(head_dim)
+
+
+def generic_flops_per_sample(model: Any, tokens: int, causal: bool, vision: bool = False) -> float:
+    """FLOPs of one training sample of `tokens` tokens (the generic count above)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers, width = attention_dims(base.config)
+    attention = (6.0 if causal else 12.0) * layers * tokens * tokens * width
+    return _matmul_flops(matmul_weights(model, expert_share(base.config)), tokens, vision, dense=False) + attention
+
+
+def dense_flops_full_attention(model: Any, tokens: int, vision: bool = False) -> float:
+    """The generic count of a dense training step (every weight trained), full attention: what the
+    meta-device counter should see."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers, width = attention_dims(base.config)
+    matmuls = _matmul_flops(matmul_weights(base, expert_share(base.config)), tokens, vision, dense=True)
+    return matmuls + 12.0 * layers * tokens * tokens * width
+
+
+def counted_flops_per_sample(build_meta: Any, inputs: dict[str, torch.Tensor]) -> float:
+    """FlopCounterMode's count of one forward and backward of the meta-built model on `inputs`."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = build_meta()
+    counter = FlopCounterMode(display=False)
+    with counter:
+        out = model(**inputs)
+        out.loss.backward()
+    return float(counter.get_total_flops())
+
+
+def figures(model: Any, fam: Family, task: str, tokens: int, build_meta: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The worker's FLOP columns: the generic count (families without an analytic one use it), the
+    counter's cross-check of the dense step, and their gap."""
+    out: dict[str, Any] = {
+        "flops_generic_per_sample": None,
+        "flops_check_per_sample": None,
+        "flops_check_gap_pct": None,
+    }
+    try:
+        out["flops_generic_per_sample"] = generic_flops_per_sample(model, tokens, task == "causal-lm", fam.vision)
+        expected = dense_flops_full_attention(model, tokens, fam.vision)
+    except (AttributeError, TypeError, ValueError) as exc:
+        out["flops_check_note"] = f"generic FLOP count not possible: {exc}"
+        return out
+    try:
+        counted = counted_flops_per_sample(build_meta, inputs)
+    except Exception as exc:  # the counter is a cross-check: its failure is a note, never a failed row
+        out["flops_check_note"] = f"FlopCounterMode failed on the meta model: {type(exc).__name__}: {str(exc)[:160]}"
+        return out
+    out["flops_check_per_sample"] = counted
+    if expected:
+        out["flops_check_gap_pct"] = 100.0 * (counted - expected) / expected
+    return out
