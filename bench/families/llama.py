@@ -58,6 +58,21 @@ PRESETS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": True,
         **_COMMON,
     },
+    # the dense counterpart of the moe matrix's mixtral-1b: the same layers, heads and vocabulary,
+    # one MLP as wide as its two routed experts (2 x 2,816), so both run the same active weights
+    "llama-0.4b": {
+        "hidden_size": 1024,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "intermediate_size": 5632,
+        "vocab_size": 32000,
+        "max_position_embeddings": 32768,
+        "rope_theta": 1000000.0,
+        "tie_word_embeddings": False,
+        **_COMMON,
+    },
 }
 
 FAMILY = Family(

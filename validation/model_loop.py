@@ -1,0 +1,153 @@
+"""A hand-written PyTorch training loop for any scenario of a matrix: the yardstick for the rows of
+the model families (vit, moe, decoders matrices) that gpubench's engines time.
+
+The same model as the engine trains (built by gpubench's builder: family, task, LoRA/QLoRA base,
+Liger, experts kernels), the same random data, optimizer (torch's AdamW over the trainable
+parameters) and precision (autocast; a GradScaler under fp16); then nothing but forward, backward,
+step and zero_grad. No Accelerate, no Trainer, no hooks. The window is the scenario's own: its
+warm-up steps, then `window` optimizer steps (or the rest of the epoch), timed with a device
+synchronisation at both ends and a CUDA event at each step's end. Writes one JSON object to --out.
+
+    python -m validation.model_loop --matrix vit --scenario bf16-b128 --out loop.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench import matrix as matrix_mod
+from bench.measure.cpuspeed import window_probe_ms
+from bench.models import resolve_model
+from bench.scenario import Scenario
+from bench.worker.clock import step_time_ms
+from bench.worker.data import image_shape, make_dataset
+from bench.worker.llm import apply_liger, build_decoder
+from bench.worker.model import build_model, task_of
+from bench.worker.precision import set_tf32
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m validation.model_loop", description=__doc__)
+    p.add_argument("--matrix", required=True, help="a shipped matrix name or a .toml file")
+    p.add_argument("--scenario", required=True)
+    p.add_argument("--model", default=None, help="override the scenario's model (as gpubench run --model)")
+    p.add_argument("--device", default="cuda", help="cuda (the yardstick) or cpu (to test the script)")
+    p.add_argument("--out", required=True)
+    return p
+
+
+def build(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> tuple[Any, Any]:
+    """(model, dataset) as gpubench's worker builds them."""
+    torch.manual_seed(sc.seed)
+    task = task_of(model_name, sc.task)
+    if task == "causal-lm" or sc.peft != "none":
+        model = build_decoder(sc, model_name, device, scratch)
+    else:
+        model = build_model(
+            model_name, device, sc.attn_implementation, task=sc.task, experts_implementation=sc.experts_implementation
+        )
+    image = image_shape(model.config) if task == "image-classification" else None
+    vocab = getattr(model.config, "vocab_size", None) or 30522
+    data = make_dataset(sc.samples, sc.seq_len, vocab, sc.seed, "memory", task == "causal-lm", image)
+    return model, data
+
+
+def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> dict[str, Any]:
+    cuda = device.type == "cuda"
+    if cuda:
+        set_tf32(sc.tf32)
+    model, data = build(sc, model_name, device, scratch)
+    if sc.grad_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if sc.liger:
+        apply_liger(model)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    fused = {"fused": True} if sc.optimizer == "adamw_fused" else {}
+    optimizer = torch.optim.AdamW(params, lr=5e-5, weight_decay=0.0, **fused)
+    forward = torch.compile(model) if sc.compile else model
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(sc.precision)
+    scaler = torch.amp.GradScaler(device.type) if sc.precision == "fp16" else None
+    batches = sc.samples // sc.batch_size
+    steps = min(batches, sc.warmup_steps + sc.window) if isinstance(sc.window, int) else batches
+    loss = None
+
+    def step(i: int) -> Any:
+        start = (i % batches) * sc.batch_size
+        batch = {k: v[start : start + sc.batch_size].to(device) for k, v in data.inputs.items()}
+        labels = data.labels[start : start + sc.batch_size].to(device)
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            out = forward(**batch, labels=labels).loss
+        if scaler is not None:
+            scaler.scale(out).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            out.backward()
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return out
+
+    marks: list[Any] = []
+
+    def mark() -> None:
+        if cuda:
+            marks.append(torch.cuda.Event(enable_timing=True))
+            marks[-1].record()
+        else:
+            marks.append(time.perf_counter())
+
+    t_start = None
+    cpu_start = None
+    for i in range(steps):
+        if i == sc.warmup_steps:
+            if cuda:
+                torch.cuda.synchronize()
+            cpu_start = window_probe_ms()
+            t_start = time.perf_counter()
+            mark()
+        loss = step(i)
+        if t_start is not None:
+            mark()
+    if cuda:
+        torch.cuda.synchronize()
+    assert t_start is not None, "the scenario leaves no timed steps"
+    window_s = time.perf_counter() - t_start
+    window_samples = (steps - sc.warmup_steps) * sc.batch_size
+    pairs = zip(marks, marks[1:], strict=False)
+    step_s = [x.elapsed_time(y) / 1000 if cuda else y - x for x, y in pairs]
+    return {
+        "scenario": sc.name,
+        "model": model_name,
+        "samples_per_s": window_samples / window_s,
+        **step_time_ms(step_s),
+        "window_s": window_s,
+        "window_samples": window_samples,
+        "cpu_loop_start_ms": cpu_start,
+        "cpu_loop_end_ms": window_probe_ms(),
+        "final_loss": float(loss.detach()) if loss is not None else None,
+        "torch_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
+    }
+
+
+def main() -> None:
+    a = parser().parse_args()
+    overrides = {"model": a.model} if a.model else None
+    m = matrix_mod.load_matrix(a.matrix, overrides=overrides, only=[a.scenario])
+    sc = m.scenarios[0]
+    device = torch.device(a.device)
+    model_name = resolve_model(sc.model, "cpu" if device.type == "cpu" else "cuda")
+    out = Path(a.out)
+    result = run(sc, model_name, device, out.parent / f".{out.stem}-scratch")
+    out.write_text(json.dumps(result), encoding="utf-8")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
