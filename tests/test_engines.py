@@ -1,5 +1,5 @@
-"""Both engines end their epoch when the clock's window closes (bench/worker/trainer_engine.py,
-accelerate_engine.py): in this process, on the tiny model, a few seconds each."""
+"""Both engines end their epoch when the clock's window closes (bench/worker/engines/trainer.py,
+accelerate.py): in this process, on the tiny model, a few seconds each."""
 
 from __future__ import annotations
 

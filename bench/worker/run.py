@@ -15,10 +15,11 @@ import torch
 from ..measure.cpuspeed import window_probe_ms
 from ..models import family
 from ..scenario import Scenario
-from . import accelerate_engine, dist, trainer_engine
+from . import dist
 from .clock import StepClock
 from .data import make_dataset
-from .inputs import EngineInputs
+from .engines import accelerate, trainer
+from .engines.base import EngineInputs
 from .llm import build_decoder
 from .model import build_model, count_parameters, count_trainable
 from .precision import matmul_precision, set_tf32
@@ -27,7 +28,7 @@ from .skips import check_runnable
 from .tracking import MB, LossTracker, MemoryPhases
 from .window import WindowRule
 
-ENGINES = {"trainer": trainer_engine.train, "accelerate": accelerate_engine.train}
+ENGINES = {"trainer": trainer.train, "accelerate": accelerate.train}
 
 
 SLOW_STEP_S = 0.05  # inject_fault = "slow": this much longer per optimizer step
