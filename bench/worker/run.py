@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import resource
@@ -12,13 +13,13 @@ from typing import Any
 
 import torch
 
+from ..engines import ENGINES
 from ..measure.cpuspeed import window_probe_ms
 from ..models import family
 from ..scenario import Scenario
 from . import dist
 from .clock import StepClock
 from .data import make_dataset
-from .engines import accelerate, trainer
 from .engines.base import EngineInputs
 from .llm import build_decoder
 from .model import build_model, count_parameters, count_trainable
@@ -27,9 +28,6 @@ from .ranks import combine_ranks
 from .skips import check_runnable
 from .tracking import MB, LossTracker, MemoryPhases
 from .window import WindowRule
-
-ENGINES = {"trainer": trainer.train, "accelerate": accelerate.train}
-
 
 SLOW_STEP_S = 0.05  # inject_fault = "slow": this much longer per optimizer step
 
@@ -57,10 +55,9 @@ def preload(engine: str, model_family: str | None = None) -> None:
     if model_family in ("llama", None):
         import transformers.models.llama.modeling_llama  # noqa: F401
 
-    if engine == "trainer":
-        import transformers.trainer  # noqa: F401
-    else:
-        import accelerate  # noqa: F401
+    row = ENGINES[engine]
+    for module in (*row.preload, row.module):
+        importlib.import_module(module)
 
 
 def build_inputs(
@@ -137,7 +134,7 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     shared = Path(spec["shared_dir"]) if spec.get("shared_dir") else None
     inputs = build_inputs(sc, spec["model"], device, scratch, marks, rank, float(spec.get("timeout_s", 3600.0)), shared)
     model, clock, losses, phases = inputs.model, inputs.clock, inputs.losses, inputs.phases
-    engine_figures = ENGINES[sc.engine](inputs)
+    engine_figures = ENGINES[sc.engine].implementation().train(inputs)
     figures: dict[str, Any] = {
         **clock.summary(),
         **engine_figures,
