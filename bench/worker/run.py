@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..engines import ENGINES
-from ..measure.cpuspeed import window_probe_ms
+from ..measure.probes import make_probes
 from ..models import family
 from ..scenario import Scenario
 from . import dist
@@ -115,7 +115,7 @@ def build_inputs(
         samples_per_step=sc.samples_per_step,
         tokens_per_sample=sc.seq_len,
         on_first_step=lambda: inject(fault),
-        cpu_probe=window_probe_ms,
+        probes=make_probes(str(device)),
         on_step=(lambda: time.sleep(SLOW_STEP_S)) if fault == "slow" else None,
         barrier=dist.barrier if rank is not None else None,
         window=WindowRule(sc.window),
