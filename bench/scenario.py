@@ -6,11 +6,12 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from . import engines
 from .checks import MAX_SECONDS, bounded
 from .errors import BadInput, did_you_mean
 from .families import TASKS, refusal
 
-ENGINES = ("trainer", "accelerate")
+ENGINES = tuple(engines.ENGINES)  # the registry's names (bench/engines.py)
 PRECISIONS = ("fp32", "fp16", "bf16")
 # our name -> the HF Trainer's `optim` string; None: gpubench builds the optimizer itself and hands
 # it to the Trainer through `optimizers=` (bench/worker/optimizers.py make_optimizer)
@@ -167,6 +168,9 @@ class Scenario:
             raise bad("model", self.model, "must be a preset name or a local directory")
         self._check_parallel(bad)
         self._check_llm(bad)
+        refused = engines.ENGINES[self.engine].refusal(self)  # the engine's own rules (bench/engines.py)
+        if refused is not None:
+            raise bad(refused.key, getattr(self, refused.key), refused.why)
         if self.optimizer_steps <= self.warmup_steps:
             raise bad(
                 "warmup_steps",
@@ -229,13 +233,6 @@ class Scenario:
             )
         if self.activation_offload and self.strategy == "deepspeed":
             raise bad("activation_offload", True, "is not combined with DeepSpeed here (it has its own offload)")
-        if OPTIMIZERS[self.optimizer] is None and self.engine == "trainer" and self.strategy == "fsdp":
-            raise bad(
-                "optimizer",
-                self.optimizer,
-                "is built by gpubench and handed to the Trainer through optimizers=, which the Trainer refuses "
-                'under FSDP; use engine = "accelerate" or an optimizer the Trainer builds',
-            )
 
     def _check_parallel(self, bad: Any) -> None:
         """The multi-process fields: each in range, and no two that contradict each other."""
@@ -326,8 +323,8 @@ class Scenario:
             return "tf32 is a CUDA matmul mode (Ampere or newer); it has no meaning on the CPU"
         if self.strategy == "deepspeed":
             return "DeepSpeed's engine needs a GPU here (its CPU accelerator needs Intel's extension for PyTorch)"
-        if self.strategy == "fsdp" and self.engine == "trainer":
-            return "the Trainer runs FSDP only on accelerators; on the CPU it would silently train with DDP"
+        if why := engines.ENGINES[self.engine].needs_cuda(self):
+            return why
         if self.offload != "none" or self.activation_offload:
             return "offloading to the CPU has no meaning when training on the CPU"
         if self.quantize_base != "none":

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 
+from bench.measure.probes import CpuProbe
 from bench.worker import clock as clock_module
 from bench.worker import window
 from bench.worker.clock import StepClock, quantiles
@@ -25,9 +26,9 @@ def run_clock(
     """A clock over fake time: one optimizer step per duration (s). cpu_probe gets the fake clock."""
     now = [0.0]
     monkeypatch.setattr(clock_module.time, "perf_counter", lambda: now[0])
-    probe = None if cpu_probe is None else lambda: cpu_probe(now)
+    probes = [] if cpu_probe is None else [CpuProbe(measure=lambda: cpu_probe(now))]
     clock = StepClock(
-        torch.device("cpu"), warmup_steps, len(durations), samples_per_step, tokens_per_sample=8, cpu_probe=probe
+        torch.device("cpu"), warmup_steps, len(durations), samples_per_step, tokens_per_sample=8, probes=probes
     )
     clock.train_begin()
     for d in durations:

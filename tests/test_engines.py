@@ -1,5 +1,6 @@
-"""Both engines end their epoch when the clock's window closes (bench/worker/trainer_engine.py,
-accelerate_engine.py): in this process, on the tiny model, a few seconds each."""
+"""Every engine of the registry (bench/engines.py) trains the tiny BERT and Llama presets and ends
+its epoch when the clock's window closes (bench/worker/engines/): in this process, a few seconds
+each. This is the registry's training contract (tests/test_engine_registry.py holds the rest)."""
 
 from __future__ import annotations
 
@@ -9,28 +10,30 @@ from typing import Any
 
 import pytest
 
+from bench.engines import ENGINES
 from bench.scenario import Scenario
 from bench.worker import window
 
-ENGINES = ["trainer", "accelerate"]
+TINY_MODELS = ("tiny", "llama-tiny")  # one preset of each family
 
 
-def train(tmp_path: Path, engine: str, **settings: Any) -> dict[str, Any]:
+def train(tmp_path: Path, engine: str, model: str = "tiny", **settings: Any) -> dict[str, Any]:
     from bench.worker import run as run_module  # torch and transformers: only for these tests
 
     # SGD: the tiny model's 30522-token embedding makes AdamW's step the slowest part on a busy CPU
-    sc = Scenario(name="s", model="tiny", engine=engine, seq_len=16, optimizer="sgd", **settings)
-    spec = {"scenario": sc.settings(), "device": "cpu", "model": "tiny", "launched_at": time.time()}
+    sc = Scenario(name="s", model=model, engine=engine, seq_len=16, optimizer="sgd", **settings)
+    spec = {"scenario": sc.settings(), "device": "cpu", "model": model, "launched_at": time.time()}
     result = run_module.run(spec, tmp_path)
     assert result["status"] == "ok", result["reason"]
     return dict(result["figures"])
 
 
+@pytest.mark.parametrize("model", TINY_MODELS)
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_window_of_n_steps_ends_the_epoch_there(tmp_path: Path, engine: str) -> None:
+def test_a_window_of_n_steps_ends_the_epoch_there(tmp_path: Path, engine: str, model: str) -> None:
     """64 steps in the epoch; 2 warm-up + 5 timed steps run, and the whole-loop figure counts what
     ran (7 steps of 2 samples), not the epoch."""
-    f = train(tmp_path, engine, batch_size=2, samples=128, warmup_steps=2, window=5)
+    f = train(tmp_path, engine, model, batch_size=2, samples=128, warmup_steps=2, window=5)
     assert (f["window_stop"], f["window_steps"], f["window_samples"]) == ("steps", 5, 10)
     assert f["samples_per_s"] == pytest.approx(10 / f["window_s"])
     assert f["trainer_samples_per_s"] * f["trainer_runtime_s"] == pytest.approx(14)

@@ -68,9 +68,9 @@ class _Nothing:
 
 def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Callable[[], None]:
     """One training step of `side` (SIDES) per call, each side with its own model and data."""
-    from bench.worker import accelerate_engine
     from bench.worker.data import make_dataset
-    from bench.worker.inputs import EngineInputs
+    from bench.worker.engines import accelerate as accelerate_engine
+    from bench.worker.engines.base import EngineInputs
     from bench.worker.model import build_model
     from bench.worker.precision import set_tf32
     from bench.worker.run import build_inputs

@@ -6,7 +6,7 @@ way (measured on the H200 virtual machines; the data are archived at the tag lab
 Here both sides live in one process on one GPU and take turns every `--block-steps` steps (about
 half a second at batch 4):
 
-- the engine side is gpubench's own Accelerate engine (bench/worker/accelerate_engine.py: the
+- the engine side is gpubench's own Accelerate engine (bench/worker/engines/accelerate.py: the
   same `setup` and `step` a worker runs, with the worker's clock, loss tracker and memory hooks),
   with the NVML memory sampler (bench/measure/nvml.py, 200 Hz, in a process of its own as in a
   run) switched on for the engine's blocks only;

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..engines import ENGINES
 from ..errors import BadInput
 from ..history import DB_ENV, DEFAULT_DB
 
@@ -36,7 +37,7 @@ ModelOpt = Annotated[
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 OnlyOpt = Annotated[str | None, typer.Option("--only", help="Comma-separated scenario names.")]
 SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", help="Sequence length, for every scenario (guide: 512).")]
-EngineOpt = Annotated[str | None, typer.Option("--engine", help="trainer or accelerate, for every scenario.")]
+EngineOpt = Annotated[str | None, typer.Option("--engine", help=f"{' or '.join(ENGINES)}, for every scenario.")]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from ..engines import ENGINES, MemoryTraits
 from .config import BertDims, ParamTensor
 
 MB = 1024 * 1024  # the project's MB: 2**20 bytes, like torch.cuda.memory_allocated() / 2**20
@@ -61,7 +62,12 @@ def autocast_copies(tensors: list[ParamTensor], include_biases: bool = False) ->
     return out
 
 
-def optimizer_states(tensors: list[ParamTensor], optimizer: str, engine: str) -> int:
+def traits(engine: str | None) -> MemoryTraits:
+    """How `engine` builds its optimizers (bench/engines.py); None: built by gpubench, no engine's traits."""
+    return ENGINES[engine].memory if engine is not None else MemoryTraits()
+
+
+def optimizer_states(tensors: list[ParamTensor], optimizer: str, engine: str | None) -> int:
     """Persistent optimizer state created at the first step."""
     if optimizer in ("adamw", "adamw_fused"):  # exp_avg + exp_avg_sq; fused keeps `step` on the GPU
         step = alloc(4) if optimizer == "adamw_fused" else 0
@@ -80,7 +86,7 @@ def optimizer_states(tensors: list[ParamTensor], optimizer: str, engine: str) ->
         total = 2 * alloc(256 * 4)  # the signed and unsigned dynamic quantization maps, shared
         for t in tensors:
             # The Trainer registers every nn.Embedding for 32-bit states (GlobalOptimManager override).
-            if t.numel < BNB_MIN_8BIT_SIZE or (engine == "trainer" and t.is_embedding):
+            if t.numel < BNB_MIN_8BIT_SIZE or (traits(engine).embedding_32bit_states and t.is_embedding):
                 total += 2 * alloc(t.numel * 4)
             else:
                 blocks = -(-t.numel // BNB_BLOCKSIZE)
@@ -91,14 +97,17 @@ def optimizer_states(tensors: list[ParamTensor], optimizer: str, engine: str) ->
     raise ValueError(f"unknown optimizer {optimizer!r}")
 
 
-def as_built(tensors: list[ParamTensor], optimizer: str, engine: str) -> tuple[list[ParamTensor], str, str]:
+def as_built(
+    tensors: list[ParamTensor], optimizer: str, engine: str | None
+) -> tuple[list[ParamTensor], str, str | None]:
     """gpubench's own optimizers as the equivalent Trainer choice: foreach AdamW is torch's AdamW
     in one group, the guide's manual Adam8bit is bitsandbytes' 8-bit Adam with no embedding
-    override (the Trainer's override comes from its own create_optimizer only)."""
+    override (the Trainer's override comes from its own create_optimizer only); built by gpubench,
+    they take no engine's traits (engine None)."""
     if optimizer == "adamw_foreach":
-        return tensors, "adamw", "accelerate"
+        return tensors, "adamw", None
     if optimizer == "adam8bit_manual":
-        return tensors, "adamw_8bit", "accelerate"
+        return tensors, "adamw_8bit", None
     if optimizer == "paged_adamw_8bit":
         return tensors, "adamw_8bit", engine
     return tensors, optimizer, engine
@@ -112,15 +121,15 @@ def optimizer_split(tensors: list[ParamTensor], optimizer: str, engine: str) -> 
     paged = 0
     for t in tensors:
         if t.numel >= BNB_PAGED_MIN_SIZE:  # (both 8-bit and the Trainer's 32-bit embedding states)
-            per_state = t.numel * 4 if engine == "trainer" and t.is_embedding else t.numel
+            per_state = t.numel * 4 if traits(engine).embedding_32bit_states and t.is_embedding else t.numel
             paged += 2 * alloc(per_state)
     return total - paged, paged
 
 
 def optimizer_notes(optimizer: str, engine: str, paged: int) -> list[str]:
     out = []
-    if optimizer in ("adamw_8bit", "paged_adamw_8bit") and engine == "trainer":
-        out.append("the Trainer keeps 32-bit states for nn.Embedding weights")
+    if optimizer in ("adamw_8bit", "paged_adamw_8bit") and traits(engine).embedding_32bit_states:
+        out.append(f"{ENGINES[engine].label} keeps 32-bit states for nn.Embedding weights")
     if paged:
         out.append(
             f"paged 8-bit states: {paged / MB:,.0f} MB in CUDA unified memory (cudaMallocManaged), outside "
@@ -130,13 +139,13 @@ def optimizer_notes(optimizer: str, engine: str, paged: int) -> list[str]:
     return out
 
 
-def optimizer_temporaries(tensors: list[ParamTensor], optimizer: str, engine: str) -> int:
+def optimizer_temporaries(tensors: list[ParamTensor], optimizer: str, engine: str | None) -> int:
     """Extra memory inside optimizer.step(), freed when it returns."""
     if optimizer == "adamw":
         # torch's foreach AdamW: _foreach_sqrt(exp_avg_sqs) is one new tensor per parameter of the
         # group being updated; the Trainer makes two groups (with and without weight decay).
         groups = [[t for t in tensors if not t.no_decay], [t for t in tensors if t.no_decay]]
-        if engine != "trainer":
+        if not traits(engine).decay_groups:
             groups = [tensors]
         return max(sum(alloc(t.numel * 4) for t in g) for g in groups)
     if optimizer == "adafactor":

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..engines import ENGINES
 from .proc import Interrupts, ProcResult, run_subprocess, start_server
 
 LAUNCHERS = ("fork", "spawn")
@@ -232,7 +233,7 @@ def open_launcher(
     env: dict[str, str],
     log_path: Path,
     warn: Callable[[str], None],
-    engines: Sequence[str] = ("trainer", "accelerate"),
+    engines: Sequence[str] = tuple(ENGINES),
 ) -> Launcher:
     """`engines`: those the run's scenarios use; the fork server imports only these (the Trainer's
     imports cost about 4 s of CPU that an Accelerate-only run does not need)."""

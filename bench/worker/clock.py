@@ -12,20 +12,23 @@ rank closes its window at the same step.
 
 `samples_per_s` is the window's samples over its wall time: what training gets. The step-time
 quantiles (p10, median, p90) show how the steps spread inside the window. Just before the window
-opens and just after it closes, with the device drained, the training thread times a fixed Python
-loop (`cpu_probe`, bench/measure/cpuspeed.py): how fast the CPU that launches the kernels was
-around this window, which a launch-bound step follows.
+opens and just after it closes, with the device drained, the clock opens and closes its window
+probes (bench/measure/probes.py), outside the window: the first, the CPU probe, times a fixed
+Python loop on the training thread (bench/measure/cpuspeed.py): how fast the CPU that launches the
+kernels was around this window, which a launch-bound step follows.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from ..measure.probes import COLUMNS as PROBE_COLUMNS
+from ..measure.probes import WindowProbe
 from .window import WindowRule, ci_pct
 
 
@@ -56,7 +59,7 @@ class StepClock:
         samples_per_step: int,
         tokens_per_sample: int,
         on_first_step: Callable[[], None] | None = None,
-        cpu_probe: Callable[[], float] | None = None,
+        probes: Sequence[WindowProbe] = (),
         on_step: Callable[[], None] | None = None,
         barrier: Callable[[], None] | None = None,
         window: WindowRule | None = None,
@@ -69,8 +72,8 @@ class StepClock:
         self.tokens_per_sample = tokens_per_sample
         self.on_first_step = on_first_step
         self.on_step = on_step  # after every optimizer step, before it is timed (inject_fault = "slow")
-        self.cpu_probe = cpu_probe  # ms of a fixed CPU loop, taken at both ends, outside the window
-        self.cpu_loop_ms: dict[str, float] = {}
+        self.probes = list(probes)  # opened and closed at the window's edges, outside the window
+        self.probe_figures: dict[str, Any] = {}  # what they returned at the window's end
         # several ranks: after the drain at each edge of the window, wait for every rank, so the
         # window opens and closes at the same step everywhere (bench/worker/ranks.py)
         self.barrier = barrier
@@ -108,14 +111,18 @@ class StepClock:
         else:
             self.marks.append(time.perf_counter())
 
-    def _probe(self, end: str) -> None:
-        if self.cpu_probe is not None:
-            self.cpu_loop_ms[end] = self.cpu_probe()
+    def _open_probes(self) -> None:
+        for probe in self.probes:
+            probe.open()
+
+    def _close_probes(self) -> None:
+        for probe in reversed(self.probes):  # the first opened is the outermost
+            self.probe_figures.update(probe.close())
 
     def _start_window(self) -> float:
-        """Drain the device, probe the CPU, then open the window: its start time."""
+        """Drain the device, open the probes, then open the window: its start time."""
         self._edge()
-        self._probe("start")
+        self._open_probes()
         self.t_window_start = time.perf_counter()
         self._mark()
         return self.t_window_start
@@ -152,7 +159,7 @@ class StepClock:
             stop = (self.window.fixed_stop(timed) or "epoch_end") if last else self._decide(timed)
             if stop is not None:
                 self.t_window_end = self._edge()
-                self._probe("end")
+                self._close_probes()
                 self.window_stop, self.end_step = stop, step
         return self.done
 
@@ -199,6 +206,7 @@ class StepClock:
             "first_step_s": (self.t_first - self.t_begin) if self.t_first else None,
             "warmup_s": self.t_window_start - self.t_begin,
             "train_loop_s": self.t_window_end - self.t_begin,
-            "cpu_loop_start_ms": self.cpu_loop_ms.get("start"),
-            "cpu_loop_end_ms": self.cpu_loop_ms.get("end"),
+            # every registered probe's columns (None for a probe not given), then any other probe's
+            **dict.fromkeys(PROBE_COLUMNS),
+            **self.probe_figures,
         }

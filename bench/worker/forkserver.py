@@ -23,13 +23,15 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from ..engines import ENGINES as REGISTRY
+
 
 def _send(out: TextIO, message: dict[str, Any]) -> None:
     out.write(json.dumps(message) + "\n")
     out.flush()
 
 
-ENGINES = ("trainer", "accelerate")
+ENGINES = tuple(REGISTRY)  # every engine of bench/engines.py
 
 
 def _preload(engines: Sequence[str]) -> str | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..engines import ENGINES
+
 PER_RANK_KEYS = (
     "samples_per_s",
     "step_time_median_ms",
@@ -65,8 +67,8 @@ def combine_ranks(ranks: list[dict[str, Any]], engine: str) -> dict[str, Any]:
     finite = [bool(r.get("loss_finite")) for r in ranks]
     out["loss_finite"] = all(finite)
     out["nonfinite_losses"] = int(sum(_numbers(ranks, "nonfinite_losses")))
-    if engine == "accelerate" and out.get("trainer_samples_per_s") is not None:
-        # the loop's own epoch figure is per rank; the Trainer's is already global
+    if ENGINES[engine].rank_rule == "sum" and out.get("trainer_samples_per_s") is not None:
+        # the engine's own epoch figure is per rank (the Trainer's is already global: bench/engines.py)
         out["trainer_samples_per_s"] = sum(_numbers(ranks, "trainer_samples_per_s"))
     out["world_size"] = world
     out["rank_figures"] = json.dumps([{k: r.get(k) for k in PER_RANK_KEYS} | {"rank": i} for i, r in enumerate(ranks)])

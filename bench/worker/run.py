@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import resource
@@ -12,13 +13,14 @@ from typing import Any
 
 import torch
 
+from ..engines import ENGINES
 from ..families import FAMILIES, Family, family_of, read_config, tokens_per_sample
-from ..measure.cpuspeed import window_probe_ms
+from ..measure.probes import make_probes
 from ..scenario import Scenario
-from . import accelerate_engine, dist, trainer_engine
+from . import dist
 from .clock import StepClock
 from .data import image_shape, make_dataset
-from .inputs import EngineInputs
+from .engines.base import EngineInputs
 from .llm import build_decoder
 from .model import build_model, count_parameters, count_trainable, task_of
 from .precision import matmul_precision, set_tf32
@@ -26,9 +28,6 @@ from .ranks import combine_ranks
 from .skips import check_runnable
 from .tracking import MB, LossTracker, MemoryPhases
 from .window import WindowRule
-
-ENGINES = {"trainer": trainer_engine.train, "accelerate": accelerate_engine.train}
-
 
 SLOW_STEP_S = 0.05  # inject_fault = "slow": this much longer per optimizer step
 
@@ -51,16 +50,12 @@ def inject(fault: str) -> None:
 def preload(engine: str, model_family: Family | None = None) -> None:
     """Import what the engine and the model's family need (while a thread creates the CUDA context);
     every family's preload list when `model_family` is None (the fork server)."""
-    import importlib
-
     for fam in FAMILIES if model_family is None else (model_family,):
         for module in fam.preload:
             importlib.import_module(module)
-
-    if engine == "trainer":
-        import transformers.trainer  # noqa: F401
-    else:
-        import accelerate  # noqa: F401
+    row = ENGINES[engine]
+    for module in (*row.preload, row.module):
+        importlib.import_module(module)
 
 
 def build_inputs(
@@ -124,7 +119,7 @@ def build_inputs(
         samples_per_step=sc.samples_per_step,
         tokens_per_sample=tokens_per_sample(read_config(model_name), family_of(model_name), sc.seq_len),
         on_first_step=lambda: inject(fault),
-        cpu_probe=window_probe_ms,
+        probes=make_probes(str(device)),
         on_step=(lambda: time.sleep(SLOW_STEP_S)) if fault == "slow" else None,
         barrier=dist.barrier if rank is not None else None,
         window=WindowRule(sc.window),
@@ -143,7 +138,7 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     shared = Path(spec["shared_dir"]) if spec.get("shared_dir") else None
     inputs = build_inputs(sc, spec["model"], device, scratch, marks, rank, float(spec.get("timeout_s", 3600.0)), shared)
     model, clock, losses, phases = inputs.model, inputs.clock, inputs.losses, inputs.phases
-    engine_figures = ENGINES[sc.engine](inputs)
+    engine_figures = ENGINES[sc.engine].implementation().train(inputs)
     flop_figures = count_flops(sc, spec["model"], model)
     figures: dict[str, Any] = {
         **clock.summary(),

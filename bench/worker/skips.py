@@ -8,6 +8,7 @@ import shutil
 
 import torch
 
+from ..engines import ENGINES
 from ..scenario import Scenario
 
 
@@ -31,6 +32,9 @@ def require(module: str, technique: str, package: str) -> None:
 def optional_packages(sc: Scenario) -> list[tuple[str, str, str]]:
     """(module, technique, package) for every optional package the scenario's techniques use."""
     needed = []
+    package = ENGINES[sc.engine].package  # beyond gpubench's own dependencies (bench/engines.py)
+    if package is not None:
+        needed.append((package.replace("-", "_"), f'engine = "{sc.engine}"', package))
     if sc.peft == "lora":
         needed.append(("peft", 'LoRA (peft = "lora")', "peft"))
     if sc.quantize_base != "none":

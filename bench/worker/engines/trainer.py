@@ -7,15 +7,15 @@ from typing import Any
 
 import torch
 
-from ..scenario import OPTIMIZERS
-from . import parallel
-from .compiling import compile_layers
-from .dist import wrapper_name
-from .inputs import EngineInputs
-from .llm import LIGER_KERNELS, fused_loss_eager
-from .offload import offload_forward
-from .optimizers import AdamSettings, make_optimizer
-from .precision import set_tf32
+from ...scenario import OPTIMIZERS
+from .. import parallel
+from ..compiling import compile_layers
+from ..dist import wrapper_name
+from ..llm import LIGER_KERNELS, fused_loss_eager
+from ..offload import offload_forward
+from ..optimizers import AdamSettings, make_optimizer
+from ..precision import set_tf32
+from .base import EngineInputs
 
 
 def train(inputs: EngineInputs) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
-from ..scenario import Scenario
-from .clock import StepClock
-from .tracking import LossTracker, MemoryPhases
+from ...scenario import Scenario
+from ..clock import StepClock
+from ..tracking import LossTracker, MemoryPhases
 
 
 @dataclass(frozen=True)

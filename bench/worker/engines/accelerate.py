@@ -13,13 +13,13 @@ from typing import Any
 
 import torch
 
-from . import parallel
-from .compiling import compiled
-from .dist import wrapper_name
-from .inputs import EngineInputs
-from .llm import apply_liger, fused_loss_eager
-from .offload import offload_forward
-from .optimizers import make_optimizer
+from .. import parallel
+from ..compiling import compiled
+from ..dist import wrapper_name
+from ..llm import apply_liger, fused_loss_eager
+from ..offload import offload_forward
+from ..optimizers import make_optimizer
+from .base import EngineInputs
 
 MIXED = {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}
 

@@ -1,0 +1,125 @@
+"""The training engines, as data: one row each, torch-free, so the parent validates a scenario's
+engine without importing torch. A row names its implementation module as a string (imported only
+by the worker that trains with it: `row.implementation().train(inputs)`), what the fork server
+imports ahead for it, how its per-rank figures combine, what the memory model must know about how
+it builds the optimizer, and the scenarios it refuses. Adding an engine: docs/extending.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from .errors import did_you_mean
+
+if TYPE_CHECKING:
+    from .scenario import Scenario
+
+# How an engine's own whole-loop throughput (`trainer_samples_per_s`) combines over ranks
+# (bench/worker/ranks.py): "global", it already counts every rank's samples (rank 0's figure
+# stands); "sum", each rank counts its own (the ranks' figures add up).
+RANK_RULES = ("global", "sum")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A scenario the engine cannot run as asked: when `applies(scenario)`, the setting `key` is
+    refused with `why` (a BadInput naming the key and its value, bench/scenario.py); with
+    `cuda_only`, the scenario is valid but runs only on CUDA (a skip on the CPU saying `why`:
+    Scenario.needs_cuda)."""
+
+    key: str  # the scenario field the message names
+    applies: Callable[[Scenario], bool]
+    why: str
+    cuda_only: bool = False
+
+
+@dataclass(frozen=True)
+class MemoryTraits:
+    """How the engine builds the optimizers the scenario names (gpubench's own, handed in, have
+    neither trait): what bench/memory/terms.py must know to count their states and temporaries."""
+
+    # two parameter groups (weight decay and none): torch's foreach AdamW makes its temporary per group
+    decay_groups: bool = False
+    # with bitsandbytes' 8-bit optimizers, every nn.Embedding is registered for 32-bit states
+    embedding_32bit_states: bool = False
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine: its name in a scenario (`engine = "..."`) and everything that depends on it."""
+
+    name: str
+    label: str  # how a sentence names it ("the Trainer keeps ...")
+    module: str  # its implementation: a module with train(EngineInputs) -> figures
+    package: str | None = None  # a pip package it needs beyond gpubench's own (import name: '-' as '_')
+    preload: tuple[str, ...] = ()  # modules the fork server imports ahead for its workers
+    rank_rule: str = "sum"  # RANK_RULES
+    memory: MemoryTraits = MemoryTraits()
+    rules: tuple[Rule, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.rank_rule not in RANK_RULES:
+            raise ValueError(f"engine {self.name!r}: rank_rule {self.rank_rule!r} is not one of {RANK_RULES}")
+
+    def refusal(self, sc: Scenario) -> Rule | None:
+        """The first rule that refuses this scenario, or None."""
+        return next((r for r in self.rules if not r.cuda_only and r.applies(sc)), None)
+
+    def needs_cuda(self, sc: Scenario) -> str | None:
+        """Why this engine cannot run the scenario without CUDA, or None."""
+        return next((r.why for r in self.rules if r.cuda_only and r.applies(sc)), None)
+
+    def implementation(self) -> ModuleType:
+        """The implementation module (imports torch and the engine's libraries)."""
+        return importlib.import_module(self.module)
+
+
+def _gpubench_optimizer_under_fsdp(sc: Scenario) -> bool:
+    from .scenario import OPTIMIZERS  # (loaded: scenario.py reads this registry at its import)
+
+    return OPTIMIZERS[sc.optimizer] is None and sc.strategy == "fsdp"
+
+
+TRAINER = Engine(
+    name="trainer",
+    label="the Trainer",
+    module="bench.worker.engines.trainer",
+    preload=("transformers.trainer",),
+    rank_rule="global",  # train_samples_per_second counts the whole job's samples
+    memory=MemoryTraits(decay_groups=True, embedding_32bit_states=True),  # Trainer.create_optimizer
+    rules=(
+        Rule(
+            "optimizer",
+            _gpubench_optimizer_under_fsdp,
+            "is built by gpubench and handed to the Trainer through optimizers=, which the Trainer refuses "
+            'under FSDP; use engine = "accelerate" or an optimizer the Trainer builds',
+        ),
+        Rule(
+            "strategy",
+            lambda sc: sc.strategy == "fsdp",
+            "the Trainer runs FSDP only on accelerators; on the CPU it would silently train with DDP",
+            cuda_only=True,
+        ),
+    ),
+)
+ACCELERATE = Engine(
+    name="accelerate",
+    label="the Accelerate loop",
+    module="bench.worker.engines.accelerate",
+    preload=("accelerate",),
+    rank_rule="sum",  # the loop's own figure is this rank's
+)
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (TRAINER, ACCELERATE)}
+
+
+def engine(name: str) -> Engine:
+    """The registry's row for `name`; ValueError, with the closest name, for an unknown one."""
+    if name not in ENGINES:
+        hint = did_you_mean(name, tuple(ENGINES))
+        raise ValueError(f"unknown engine {name!r}: not one of {', '.join(ENGINES)}" + (f"; {hint}" if hint else ""))
+    return ENGINES[name]
