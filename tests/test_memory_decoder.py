@@ -11,10 +11,9 @@ from hypothesis import strategies as st
 
 from bench import memory as memory_model
 from bench.memory import decoder_acts, terms
-from bench.memory.config import load_dims
 from bench.memory.decoder import DecoderDims, param_count, param_tensors
 from bench.memory.decoder_weights import adapter_tensors, weight_bytes
-from bench.memory.phases import predict
+from bench.memory.dispatch import load_dims, predict
 from bench.models import preset_config
 from bench.scenario import Scenario
 

@@ -12,9 +12,9 @@ import pytest
 from bench import memory as memory_model
 from bench.errors import BadInput
 from bench.memory import terms
-from bench.memory.config import BertDims, load_dims, param_count, param_tensors
+from bench.memory.bert import BertDims, param_count, param_tensors
+from bench.memory.dispatch import load_dims, predict
 from bench.memory.measured import calibrate, error_pct, measured_terms
-from bench.memory.phases import predict
 from bench.models import PRESETS
 from bench.results import PREDICTED_COLUMNS, write_results
 from bench.scenario import Scenario
@@ -149,7 +149,7 @@ def test_adamw_states_are_8_bytes_a_parameter() -> None:
 
 
 def test_8bit_states_follow_bitsandbytes() -> None:
-    from bench.memory.config import ParamTensor
+    from bench.memory.tensors import ParamTensor
 
     maps = 2 * 1024
     small = ParamTensor("x.bias", (4095,), 0)  # under min_8bit_size: two fp32 states
@@ -162,7 +162,7 @@ def test_8bit_states_follow_bitsandbytes() -> None:
 
 
 def test_adafactor_factors_2d_states_and_has_no_first_moment() -> None:
-    from bench.memory.config import ParamTensor
+    from bench.memory.tensors import ParamTensor
 
     weight = ParamTensor("x.weight", (300, 200), 0)
     bias = ParamTensor("x.bias", (300,), 0)

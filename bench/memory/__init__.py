@@ -6,9 +6,12 @@ face; the runner and the CLI call only these:
   predict_matrix(...)                    the data behind `gpubench predict`
   parse_memory("24GB")                   a memory size in MB (2**20 bytes)
 
-config.py   the model's dimensions and its exact parameter tensors (BERT for sequence classification)
-terms.py    bytes per term: weights, gradients, optimizer states and temporaries, activations, ...
-phases.py   the terms combined into the forward / backward / optimizer-step peaks of one scenario
+tensors.py    a parameter tensor (name, shape), from a family's config or a built model's parameters
+prediction.py what a prediction is (terms, phases, peak) and the notes every family shares
+dispatch.py   which family's model a config takes (model_type): the one place that decides
+bert.py       BERT's dimensions and exact parameter tensors (bert_phases.py: its phases)
+decoder*.py   the same for Llama-style causal LMs
+terms.py      bytes per term: weights, gradients, optimizer states and temporaries, activations, ...
 measured.py the measured counterparts from a results row, and a calibration from a previous run
 render.py   the `gpubench predict` table and JSON
 docs/memory.md cites the sources.
@@ -25,7 +28,7 @@ from .. import matrix as matrix_mod
 from ..errors import BadInput, GpubenchError
 from ..models import resolve_model
 from ..scenario import Scenario
-from .config import load_dims
+from .dispatch import load_dims, predict, prediction_for
 from .measured import (
     Calibration,
     assumed,
@@ -35,7 +38,7 @@ from .measured import (
     predicted_counterparts,
     same_setup,
 )
-from .phases import Prediction, predict
+from .prediction import Prediction
 from .terms import MB
 
 _UNITS = {"mb": 1.0, "mib": 1.0, "gb": 1024.0, "gib": 1024.0, "tb": 1024.0**2, "tib": 1024.0**2}
@@ -55,11 +58,6 @@ def parse_memory(text: str) -> float:
     if value > MAX_GPU_MEMORY_MB:
         raise BadInput(f"--gpu-memory {text!r} is more than a petabyte")
     return value
-
-
-def prediction_for(sc: Scenario, model: str) -> Prediction:
-    """`model` is a preset or a checkpoint directory ('auto' means the GPU's default, bert-large)."""
-    return predict(sc, load_dims(resolve_model(model, "cuda")))
 
 
 def predicted_columns(sc: Scenario, model: str, figures: dict[str, Any]) -> dict[str, Any]:

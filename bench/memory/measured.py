@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import BadInput
 from ..results import read_env, read_results
 from ..scenario import Scenario
-from .phases import Prediction
+from .prediction import Prediction
 from .terms import MB
 
 DEFAULT_CONTEXT_MB = 750.0  # assumed without a calibration run: an H200, CUDA 13, torch 2.11 measured 742-758

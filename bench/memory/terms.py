@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 
-from .config import BertDims, ParamTensor
+from .bert import BertDims
+from .tensors import ParamTensor
 
 MB = 1024 * 1024  # the project's MB: 2**20 bytes, like torch.cuda.memory_allocated() / 2**20
 BLOCK = 512  # the CUDA caching allocator rounds every allocation up to a multiple of 512 bytes
