@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from bench import memory as memory_model
 from bench.errors import BadInput
 from bench.memory import terms
 from bench.memory.bert import BertDims, param_count, param_tensors
-from bench.memory.dispatch import load_dims, predict
-from bench.memory.measured import calibrate, error_pct, measured_terms
+from bench.memory.dispatch import load_dims, predict, prediction_for
 from bench.models import PRESETS
+from bench.predict import parse_memory, predicted_columns
+from bench.predict.measured import calibrate, error_pct, measured_terms
 from bench.results import PREDICTED_COLUMNS, write_results
 from bench.scenario import Scenario
 
@@ -237,10 +237,10 @@ def test_full_matrix_on_an_h200(name: str) -> None:
         "torch_alloc_after_backward_mb": backward,
         "torch_alloc_after_optimizer_step_mb": step,
     }
-    columns = memory_model.predicted_columns(scenario, "bert-large", row)
+    columns = predicted_columns(scenario, "bert-large", row)
     assert abs(columns["pred_peak_error_pct"]) < 1.0
     measured = measured_terms(row)
-    p = memory_model.prediction_for(scenario, "bert-large")
+    p = prediction_for(scenario, "bert-large")
     assert error_pct(p.weights / MB, measured["weights"]) == pytest.approx(0, abs=0.5)
     assert error_pct((p.grads + p.workspace) / MB, measured["grads_workspace"]) == pytest.approx(0, abs=0.5)
     assert error_pct(p.optimizer / MB, measured["optimizer"]) == pytest.approx(0, abs=0.5)
@@ -249,7 +249,7 @@ def test_full_matrix_on_an_h200(name: str) -> None:
 
 
 def test_predicted_columns_are_the_results_columns() -> None:
-    columns = memory_model.predicted_columns(sc(), "tiny", {})
+    columns = predicted_columns(sc(), "tiny", {})
     assert list(columns) == PREDICTED_COLUMNS
     assert columns["pred_peak_error_pct"] is None  # nothing measured (a CPU run)
     assert columns["pred_peak_phase"] in ("forward", "backward", "optimizer_step")
@@ -257,7 +257,7 @@ def test_predicted_columns_are_the_results_columns() -> None:
 
 def test_predicted_columns_are_empty_for_a_model_it_cannot_predict(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
-    assert memory_model.predicted_columns(sc(), str(tmp_path), {}) == {}
+    assert predicted_columns(sc(), str(tmp_path), {}) == {}
 
 
 # -- sizes and calibration ------------------------------------------------------------------------
@@ -266,13 +266,13 @@ def test_predicted_columns_are_empty_for_a_model_it_cannot_predict(tmp_path: Pat
     [("24GB", 24576), ("24 GiB", 24576), ("80000MB", 80000), ("1.5gb", 1536), ("512MiB", 512), ("1TB", 1048576)],
 )
 def test_parse_memory(text: str, mb: float) -> None:
-    assert memory_model.parse_memory(text) == mb
+    assert parse_memory(text) == mb
 
 
 @pytest.mark.parametrize("text", ["24", "24XB", "", "GB", "0GB", "-1GB", "24 G B"])
 def test_parse_memory_rejects(text: str) -> None:
     with pytest.raises(BadInput):
-        memory_model.parse_memory(text)
+        parse_memory(text)
 
 
 def _gpu_row(scenario: str, allocated: float, reserved: float, nvml: float) -> dict[str, Any]:
@@ -334,5 +334,5 @@ def test_multi_gpu_matrix_on_two_h200s(name: str) -> None:
     from bench.matrix import load_matrix
 
     scenario = next(s for s in load_matrix("multi-gpu").scenarios if s.name == name).replace(gpus=2)
-    predicted = memory_model.prediction_for(scenario, "bert-large").peak / MB
+    predicted = prediction_for(scenario, "bert-large").peak / MB
     assert abs(error_pct(predicted, H200X2_MULTI_GPU[name])) < 6.0

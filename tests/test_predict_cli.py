@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from bench.cli import predict_cmd
 from bench.matrix import load_matrix
-from bench.memory import render
+from bench.predict import render
 from bench.results import write_results
 
 FULL = load_matrix("full").names()

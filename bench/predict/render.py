@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from ..fmt import md_cell, md_table
+from ..memory.terms import MB
 from .measured import error_pct
-from .terms import MB
 
 if TYPE_CHECKING:
-    from . import PredictReport, ScenarioMemory
+    from .core import PredictReport, ScenarioMemory
 
 JSON_SCHEMA = "gpubench.predict/1"
 TERMS = ("weights", "autocast_copies", "grads", "optimizer", "optimizer_temp", "activations", "workspace")

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
+from ..memory.prediction import Prediction
+from ..memory.terms import MB
 from ..results import read_env, read_results
 from ..scenario import Scenario
-from .prediction import Prediction
-from .terms import MB
 
 DEFAULT_CONTEXT_MB = 750.0  # assumed without a calibration run: an H200, CUDA 13, torch 2.11 measured 742-758
 
