@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bench.errors import BadInput
+from bench.memory import bert_acts as acts
 from bench.memory import terms
 from bench.memory.bert import BertDims, param_count, param_tensors
 from bench.memory.dispatch import load_dims, predict, prediction_for
@@ -103,42 +104,42 @@ def test_layer_activations_fp32_sdpa() -> None:
     # 16 fp32 tensors of s·b·h (GELU in/out counted as 4 each) + 2 dropout masks: 66·s·b·h for
     # i = 4h, i.e. Korthikanti's 34·s·b·h with 4-byte activations; plus SDPA's log-sum-exp a·s·b fp32
     per_sbh = 4 + 3 * 4 + 4 + 1 + 4 + 4 + 1 + 4
-    assert terms.layer_activations(SMALL, B, S, half=False, eager=False) == per_sbh * 64 + 2 * 4 * 256 + 2 * 4 * 2 * 4
+    assert acts.layer_activations(SMALL, B, S, half=False, eager=False) == per_sbh * 64 + 2 * 4 * 256 + 2 * 4 * 2 * 4
 
 
 def test_layer_activations_autocast_sdpa() -> None:
     # half copies: Q/K/V inputs (3), Q, K, V, attention output, FFN input, GELU in/out; fp32 LN inputs
     per_sbh = 3 * 2 + 3 * 2 + 2 + 1 + 4 + 2 + 1 + 4
-    assert terms.layer_activations(SMALL, B, S, half=True, eager=False) == per_sbh * 64 + 2 * 2 * 256 + 2 * 4 * 2 * 4
+    assert acts.layer_activations(SMALL, B, S, half=True, eager=False) == per_sbh * 64 + 2 * 2 * 256 + 2 * 4 * 2 * 4
 
 
 def test_layer_activations_with_half_parameters() -> None:
     # FSDP2's param_dtype / DeepSpeed's cast: one half layer input shared by Q/K/V, half LN inputs
     per_sbh = 2 + 3 * 2 + 2 + 1 + 2 + 2 + 1 + 2
-    got = terms.layer_activations(SMALL, B, S, half=True, eager=False, half_params=True)
+    got = acts.layer_activations(SMALL, B, S, half=True, eager=False, half_params=True)
     assert got == per_sbh * 64 + 2 * 2 * 256 + 2 * 4 * 2 * 4
-    assert terms.layer_activations(SMALL, B, S, half=False, eager=False, half_params=True) == terms.layer_activations(
+    assert acts.layer_activations(SMALL, B, S, half=False, eager=False, half_params=True) == acts.layer_activations(
         SMALL, B, S, half=False, eager=False
     )
 
 
 def test_eager_attention_stores_the_probabilities() -> None:
     # a·s²·b·(softmax fp32 + mask + dropout output): 9 B in fp32 (Korthikanti's 5 with 16-bit)
-    sdpa = terms.layer_activations(SMALL, B, S, half=False, eager=False)
-    eager = terms.layer_activations(SMALL, B, S, half=False, eager=True)
+    sdpa = acts.layer_activations(SMALL, B, S, half=False, eager=False)
+    eager = acts.layer_activations(SMALL, B, S, half=False, eager=True)
     assert eager - (sdpa - 2 * 4 * 2 * 4) == 2 * 16 * 2 * 9
-    half_eager = terms.layer_activations(SMALL, B, S, half=True, eager=True)
-    half_sdpa = terms.layer_activations(SMALL, B, S, half=True, eager=False)
+    half_eager = acts.layer_activations(SMALL, B, S, half=True, eager=True)
+    half_sdpa = acts.layer_activations(SMALL, B, S, half=True, eager=False)
     assert half_eager - (half_sdpa - 2 * 4 * 2 * 4) == 2 * 16 * 2 * 7  # the second matmul's copy is half
 
 
 def test_checkpointing_keeps_each_layers_input() -> None:
-    assert terms.checkpoint_activations(SMALL, B, S, half=False) == (
-        2 * 64 * 4 + terms.embedding_activations(SMALL, B, S) + terms.head_activations(SMALL, B, S, False)
+    assert acts.checkpoint_activations(SMALL, B, S, half=False) == (
+        2 * 64 * 4 + acts.embedding_activations(SMALL, B, S) + acts.head_activations(SMALL, B, S, False)
     )
-    assert terms.embedding_activations(SMALL, B, S) == 5 * 64
-    assert terms.head_activations(SMALL, B, S, half=False) == 64 * 4 + 16 * 9  # whole last hidden state
-    assert terms.head_activations(SMALL, B, S, half=True) == 16 * 7
+    assert acts.embedding_activations(SMALL, B, S) == 5 * 64
+    assert acts.head_activations(SMALL, B, S, half=False) == 64 * 4 + 16 * 9  # whole last hidden state
+    assert acts.head_activations(SMALL, B, S, half=True) == 16 * 7
 
 
 def test_adamw_states_are_8_bytes_a_parameter() -> None:

@@ -10,7 +10,7 @@ Family-free:
   prediction.py  what a prediction is (terms, phases, peak) and the notes every family shares
   dispatch.py    which family's model a config takes (model_type): the one place that decides
 By family (a registry, bench/families/, will hold them):
-  bert.py, bert_phases.py              BERT for sequence classification
+  bert.py, bert_acts.py, bert_phases.py                              BERT for sequence classification
   decoder.py, decoder_weights.py, decoder_acts.py, decoder_phases.py   Llama-style causal LMs
 docs/memory.md cites the sources.
 """

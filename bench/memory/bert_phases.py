@@ -13,7 +13,7 @@ The CUDA context and the allocator's slack are not predicted; they come from a c
 from __future__ import annotations
 
 from ..scenario import Scenario
-from . import terms
+from . import bert_acts, terms
 from .bert import BertDims, buffer_bytes, param_count, param_tensors
 from .prediction import Prediction, shared_notes, summed
 from .sharding import shard, world
@@ -33,15 +33,15 @@ def predict_bert(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction
     states, paged = terms.optimizer_split(tensors, sc.optimizer, sc.engine)
     temp = terms.optimizer_temporaries(*terms.as_built(tensors, sc.optimizer, sc.engine))
     ws = terms.workspace()
-    layer = terms.layer_activations(d, b, s, half, eager, half_params=sc.strategy in ("fsdp", "deepspeed"))
+    layer = bert_acts.layer_activations(d, b, s, half, eager, half_params=sc.strategy in ("fsdp", "deepspeed"))
     if sc.grad_checkpointing:
-        acts = terms.checkpoint_activations(d, b, s, half)
+        acts = bert_acts.checkpoint_activations(d, b, s, half)
         head_tensors = [t for t in tensors if t.layer is None]
         layer_tensors = [t for t in tensors if t.layer == d.layers - 1]
         saved_copies = terms.autocast_copies(head_tensors) if half else 0
         recompute = layer + (terms.autocast_copies(layer_tensors) if half else 0)
     else:
-        acts = d.layers * layer + terms.embedding_activations(d, b, s) + terms.head_activations(d, b, s, half)
+        acts = d.layers * layer + bert_acts.embedding_activations(d, b, s) + bert_acts.head_activations(d, b, s, half)
         saved_copies = terms.autocast_copies(tensors) if half else 0
         recompute = 0
     cache = terms.autocast_copies(tensors, include_biases=True) if half else 0
@@ -63,7 +63,7 @@ def predict_bert(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction
             "activations": acts,
             "half weight copies": saved_copies,
             "recompute": recompute,
-            "backward transient": terms.backward_transient(tensors, d, b, s),
+            "backward transient": bert_acts.backward_transient(tensors, d, b, s),
             "gradient buckets": per_gpu.backward_extra,
         },
         "optimizer_step": {**common, "gradients": g, "step temporaries": temp},
