@@ -28,6 +28,8 @@ BNB_MIN_8BIT_SIZE = 4096  # bitsandbytes: tensors with fewer elements keep 32-bi
 # outside torch's caching allocator; absmax (torch.zeros) and smaller tensors' states stay inside.
 BNB_PAGED_MIN_SIZE = 100_000
 HALF = ("fp16", "bf16")
+# the optimizers tensor_optimizer_state knows; as_built() gives gpubench's others as one of these
+STATE_RULES = ("adamw", "adamw_fused", "adafactor", "adamw_8bit", "sgd")
 
 
 def alloc(nbytes: int) -> int:
@@ -62,29 +64,32 @@ def autocast_copies(tensors: list[ParamTensor], include_biases: bool = False) ->
 
 def optimizer_states(tensors: list[ParamTensor], optimizer: str, engine: str) -> int:
     """Persistent optimizer state created at the first step."""
+    return shared_optimizer_state(optimizer) + sum(tensor_optimizer_state(t, optimizer, engine) for t in tensors)
+
+
+def shared_optimizer_state(optimizer: str) -> int:
+    """Optimizer state that belongs to no one tensor: bitsandbytes' two dynamic quantization maps."""
+    if optimizer not in STATE_RULES:
+        raise ValueError(f"unknown optimizer {optimizer!r}")
+    return 2 * alloc(256 * 4) if optimizer == "adamw_8bit" else 0  # signed and unsigned, shared
+
+
+def tensor_optimizer_state(t: ParamTensor, optimizer: str, engine: str) -> int:
+    """One trained tensor's persistent optimizer state (`optimizer` as as_built() gives it)."""
     if optimizer in ("adamw", "adamw_fused"):  # exp_avg + exp_avg_sq; fused keeps `step` on the GPU
         step = alloc(4) if optimizer == "adamw_fused" else 0
-        return sum(2 * alloc(t.numel * 4) + step for t in tensors)
+        return 2 * alloc(t.numel * 4) + step
     if optimizer == "adafactor":  # beta1=None: no first moment; RMS kept as a 0-dim tensor
-        total = 0
-        for t in tensors:
-            if len(t.shape) >= 2:  # factored: row and column means of the squared gradient
-                rows, cols = math.prod(t.shape[:-1]), math.prod(t.shape[:-2]) * t.shape[-1]
-                total += alloc(rows * 4) + alloc(cols * 4)
-            else:
-                total += alloc(t.numel * 4)
-            total += alloc(4)
-        return total
+        if len(t.shape) >= 2:  # factored: row and column means of the squared gradient
+            rows, cols = math.prod(t.shape[:-1]), math.prod(t.shape[:-2]) * t.shape[-1]
+            return alloc(rows * 4) + alloc(cols * 4) + alloc(4)
+        return alloc(t.numel * 4) + alloc(4)
     if optimizer == "adamw_8bit":
-        total = 2 * alloc(256 * 4)  # the signed and unsigned dynamic quantization maps, shared
-        for t in tensors:
-            # The Trainer registers every nn.Embedding for 32-bit states (GlobalOptimManager override).
-            if t.numel < BNB_MIN_8BIT_SIZE or (engine == "trainer" and t.is_embedding):
-                total += 2 * alloc(t.numel * 4)
-            else:
-                blocks = -(-t.numel // BNB_BLOCKSIZE)
-                total += 2 * alloc(t.numel) + 2 * alloc(blocks * 4)
-        return total
+        # The Trainer registers every nn.Embedding for 32-bit states (GlobalOptimManager override).
+        if t.numel < BNB_MIN_8BIT_SIZE or (engine == "trainer" and t.is_embedding):
+            return 2 * alloc(t.numel * 4)
+        blocks = -(-t.numel // BNB_BLOCKSIZE)
+        return 2 * alloc(t.numel) + 2 * alloc(blocks * 4)
     if optimizer == "sgd":  # momentum 0: no state
         return 0
     raise ValueError(f"unknown optimizer {optimizer!r}")
@@ -106,14 +111,17 @@ def as_built(tensors: list[ParamTensor], optimizer: str, engine: str) -> tuple[l
 def optimizer_split(tensors: list[ParamTensor], optimizer: str, engine: str) -> tuple[int, int]:
     """(bytes in torch's allocator, bytes in CUDA unified memory) of the optimizer states."""
     total = optimizer_states(*as_built(tensors, optimizer, engine))
-    if optimizer != "paged_adamw_8bit":
-        return total, 0
-    paged = 0
-    for t in tensors:
-        if t.numel >= BNB_PAGED_MIN_SIZE:  # (both 8-bit and the Trainer's 32-bit embedding states)
-            per_state = t.numel * 4 if engine == "trainer" and t.is_embedding else t.numel
-            paged += 2 * alloc(per_state)
+    paged = sum(tensor_paged_state(t, optimizer, engine) for t in tensors)
     return total - paged, paged
+
+
+def tensor_paged_state(t: ParamTensor, optimizer: str, engine: str) -> int:
+    """Of one tensor's optimizer state, the bytes a paged optimizer keeps in CUDA unified memory."""
+    if optimizer != "paged_adamw_8bit" or t.numel < BNB_PAGED_MIN_SIZE:
+        return 0
+    # (both 8-bit and the Trainer's 32-bit embedding states)
+    per_state = t.numel * 4 if engine == "trainer" and t.is_embedding else t.numel
+    return 2 * alloc(per_state)
 
 
 def optimizer_notes(optimizer: str, engine: str, paged: int) -> list[str]:
