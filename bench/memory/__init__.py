@@ -8,9 +8,11 @@ Family-free:
                  temporaries (per-tensor rules), autocast copies, workspaces
   sharding.py    the per-GPU terms under DDP, FSDP and DeepSpeed
   prediction.py  what a prediction is (terms, phases, peak) and the notes every family shares
+  generic.py     any tensor list's model states, tensor by tensor, and a prediction that says its
+                 activations are not predicted (a family with no activation model)
   dispatch.py    which family's model a config takes (model_type): the one place that decides
 By family (a registry, bench/families/, will hold them):
-  bert.py, bert_acts.py, bert_phases.py                              BERT for sequence classification
-  decoder.py, decoder_weights.py, decoder_acts.py, decoder_phases.py   Llama-style causal LMs
+  bert.py bert_acts.py bert_phases.py                                BERT for sequence classification
+  decoder.py decoder_weights.py decoder_acts.py decoder_phases.py    Llama-style causal LMs
 docs/memory.md cites the sources.
 """

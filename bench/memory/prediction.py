@@ -13,6 +13,14 @@ from dataclasses import dataclass, field
 from ..scenario import Scenario
 
 PHASES = ("forward", "backward", "optimizer_step")
+# what depends on what the forward saves: the fields, and the phase terms, that a prediction with
+# activations not predicted leaves out
+SAVED_TERMS = ("autocast_copies", "activations")
+ACTIVATION_TERMS = frozenset({"activations", "half weight copies", "recompute", "logits", "backward transient"})
+ACTIVATIONS_NOT_PREDICTED = (
+    "activations not predicted (no activation model for this model family): the peak counts the model "
+    "states, the optimizer step's temporaries and the workspaces only, so it is a lower bound"
+)
 
 
 @dataclass(frozen=True)
@@ -32,9 +40,32 @@ class Prediction:
     notes: tuple[str, ...] = ()
     # phase -> term -> bytes: what each phase's figure is made of (they sum to `phases`)
     phase_terms: dict[str, dict[str, int]] = field(default_factory=dict)
+    # False for a family with no activation model: `activations` is 0, no phase counts any, and the
+    # peak is a lower bound (model states, step temporaries, workspaces); the notes say so
+    activations_predicted: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.activations_predicted:
+            counted = [p for p, t in self.phase_terms.items() if ACTIVATION_TERMS & {k for k, v in t.items() if v}]
+            if self.activations or self.autocast_copies or counted:
+                raise ValueError(
+                    f"{self.scenario}: activations are not predicted, yet the prediction counts some "
+                    f"(activations {self.activations}, half copies {self.autocast_copies}, phases {counted})"
+                )
+            if ACTIVATIONS_NOT_PREDICTED not in self.notes:
+                raise ValueError(f"{self.scenario}: activations are not predicted and no note says so")
+
+    def term(self, name: str) -> int | None:
+        """One of the byte fields by name; None for those a family without an activation model
+        does not predict (SAVED_TERMS)."""
+        if name in SAVED_TERMS and not self.activations_predicted:
+            return None
+        value: int = getattr(self, name)
+        return value
 
     @property
     def peak(self) -> int:
+        """The largest phase; a lower bound where activations are not predicted."""
         return max(self.phases.values())
 
     @property

@@ -23,11 +23,11 @@ def predicted_columns(sc: Scenario, model: str, figures: dict[str, Any]) -> dict
     peak = p.peak / MB
     return {
         "pred_weights_mb": p.weights / MB,
-        "pred_autocast_copies_mb": p.autocast_copies / MB,
+        "pred_autocast_copies_mb": None if p.term("autocast_copies") is None else p.autocast_copies / MB,
         "pred_grads_mb": p.grads / MB,
         "pred_optimizer_mb": p.optimizer / MB,
         "pred_optimizer_temp_mb": p.optimizer_temp / MB,
-        "pred_activations_mb": p.activations / MB,
+        "pred_activations_mb": None if p.term("activations") is None else p.activations / MB,
         "pred_workspace_mb": p.workspace / MB,
         "pred_peak_allocated_mb": peak,
         "pred_peak_phase": p.peak_phase,

@@ -44,9 +44,9 @@ class ScenarioMemory:
     model: str
     prediction: Prediction
     need_mb: float  # predicted peak + context (+ slack when calibrated)
-    fits: bool | None  # None without --gpu-memory
+    fits: bool | None  # None without --gpu-memory, or when only a lower bound (no activations) fits
     measured: dict[str, float | None]  # empty without a calibration row for this scenario
-    predicted: dict[str, float]  # the predicted counterparts of `measured`
+    predicted: dict[str, float | None]  # the predicted counterparts of `measured`
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,18 @@ def predict_matrix(
                 model=resolved,
                 prediction=p,
                 need_mb=need,
-                fits=None if capacity is None else need <= capacity,
+                fits=fits_in(need, capacity, p.activations_predicted),
                 measured=measured_terms(row) if row else {},
                 predicted=predicted_counterparts(p),
             )
         )
     return PredictReport(matrix=m.name, calibration=cal, gpu_memory_mb=capacity, rows=tuple(rows))
+
+
+def fits_in(need_mb: float, capacity_mb: float | None, complete: bool) -> bool | None:
+    """Whether the need fits the GPU; None without a capacity, or when a lower bound fits."""
+    if capacity_mb is None:
+        return None
+    if need_mb > capacity_mb:
+        return False
+    return True if complete else None

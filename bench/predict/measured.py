@@ -70,11 +70,12 @@ def step_may_be_skipped(row: dict[str, Any]) -> bool:
     return str(row.get("precision")) == "fp16" or accumulating
 
 
-def predicted_counterparts(p: Prediction) -> dict[str, float]:
-    """The predicted sums (MB) that measured_terms() measures."""
+def predicted_counterparts(p: Prediction) -> dict[str, float | None]:
+    """The predicted sums (MB) that measured_terms() measures (None: activations not predicted)."""
+    forward = (p.activations + p.autocast_copies + p.workspace / 2) / MB if p.activations_predicted else None
     return {
         "weights": p.weights / MB,
-        "forward": (p.activations + p.autocast_copies + p.workspace / 2) / MB,
+        "forward": forward,
         "grads_workspace": (p.grads + p.workspace) / MB,
         "optimizer": p.optimizer / MB,
         "peak": p.peak / MB,
