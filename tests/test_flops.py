@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from bench.measure import flops
-from bench.memory.config import load_dims
 from bench.memory.decoder import DecoderDims
+from bench.memory.dispatch import load_dims
 from bench.scenario import Scenario
 
 S = 2048

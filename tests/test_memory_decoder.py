@@ -9,13 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench import memory as memory_model
 from bench.memory import decoder_acts, terms
-from bench.memory.config import load_dims
 from bench.memory.decoder import DecoderDims, param_count, param_tensors
 from bench.memory.decoder_weights import adapter_tensors, weight_bytes
-from bench.memory.phases import predict
+from bench.memory.dispatch import load_dims, predict
 from bench.models import preset_config
+from bench.predict import predicted_columns
 from bench.scenario import Scenario
 
 
@@ -177,5 +176,5 @@ def test_liger_chunk_follows_liger_kernel() -> None:
 
 
 def test_predicted_columns_for_a_decoder() -> None:
-    columns = memory_model.predicted_columns(sc(precision="bf16"), "llama-tiny", {})
+    columns = predicted_columns(sc(precision="bf16"), "llama-tiny", {})
     assert columns["pred_peak_allocated_mb"] > columns["pred_weights_mb"] > 0

@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from bench import memory as memory_model
 from bench.errors import BadInput
+from bench.memory import bert_acts as acts
 from bench.memory import terms
-from bench.memory.config import BertDims, load_dims, param_count, param_tensors
-from bench.memory.measured import calibrate, error_pct, measured_terms
-from bench.memory.phases import predict
+from bench.memory.bert import BertDims, param_count, param_tensors
+from bench.memory.dispatch import load_dims, predict, prediction_for
 from bench.models import PRESETS
+from bench.predict import parse_memory, predicted_columns
+from bench.predict.measured import calibrate, error_pct, measured_terms
 from bench.results import PREDICTED_COLUMNS, write_results
 from bench.scenario import Scenario
 
@@ -103,42 +104,42 @@ def test_layer_activations_fp32_sdpa() -> None:
     # 16 fp32 tensors of s·b·h (GELU in/out counted as 4 each) + 2 dropout masks: 66·s·b·h for
     # i = 4h, i.e. Korthikanti's 34·s·b·h with 4-byte activations; plus SDPA's log-sum-exp a·s·b fp32
     per_sbh = 4 + 3 * 4 + 4 + 1 + 4 + 4 + 1 + 4
-    assert terms.layer_activations(SMALL, B, S, half=False, eager=False) == per_sbh * 64 + 2 * 4 * 256 + 2 * 4 * 2 * 4
+    assert acts.layer_activations(SMALL, B, S, half=False, eager=False) == per_sbh * 64 + 2 * 4 * 256 + 2 * 4 * 2 * 4
 
 
 def test_layer_activations_autocast_sdpa() -> None:
     # half copies: Q/K/V inputs (3), Q, K, V, attention output, FFN input, GELU in/out; fp32 LN inputs
     per_sbh = 3 * 2 + 3 * 2 + 2 + 1 + 4 + 2 + 1 + 4
-    assert terms.layer_activations(SMALL, B, S, half=True, eager=False) == per_sbh * 64 + 2 * 2 * 256 + 2 * 4 * 2 * 4
+    assert acts.layer_activations(SMALL, B, S, half=True, eager=False) == per_sbh * 64 + 2 * 2 * 256 + 2 * 4 * 2 * 4
 
 
 def test_layer_activations_with_half_parameters() -> None:
     # FSDP2's param_dtype / DeepSpeed's cast: one half layer input shared by Q/K/V, half LN inputs
     per_sbh = 2 + 3 * 2 + 2 + 1 + 2 + 2 + 1 + 2
-    got = terms.layer_activations(SMALL, B, S, half=True, eager=False, half_params=True)
+    got = acts.layer_activations(SMALL, B, S, half=True, eager=False, half_params=True)
     assert got == per_sbh * 64 + 2 * 2 * 256 + 2 * 4 * 2 * 4
-    assert terms.layer_activations(SMALL, B, S, half=False, eager=False, half_params=True) == terms.layer_activations(
+    assert acts.layer_activations(SMALL, B, S, half=False, eager=False, half_params=True) == acts.layer_activations(
         SMALL, B, S, half=False, eager=False
     )
 
 
 def test_eager_attention_stores_the_probabilities() -> None:
     # a·s²·b·(softmax fp32 + mask + dropout output): 9 B in fp32 (Korthikanti's 5 with 16-bit)
-    sdpa = terms.layer_activations(SMALL, B, S, half=False, eager=False)
-    eager = terms.layer_activations(SMALL, B, S, half=False, eager=True)
+    sdpa = acts.layer_activations(SMALL, B, S, half=False, eager=False)
+    eager = acts.layer_activations(SMALL, B, S, half=False, eager=True)
     assert eager - (sdpa - 2 * 4 * 2 * 4) == 2 * 16 * 2 * 9
-    half_eager = terms.layer_activations(SMALL, B, S, half=True, eager=True)
-    half_sdpa = terms.layer_activations(SMALL, B, S, half=True, eager=False)
+    half_eager = acts.layer_activations(SMALL, B, S, half=True, eager=True)
+    half_sdpa = acts.layer_activations(SMALL, B, S, half=True, eager=False)
     assert half_eager - (half_sdpa - 2 * 4 * 2 * 4) == 2 * 16 * 2 * 7  # the second matmul's copy is half
 
 
 def test_checkpointing_keeps_each_layers_input() -> None:
-    assert terms.checkpoint_activations(SMALL, B, S, half=False) == (
-        2 * 64 * 4 + terms.embedding_activations(SMALL, B, S) + terms.head_activations(SMALL, B, S, False)
+    assert acts.checkpoint_activations(SMALL, B, S, half=False) == (
+        2 * 64 * 4 + acts.embedding_activations(SMALL, B, S) + acts.head_activations(SMALL, B, S, False)
     )
-    assert terms.embedding_activations(SMALL, B, S) == 5 * 64
-    assert terms.head_activations(SMALL, B, S, half=False) == 64 * 4 + 16 * 9  # whole last hidden state
-    assert terms.head_activations(SMALL, B, S, half=True) == 16 * 7
+    assert acts.embedding_activations(SMALL, B, S) == 5 * 64
+    assert acts.head_activations(SMALL, B, S, half=False) == 64 * 4 + 16 * 9  # whole last hidden state
+    assert acts.head_activations(SMALL, B, S, half=True) == 16 * 7
 
 
 def test_adamw_states_are_8_bytes_a_parameter() -> None:
@@ -149,7 +150,7 @@ def test_adamw_states_are_8_bytes_a_parameter() -> None:
 
 
 def test_8bit_states_follow_bitsandbytes() -> None:
-    from bench.memory.config import ParamTensor
+    from bench.memory.tensors import ParamTensor
 
     maps = 2 * 1024
     small = ParamTensor("x.bias", (4095,), 0)  # under min_8bit_size: two fp32 states
@@ -162,7 +163,7 @@ def test_8bit_states_follow_bitsandbytes() -> None:
 
 
 def test_adafactor_factors_2d_states_and_has_no_first_moment() -> None:
-    from bench.memory.config import ParamTensor
+    from bench.memory.tensors import ParamTensor
 
     weight = ParamTensor("x.weight", (300, 200), 0)
     bias = ParamTensor("x.bias", (300,), 0)
@@ -237,10 +238,10 @@ def test_full_matrix_on_an_h200(name: str) -> None:
         "torch_alloc_after_backward_mb": backward,
         "torch_alloc_after_optimizer_step_mb": step,
     }
-    columns = memory_model.predicted_columns(scenario, "bert-large", row)
+    columns = predicted_columns(scenario, "bert-large", row)
     assert abs(columns["pred_peak_error_pct"]) < 1.0
     measured = measured_terms(row)
-    p = memory_model.prediction_for(scenario, "bert-large")
+    p = prediction_for(scenario, "bert-large")
     assert error_pct(p.weights / MB, measured["weights"]) == pytest.approx(0, abs=0.5)
     assert error_pct((p.grads + p.workspace) / MB, measured["grads_workspace"]) == pytest.approx(0, abs=0.5)
     assert error_pct(p.optimizer / MB, measured["optimizer"]) == pytest.approx(0, abs=0.5)
@@ -249,7 +250,7 @@ def test_full_matrix_on_an_h200(name: str) -> None:
 
 
 def test_predicted_columns_are_the_results_columns() -> None:
-    columns = memory_model.predicted_columns(sc(), "tiny", {})
+    columns = predicted_columns(sc(), "tiny", {})
     assert list(columns) == PREDICTED_COLUMNS
     assert columns["pred_peak_error_pct"] is None  # nothing measured (a CPU run)
     assert columns["pred_peak_phase"] in ("forward", "backward", "optimizer_step")
@@ -257,7 +258,7 @@ def test_predicted_columns_are_the_results_columns() -> None:
 
 def test_predicted_columns_are_empty_for_a_model_it_cannot_predict(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
-    assert memory_model.predicted_columns(sc(), str(tmp_path), {}) == {}
+    assert predicted_columns(sc(), str(tmp_path), {}) == {}
 
 
 # -- sizes and calibration ------------------------------------------------------------------------
@@ -266,13 +267,13 @@ def test_predicted_columns_are_empty_for_a_model_it_cannot_predict(tmp_path: Pat
     [("24GB", 24576), ("24 GiB", 24576), ("80000MB", 80000), ("1.5gb", 1536), ("512MiB", 512), ("1TB", 1048576)],
 )
 def test_parse_memory(text: str, mb: float) -> None:
-    assert memory_model.parse_memory(text) == mb
+    assert parse_memory(text) == mb
 
 
 @pytest.mark.parametrize("text", ["24", "24XB", "", "GB", "0GB", "-1GB", "24 G B"])
 def test_parse_memory_rejects(text: str) -> None:
     with pytest.raises(BadInput):
-        memory_model.parse_memory(text)
+        parse_memory(text)
 
 
 def _gpu_row(scenario: str, allocated: float, reserved: float, nvml: float) -> dict[str, Any]:
@@ -334,5 +335,5 @@ def test_multi_gpu_matrix_on_two_h200s(name: str) -> None:
     from bench.matrix import load_matrix
 
     scenario = next(s for s in load_matrix("multi-gpu").scenarios if s.name == name).replace(gpus=2)
-    predicted = memory_model.prediction_for(scenario, "bert-large").peak / MB
+    predicted = prediction_for(scenario, "bert-large").peak / MB
     assert abs(error_pct(predicted, H200X2_MULTI_GPU[name])) < 6.0

@@ -16,8 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.errors import BadInput
-from bench.memory.config import load_dims
-from bench.memory.phases import predict
+from bench.memory.dispatch import load_dims, predict
 from bench.results import read_results
 from bench.results.scaling import add_scaling
 from bench.run import torchrun

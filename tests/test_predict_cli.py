@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from bench.cli import predict_cmd
 from bench.matrix import load_matrix
-from bench.memory import render
+from bench.predict import render
 from bench.results import write_results
 
 FULL = load_matrix("full").names()
@@ -188,3 +188,37 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
     assert done.stderr.startswith(message)
     assert len(done.stderr.strip().splitlines()) == 1
     assert done.stdout == ""
+
+
+def test_a_prediction_without_activations_says_so_in_every_format() -> None:
+    """A family with no activation model (bench.memory.generic): the terms it leaves out read
+    "not predicted" (null, empty), the peak is marked as a lower bound, and fitting is unknown."""
+    from bench.memory.bert import BertDims, buffer_bytes, param_tensors
+    from bench.memory.dispatch import load_dims
+    from bench.memory.generic import predict_states_only
+    from bench.predict.core import PredictReport, ScenarioMemory, fits_in
+    from bench.predict.measured import assumed, predicted_counterparts
+    from bench.scenario import Scenario
+    from bench.termtable import stdout_console
+
+    sc = Scenario(name="states-only", model="bert-base", samples=64, warmup_steps=1)
+    d = load_dims("bert-base")
+    assert isinstance(d, BertDims)
+    p = predict_states_only(sc, param_tensors(d), buffers=buffer_bytes(d))
+    need = p.peak / 2**20 + 750.0
+    row = ScenarioMemory(sc, "bert-base", p, need, fits_in(need, 81559.0, False), {}, predicted_counterparts(p))
+    report = PredictReport("m", assumed(), 81559.0, (row,))
+    assert row.fits is None and fits_in(need, 1.0, False) is False and fits_in(need, 81559.0, True) is True
+    (record,) = render.records(report)
+    assert record["activations_mb"] is None and record["autocast_copies_mb"] is None
+    assert record["weights_mb"] > 0
+    csv_row = render.to_csv(report).splitlines()[1].split(",")
+    assert csv_row[render.RECORD_COLUMNS.index("activations_mb")] == ""
+    (data,) = render.to_data(report)["scenarios"]
+    assert data["terms_mb"]["activations"] is None and data["predicted_counterparts_mb"] == {}
+    assert any(note.startswith("activations not predicted") for note in data["notes"])
+    console = stdout_console(200)
+    with console.capture() as captured:
+        render.print_report(report, console)
+    line = next(text for text in captured.get().splitlines() if "states-only" in text)
+    assert line.count("not predicted") == 2 and f">={p.peak / 2**20:,.0f}" in line and "unknown" in line

@@ -72,10 +72,9 @@ def predict(
 
     Example: gpubench predict --matrix full --model bert-large --gpu-memory 24GB
     """
-    from .. import memory  # pandas (a calibration run's results): only when the command runs
-    from ..memory import render
+    from ..predict import predict_matrix, render  # pandas (a calibration run's results): only when it runs
 
-    report = memory.predict_matrix(
+    report = predict_matrix(
         "full" if matrix is None else matrix,
         model=model,
         only=split_names(only),

@@ -9,10 +9,10 @@ optimizer states) apply tensor by tensor. No torch import.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import BadInput
-from .config import ParamTensor
+from .tensors import ParamTensor
 
 # The nn.Linear layers of one decoder layer (LoRA's "all-linear" and bitsandbytes' quantized set)
 ATTENTION_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -22,6 +22,7 @@ LAYER_LINEARS = ATTENTION_LINEARS + MLP_LINEARS
 
 @dataclass(frozen=True)
 class DecoderDims:
+    model_type: ClassVar[str] = "llama"  # config.json's, for the dispatch (dispatch.py)
     hidden: int
     layers: int
     heads: int

@@ -1,5 +1,5 @@
 """One decoder scenario's predicted memory: the terms and the forward / backward / optimizer-step
-peaks, as phases.py does for BERT (same Prediction, same sharding rules).
+peaks, as bert_phases.py does for BERT (same Prediction, same sharding rules).
 
   forward        model states + every layer's saved tensors + the head's + autocast's cache of
                  half weights + the loss's logits at its widest (the matmul's logits, the fp32
@@ -19,7 +19,7 @@ from . import decoder_acts as acts
 from . import terms
 from .decoder import DecoderDims, buffer_bytes, is_layer_linear, param_count, param_tensors
 from .decoder_weights import decoder_states, head_tensor
-from .phases import Prediction, shared_notes, summed
+from .prediction import Prediction, shared_notes, summed
 from .sharding import shard, world
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..scenario import Scenario
-from .config import ParamTensor
 from .decoder import LAYER_LINEARS, DecoderDims, is_layer_linear, module_name, param_tensors
+from .tensors import ParamTensor
 from .terms import alloc
 
 MASTER_BYTES = 4  # full fine-tuning: fp32 parameters (the Trainer's bf16=True is autocast)

@@ -17,7 +17,7 @@ weights and moments):
                  With offload the GPU holds DeepSpeed's own buffers, which are not predicted.
 
 Activations are those of one GPU's micro-batch; under FSDP2 and DeepSpeed in half precision the
-parameters themselves are half, so the residual stream is too (terms.layer_activations).
+parameters themselves are half, so the residual stream is too (bert_acts.layer_activations).
 """
 
 from __future__ import annotations

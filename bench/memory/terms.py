@@ -1,12 +1,11 @@
-"""Bytes per memory term for a BERT classifier on a CUDA GPU: pure arithmetic, no torch.
+"""Bytes per memory term from a list of parameter tensors on a CUDA GPU: pure arithmetic, no torch,
+no model family (a family's activations are its own: bert_acts.py, decoder_acts.py).
 
 Sources (docs/memory.md says more): the HF guide "Model training anatomy" (4 B/param fp32 weights,
 4 B grads, 8 B AdamW, ~2 B 8-bit AdamW), the ZeRO paper (16 B/param for mixed-precision Adam),
 bitsandbytes' optimizer code (block-wise 8-bit states, blocksize 256, 32-bit states under 4096
 elements), transformers' Adafactor (factored second moment, no first moment when beta1 is None),
-torch's foreach AdamW (one temporary the size of a parameter group), and Korthikanti et al. 2022
-for activations (34·s·b·h + 5·a·s²·b bytes per layer in 16-bit), re-derived per saved tensor here
-so that fp32 (4 B) and autocast (half-precision matmul inputs, fp32 LayerNorm) both come out right.
+torch's foreach AdamW (one temporary the size of a parameter group).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ..engines import ENGINES, MemoryTraits
-from .config import BertDims, ParamTensor
+from .tensors import ParamTensor
 
 MB = 1024 * 1024  # the project's MB: 2**20 bytes, like torch.cuda.memory_allocated() / 2**20
 BLOCK = 512  # the CUDA caching allocator rounds every allocation up to a multiple of 512 bytes
@@ -30,6 +29,8 @@ BNB_MIN_8BIT_SIZE = 4096  # bitsandbytes: tensors with fewer elements keep 32-bi
 # outside torch's caching allocator; absmax (torch.zeros) and smaller tensors' states stay inside.
 BNB_PAGED_MIN_SIZE = 100_000
 HALF = ("fp16", "bf16")
+# the optimizers tensor_optimizer_state knows; as_built() gives gpubench's others as one of these
+STATE_RULES = ("adamw", "adamw_fused", "adafactor", "adamw_8bit", "sgd")
 
 
 def alloc(nbytes: int) -> int:
@@ -69,29 +70,32 @@ def traits(engine: str | None) -> MemoryTraits:
 
 def optimizer_states(tensors: list[ParamTensor], optimizer: str, engine: str | None) -> int:
     """Persistent optimizer state created at the first step."""
+    return shared_optimizer_state(optimizer) + sum(tensor_optimizer_state(t, optimizer, engine) for t in tensors)
+
+
+def shared_optimizer_state(optimizer: str) -> int:
+    """Optimizer state that belongs to no one tensor: bitsandbytes' two dynamic quantization maps."""
+    if optimizer not in STATE_RULES:
+        raise ValueError(f"unknown optimizer {optimizer!r}")
+    return 2 * alloc(256 * 4) if optimizer == "adamw_8bit" else 0  # signed and unsigned, shared
+
+
+def tensor_optimizer_state(t: ParamTensor, optimizer: str, engine: str | None) -> int:
+    """One trained tensor's persistent optimizer state (`optimizer` as as_built() gives it)."""
     if optimizer in ("adamw", "adamw_fused"):  # exp_avg + exp_avg_sq; fused keeps `step` on the GPU
         step = alloc(4) if optimizer == "adamw_fused" else 0
-        return sum(2 * alloc(t.numel * 4) + step for t in tensors)
+        return 2 * alloc(t.numel * 4) + step
     if optimizer == "adafactor":  # beta1=None: no first moment; RMS kept as a 0-dim tensor
-        total = 0
-        for t in tensors:
-            if len(t.shape) >= 2:  # factored: row and column means of the squared gradient
-                rows, cols = math.prod(t.shape[:-1]), math.prod(t.shape[:-2]) * t.shape[-1]
-                total += alloc(rows * 4) + alloc(cols * 4)
-            else:
-                total += alloc(t.numel * 4)
-            total += alloc(4)
-        return total
+        if len(t.shape) >= 2:  # factored: row and column means of the squared gradient
+            rows, cols = math.prod(t.shape[:-1]), math.prod(t.shape[:-2]) * t.shape[-1]
+            return alloc(rows * 4) + alloc(cols * 4) + alloc(4)
+        return alloc(t.numel * 4) + alloc(4)
     if optimizer == "adamw_8bit":
-        total = 2 * alloc(256 * 4)  # the signed and unsigned dynamic quantization maps, shared
-        for t in tensors:
-            # The Trainer registers every nn.Embedding for 32-bit states (GlobalOptimManager override).
-            if t.numel < BNB_MIN_8BIT_SIZE or (traits(engine).embedding_32bit_states and t.is_embedding):
-                total += 2 * alloc(t.numel * 4)
-            else:
-                blocks = -(-t.numel // BNB_BLOCKSIZE)
-                total += 2 * alloc(t.numel) + 2 * alloc(blocks * 4)
-        return total
+        # The Trainer registers every nn.Embedding for 32-bit states (GlobalOptimManager override).
+        if t.numel < BNB_MIN_8BIT_SIZE or (traits(engine).embedding_32bit_states and t.is_embedding):
+            return 2 * alloc(t.numel * 4)
+        blocks = -(-t.numel // BNB_BLOCKSIZE)
+        return 2 * alloc(t.numel) + 2 * alloc(blocks * 4)
     if optimizer == "sgd":  # momentum 0: no state
         return 0
     raise ValueError(f"unknown optimizer {optimizer!r}")
@@ -113,17 +117,20 @@ def as_built(
     return tensors, optimizer, engine
 
 
-def optimizer_split(tensors: list[ParamTensor], optimizer: str, engine: str) -> tuple[int, int]:
+def optimizer_split(tensors: list[ParamTensor], optimizer: str, engine: str | None) -> tuple[int, int]:
     """(bytes in torch's allocator, bytes in CUDA unified memory) of the optimizer states."""
     total = optimizer_states(*as_built(tensors, optimizer, engine))
-    if optimizer != "paged_adamw_8bit":
-        return total, 0
-    paged = 0
-    for t in tensors:
-        if t.numel >= BNB_PAGED_MIN_SIZE:  # (both 8-bit and the Trainer's 32-bit embedding states)
-            per_state = t.numel * 4 if traits(engine).embedding_32bit_states and t.is_embedding else t.numel
-            paged += 2 * alloc(per_state)
+    paged = sum(tensor_paged_state(t, optimizer, engine) for t in tensors)
     return total - paged, paged
+
+
+def tensor_paged_state(t: ParamTensor, optimizer: str, engine: str | None) -> int:
+    """Of one tensor's optimizer state, the bytes a paged optimizer keeps in CUDA unified memory."""
+    if optimizer != "paged_adamw_8bit" or t.numel < BNB_PAGED_MIN_SIZE:
+        return 0
+    # (both 8-bit and the Trainer's 32-bit embedding states)
+    per_state = t.numel * 4 if traits(engine).embedding_32bit_states and t.is_embedding else t.numel
+    return 2 * alloc(per_state)
 
 
 def optimizer_notes(optimizer: str, engine: str, paged: int) -> list[str]:
@@ -152,78 +159,6 @@ def optimizer_temporaries(tensors: list[ParamTensor], optimizer: str, engine: st
         # per parameter: update = grad**2 + eps, then the factored update and its negation
         return 2 * max(alloc(t.numel * 4) for t in tensors)
     return 0  # fused AdamW, bitsandbytes and plain SGD update in place
-
-
-def _attention_probs(d: BertDims, b: int, s: int, half: bool) -> int:
-    """Eager attention's saved a·s²·b tensors: softmax output (fp32, also under autocast), the
-    dropout mask (1 B) and the dropout output fed to the second matmul (fp32, or its half copy)."""
-    return d.heads * s * s * b * (4 + 1 + (2 if half else 4))
-
-
-def layer_activations(d: BertDims, b: int, s: int, half: bool, eager: bool, half_params: bool = False) -> int:
-    """Tensors one encoder layer saves for backward (Korthikanti et al. 2022, Table 2, per tensor).
-
-    e = bytes of a matmul input/output (4 in fp32, 2 under autocast); LayerNorm inputs stay fp32
-    under autocast (the residual add promotes to fp32), and each of the Q, K, V Linear calls makes
-    its own half copy of the fp32 layer input. Dropout masks are 1 B per element.
-
-    `half_params`: the layer's parameters are themselves half (FSDP2's param_dtype, DeepSpeed's
-    cast of the model): the layer input is already half and shared by Q, K, V, and the residual
-    stream and LayerNorm inputs are half too. Measured on 2 H200s (bert-large, batch 32): FSDP2's
-    and ZeRO's activations are 13,161 MB where autocast over fp32 parameters saves 16,232 MB, which
-    is this count to the megabyte (results/README.md#multi-gpu).
-    """
-    e = 2 if half else 4
-    ln = 2 if half and half_params else 4  # a LayerNorm input
-    qkv_inputs = (e if half_params else 3 * e) if half else 4  # one tensor shared by Q, K, V; or three half copies
-    per_sbh = (
-        qkv_inputs
-        + 3 * e  # Q, K, V (saved by the attention)
-        + e  # attention output, input to the output projection
-        + 1
-        + ln  # dropout mask, LayerNorm 1 input
-        + e  # LayerNorm 1 output (or its half copy), input to the FFN's first Linear
-        + 1
-        + ln
-    )  # dropout mask, LayerNorm 2 input
-    sbh, sbi = s * b * d.hidden, s * b * d.intermediate
-    out = per_sbh * sbh + 2 * e * sbi  # GELU input and output
-    if eager:
-        out += _attention_probs(d, b, s, half)
-    else:  # SDPA (flash / memory-efficient): the log-sum-exp per query instead of the a·s² probs
-        out += d.heads * s * b * 4
-    return out
-
-
-def embedding_activations(d: BertDims, b: int, s: int) -> int:
-    """Embeddings: the LayerNorm's fp32 input and the dropout mask (the output is layer 0's input)."""
-    return 5 * s * b * d.hidden
-
-
-def head_activations(d: BertDims, b: int, s: int, half: bool) -> int:
-    """Pooler + classifier. In fp32 the pooler's Linear saves a view of the first token, which
-    keeps the whole last hidden state (s·b·h fp32) alive; under autocast it saves a b·h half copy."""
-    bh = b * d.hidden
-    if half:
-        return bh * (2 + 2 + 1 + 2)  # pooler input copy, tanh output, dropout mask, classifier input
-    return s * bh * 4 + bh * (4 + 1 + 4)
-
-
-def checkpoint_activations(d: BertDims, b: int, s: int, half: bool) -> int:
-    """Gradient checkpointing (non-reentrant, per layer): each layer keeps only its fp32 input."""
-    return d.layers * s * b * d.hidden * 4 + embedding_activations(d, b, s) + head_activations(d, b, s, half)
-
-
-def backward_transient(tensors: list[ParamTensor], d: BertDims, b: int, s: int) -> int:
-    """Early in the backward: the head's and the last layer's fp32 weight gradients appear while
-    every activation is still alive, with two fp32 b·s·h gradient buffers in flight."""
-    last = d.layers - 1
-    weight_grads = sum(
-        alloc(t.numel * 4)
-        for t in tensors
-        if t.layer == last or t.layer is None and not t.name.startswith("bert.embeddings")
-    )
-    return weight_grads + 2 * s * b * d.hidden * 4
 
 
 def workspace() -> int:

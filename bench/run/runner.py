@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import memory
+from .. import predict
 from ..errors import CannotWrite, ExitCode
 from ..fsio import atomic_write_json, read_json
 from ..measure import flops, hostmem
@@ -261,7 +261,7 @@ def _finish_row(
     row.update(
         flops.figures(sc, model, figures.get("model_params"), row.get("samples_per_s"), gpu_name, tf32, gpus, figures)
     )
-    row.update(memory.predicted_columns(sc, model, figures))
+    row.update(predict.predicted_columns(sc, model, figures))
     row["started_at"] = datetime.fromtimestamp(launched_at, UTC).isoformat(timespec="seconds")
     row["worker_wall_s"] = proc.wall_s
     if row.get("train_loop_s") is not None:

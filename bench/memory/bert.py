@@ -1,4 +1,4 @@
-"""A BERT sequence classifier's dimensions and its parameter tensors, from a preset or a config.json.
+"""A BERT sequence classifier's dimensions and its parameter tensors, from a config.json's keys.
 
 The tensor list mirrors transformers' BertForSequenceClassification (embeddings, L encoder layers,
 pooler, classifier) name for name, so counts are exact and per-tensor rules (8-bit states for
@@ -8,21 +8,16 @@ groups) can be applied tensor by tensor.
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from ..errors import BadInput
-from ..models import PRESETS
-
-if TYPE_CHECKING:
-    from .decoder import DecoderDims
+from .tensors import ParamTensor
 
 
 @dataclass(frozen=True)
 class BertDims:
+    model_type: ClassVar[str] = "bert"  # config.json's, for the dispatch (dispatch.py)
     hidden: int
     layers: int
     heads: int
@@ -40,31 +35,6 @@ class BertDims:
             raise BadInput(f"model config: hidden_size {self.hidden} is not a multiple of {self.heads} heads")
 
 
-@dataclass(frozen=True)
-class ParamTensor:
-    name: str
-    shape: tuple[int, ...]
-    layer: int | None  # encoder layer index; None for embeddings and the head
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def is_embedding(self) -> bool:
-        return self.name.endswith(("_embeddings.weight", "embed_tokens.weight"))
-
-    @property
-    def is_linear_weight(self) -> bool:
-        """An nn.Linear weight: the tensors autocast copies to half precision for the matmuls."""
-        return len(self.shape) == 2 and not self.is_embedding
-
-    @property
-    def no_decay(self) -> bool:
-        """Biases and norm weights: the Trainer's second optimizer group (no weight decay)."""
-        return self.name.endswith((".bias", "norm.weight")) or "LayerNorm" in self.name
-
-
 _KEYS = {  # our name -> config.json key
     "hidden": "hidden_size",
     "layers": "num_hidden_layers",
@@ -76,17 +46,7 @@ _KEYS = {  # our name -> config.json key
 }
 
 
-def dims_from_config(cfg: dict[str, Any], origin: str) -> BertDims | DecoderDims:
-    model_type = cfg.get("model_type", "bert")
-    if model_type == "llama":
-        from .decoder import decoder_dims_from_config
-
-        return decoder_dims_from_config(cfg, origin)
-    if model_type != "bert":
-        raise BadInput(
-            f"{origin}: model_type '{model_type}' is not bert or llama; memory prediction knows BERT "
-            "classifiers and Llama-style causal LMs"
-        )
+def bert_dims_from_config(cfg: dict[str, Any], origin: str) -> BertDims:
     missing = [key for key in _KEYS.values() if key not in cfg]
     if missing:
         raise BadInput(f"{origin}: the config has no {', '.join(missing)}")
@@ -96,25 +56,6 @@ def dims_from_config(cfg: dict[str, Any], origin: str) -> BertDims | DecoderDims
         return BertDims(**values, labels=labels)
     except BadInput as exc:
         raise BadInput(f"{origin}: {exc.message}") from None
-
-
-def load_dims(model: str) -> BertDims | DecoderDims:
-    """A preset's dimensions, or those in a checkpoint directory's config.json (read, never run)."""
-    if model in PRESETS:
-        return dims_from_config(PRESETS[model], f"preset {model}")
-    path = Path(model) / "config.json"
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BadInput(
-            f"{path}: cannot read the model config: {exc.strerror}",
-            hint=f"give a preset ({', '.join(PRESETS)}) or a checkpoint directory",
-        ) from None
-    except ValueError as exc:
-        raise BadInput(f"{path}: not valid JSON: {exc}") from None
-    if not isinstance(cfg, dict):
-        raise BadInput(f"{path}: not a model config (a JSON object)")
-    return dims_from_config(cfg, str(path))
 
 
 def param_tensors(d: BertDims) -> list[ParamTensor]:

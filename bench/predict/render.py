@@ -11,11 +11,12 @@ from rich.console import Console
 from rich.table import Table
 
 from ..fmt import md_cell, md_table
+from ..memory.terms import MB
 from .measured import error_pct
-from .terms import MB
 
 if TYPE_CHECKING:
-    from . import PredictReport, ScenarioMemory
+    from ..memory.prediction import Prediction
+    from .core import PredictReport, ScenarioMemory
 
 JSON_SCHEMA = "gpubench.predict/1"
 TERMS = ("weights", "autocast_copies", "grads", "optimizer", "optimizer_temp", "activations", "workspace")
@@ -38,8 +39,26 @@ CHECKS = (
 )
 
 
-def _mb(nbytes: int) -> str:
-    return f"{nbytes / MB:,.0f}"
+NOT_PREDICTED = "not predicted"
+
+
+def _mb(nbytes: int | None) -> str:
+    return NOT_PREDICTED if nbytes is None else f"{nbytes / MB:,.0f}"
+
+
+def _rounded_mb(nbytes: int | None) -> float | None:
+    return None if nbytes is None else round(nbytes / MB, 1)
+
+
+def _peak(p: Prediction) -> str:
+    """The peak; '>=' where it leaves the activations out (a lower bound)."""
+    return _mb(p.peak) if p.activations_predicted else f">={_mb(p.peak)}"
+
+
+def _fits(fits: bool | None) -> str:
+    if fits is None:  # --gpu-memory given, but the peak is only a lower bound that fits
+        return "[yellow]unknown[/yellow]"
+    return "[green]yes[/green]" if fits else "[red]no[/red]"
 
 
 def breakdown_table(report: PredictReport) -> Table:
@@ -69,18 +88,12 @@ def breakdown_table(report: PredictReport) -> Table:
         cells = [
             row.scenario.name,
             f"{p.params / 1e6:,.1f}M",
-            _mb(p.weights),
-            _mb(p.autocast_copies),
-            _mb(p.grads),
-            _mb(p.optimizer),
-            _mb(p.optimizer_temp),
-            _mb(p.activations),
-            _mb(p.workspace),
-            _mb(p.peak),
+            *(_mb(p.term(term)) for term in TERMS),
+            _peak(p),
             f"{p.peak_phase}: {p.peak_term}",
         ]
         if report.gpu_memory_mb is not None:
-            cells += [f"{row.need_mb:,.0f}", "[green]yes[/green]" if row.fits else "[red]no[/red]"]
+            cells += [f"{row.need_mb:,.0f}", _fits(row.fits)]
         table.add_row(*cells)
     return table
 
@@ -133,7 +146,7 @@ def records(report: PredictReport) -> list[dict[str, Any]]:
     out = []
     for row in report.rows:
         p = row.prediction
-        terms = {f"{term}_mb": round(getattr(p, term) / MB, 1) for term in TERMS}
+        terms = {f"{term}_mb": _rounded_mb(p.term(term)) for term in TERMS}
         out.append(
             {
                 "scenario": row.scenario.name,
@@ -143,7 +156,7 @@ def records(report: PredictReport) -> list[dict[str, Any]]:
                 "peak_phase": p.peak_phase,
                 "peak_term": p.peak_term,
                 "need_mb": round(row.need_mb, 1),
-                "fits": row.fits,  # None without --gpu-memory
+                "fits": row.fits,  # None without --gpu-memory (or unknown: ScenarioMemory)
             }
         )
     return out
@@ -167,7 +180,7 @@ def to_markdown(report: PredictReport) -> str:
 def to_data(report: PredictReport) -> dict[str, Any]:
     def scenario(row: ScenarioMemory) -> dict[str, Any]:
         p = row.prediction
-        terms = {k: getattr(p, k) / MB for k in TERMS}
+        terms = {k: None if (v := p.term(k)) is None else v / MB for k in TERMS}
         return {
             "scenario": row.scenario.name,
             "model": row.model,

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
+from ..memory.prediction import Prediction
+from ..memory.terms import MB
 from ..results import read_env, read_results
 from ..scenario import Scenario
-from .phases import Prediction
-from .terms import MB
 
 DEFAULT_CONTEXT_MB = 750.0  # assumed without a calibration run: an H200, CUDA 13, torch 2.11 measured 742-758
 
@@ -70,11 +70,12 @@ def step_may_be_skipped(row: dict[str, Any]) -> bool:
     return str(row.get("precision")) == "fp16" or accumulating
 
 
-def predicted_counterparts(p: Prediction) -> dict[str, float]:
-    """The predicted sums (MB) that measured_terms() measures."""
+def predicted_counterparts(p: Prediction) -> dict[str, float | None]:
+    """The predicted sums (MB) that measured_terms() measures (None: activations not predicted)."""
+    forward = (p.activations + p.autocast_copies + p.workspace / 2) / MB if p.activations_predicted else None
     return {
         "weights": p.weights / MB,
-        "forward": (p.activations + p.autocast_copies + p.workspace / 2) / MB,
+        "forward": forward,
         "grads_workspace": (p.grads + p.workspace) / MB,
         "optimizer": p.optimizer / MB,
         "peak": p.peak / MB,
