@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import GpubenchError
-from ..memory.dispatch import prediction_for
 from ..memory.terms import MB
+from ..models import resolve_model
 from ..scenario import Scenario
+from .core import prediction_of
 from .measured import error_pct, measured_terms
 
 
@@ -17,7 +18,7 @@ def predicted_columns(sc: Scenario, model: str, figures: dict[str, Any]) -> dict
     if sc.strategy == "deepspeed" and sc.offload != "none":
         return {}  # DeepSpeed's offload buffers are not predicted (sharding.py)
     try:
-        p = prediction_for(sc, model)
+        p = prediction_of(sc, resolve_model(sc.model, "cuda") if model == "auto" else model)
     except GpubenchError:
         return {}
     peak = p.peak / MB

@@ -12,11 +12,13 @@ from typing import Any
 
 from .. import matrix as matrix_mod
 from ..errors import BadInput
+from ..families import family_of
 from ..memory.dispatch import load_dims, predict
 from ..memory.prediction import Prediction
 from ..memory.terms import MB
 from ..models import resolve_model
 from ..scenario import Scenario
+from .generic import predict_generic
 from .measured import Calibration, assumed, calibrate, measured_terms, predicted_counterparts, same_setup
 
 _UNITS = {"mb": 1.0, "mib": 1.0, "gb": 1024.0, "gib": 1024.0, "tb": 1024.0**2, "tib": 1024.0**2}
@@ -57,6 +59,15 @@ class PredictReport:
     rows: tuple[ScenarioMemory, ...]
 
 
+def prediction_of(sc: Scenario, resolved: str, assumed_gpus: int = 2) -> Prediction:
+    """A scenario's prediction on a resolved model: its family's memory model where it has one
+    (BERT, Llama: activations too), else the tensors of the model built on the meta device with
+    activations not predicted (predict/generic.py)."""
+    if family_of(resolved).activations:
+        return predict(sc, load_dims(resolved), assumed_gpus)
+    return predict_generic(sc, resolved, assumed_gpus)
+
+
 def predict_matrix(
     matrix: str,
     *,
@@ -74,7 +85,7 @@ def predict_matrix(
     rows = []
     for sc in scenarios:
         resolved = resolve_model(sc.model, "cuda")
-        p = predict(sc, load_dims(resolved))
+        p = prediction_of(sc, resolved)
         row = cal.rows.get(sc.name)
         row = row if row is not None and same_setup(row, sc, resolved) else None
         slack = cal.slack_for(sc.name if row is not None else "") if cal.measured else 0.0

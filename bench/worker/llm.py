@@ -197,7 +197,12 @@ def apply_liger(model: Any) -> None:
     has its own `use_liger_kernel`, which calls the same function): RoPE, RMSNorm and SwiGLU (or the
     type's own), and the fused linear cross-entropy, which replaces the instance's forward so the
     logits are never materialised. Liger's per-type function takes the kernels its signature names."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # under a PeftModel
+    if base.config.model_type == "llama":  # the function the published llm rows ran
+        from liger_kernel.transformers import apply_liger_kernel_to_llama
+
+        apply_liger_kernel_to_llama(**LIGER_KERNELS, model=base)
+        return
     from liger_kernel.transformers import _apply_liger_kernel_to_instance
 
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # under a PeftModel
     _apply_liger_kernel_to_instance(model=base, **LIGER_KERNELS)

@@ -8,46 +8,19 @@ from typing import Any
 
 import torch
 
-from ..families import PRESETS, TASK_CLASSES, family_of, read_config, resolve_task
+from ..families import PRESETS
+from ..families.build import auto_class, model_config, ready_for_training, task_of
 from ..models import has_weights
 
-
-def task_of(model: str, task: str = "auto") -> str:
-    """The task a model trains (the scenario's `task`, else its config's architectures, else its
-    family's default)."""
-    cfg = read_config(model)
-    return resolve_task(task, cfg, family_of(model), model)
-
-
-def auto_class(model: str, task: str = "auto") -> Any:
-    """The transformers Auto class that builds this model's task."""
-    import transformers
-
-    return getattr(transformers, TASK_CLASSES[task_of(model, task)])
-
-
-def model_config(model: str, task: str = "auto") -> Any:
-    """The transformers config of a preset or a config file (random weights, real dimensions),
-    readied for training the task: no key/value cache; a classifier's pad token (a decoder
-    classifier needs one to find each row's last token)."""
-    from transformers import AutoConfig
-
-    cfg = read_config(model)
-    model_type = cfg.pop("model_type")
-    for key in ("transformers_version", "auto_map"):
-        cfg.pop(key, None)  # auto_map would name remote code, which is never run
-    config = AutoConfig.for_model(model_type, **cfg)
-    return ready_for_training(config, task_of(model, task))
-
-
-def ready_for_training(config: Any, task: str) -> Any:
-    config.use_cache = False  # training: no key/value cache (a decoder would build one every forward)
-    if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
-        eos = getattr(config, "eos_token_id", None)
-        eos = eos[0] if isinstance(eos, list) and eos else eos
-        vocab = getattr(config, "vocab_size", 0) or 0
-        config.pad_token_id = eos if isinstance(eos, int) and 0 <= eos < vocab else 0
-    return config
+__all__ = [
+    "auto_class",
+    "build_model",
+    "count_parameters",
+    "count_trainable",
+    "load_checkpoint",
+    "model_config",
+    "task_of",
+]
 
 
 def build_model(

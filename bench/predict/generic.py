@@ -1,0 +1,67 @@
+"""The memory prediction of a model whose family has no activation model (bench/families: decoder,
+moe, vit, generic): its parameter tensors read off the model built on the meta device (exact, for
+any architecture), the optimizer's rules tensor by tensor, and "activations not predicted"
+(bench/memory/generic.py). LoRA adds its adapters (rank x (in + out) per targeted linear layer, fp32,
+trained) over a frozen base stored in the autocast dtype; a QLoRA base counts its 4- or 8-bit
+payload (quantization constants left out), the rest of the base in fp32 as peft casts it. Imports
+torch and transformers when called."""
+
+from __future__ import annotations
+
+import functools
+
+from ..families.build import build_on_meta
+from ..memory.generic import predict_states_only
+from ..memory.prediction import Prediction
+from ..memory.tensors import ParamTensor, from_named_parameters
+from ..scenario import Scenario
+
+NOT_TARGETS = ("lm_head", "score", "classifier", "gate", "router")  # as bench/worker/llm.py's lora_targets
+PAYLOAD_BYTES = {"nf4": 0.5, "int8": 1.0}
+
+
+@functools.cache
+def _inventory(
+    model: str, task: str
+) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], tuple[tuple[str, int, int], ...], int]:
+    """(parameter names and shapes, linear layers as (fqn, in, out), buffer bytes) of the model."""
+    import torch
+
+    built = build_on_meta(model, task)
+    params = tuple((n, tuple(p.shape)) for n, p in built.named_parameters())
+    linears = tuple(
+        (fqn, m.in_features, m.out_features)
+        for fqn, m in built.named_modules()
+        if isinstance(m, torch.nn.Linear) and fqn.rsplit(".", 1)[-1] not in NOT_TARGETS
+    )
+    buffers = sum(b.numel() * b.element_size() for b in built.buffers())
+    return params, linears, buffers
+
+
+def predict_generic(sc: Scenario, model: str, assumed_gpus: int = 2) -> Prediction:
+    """The prediction of `sc` on a resolved `model` from its meta-built tensors."""
+    params, linears, buffers = _inventory(model, sc.task)
+    tensors = from_named_parameters(params)
+    if sc.peft == "none":
+        return predict_states_only(sc, tensors, buffers=buffers, assumed_gpus=assumed_gpus)
+    wanted = None if sc.lora_targets == "all-linear" else set(sc.lora_targets.split(","))
+    targets = [(fqn, i, o) for fqn, i, o in linears if wanted is None or fqn.rsplit(".", 1)[-1] in wanted]
+    adapters = [ParamTensor(f"{fqn}.lora_A.weight", (sc.lora_rank, i), None) for fqn, i, _ in targets]
+    adapters += [ParamTensor(f"{fqn}.lora_B.weight", (o, sc.lora_rank), None) for fqn, _, o in targets]
+    base = [t.name for t in tensors]
+    if sc.quantize_base == "none":
+        half = 2 if sc.precision in ("bf16", "fp16") else 4  # the frozen base in the autocast dtype
+        return predict_states_only(
+            sc, [*tensors, *adapters], frozen=base, frozen_bytes=half, buffers=buffers, assumed_gpus=assumed_gpus
+        )
+    quantized = {f"{fqn}.weight" for fqn, _, _ in targets}
+    payload = sum(t.numel for t in tensors if t.name in quantized) * PAYLOAD_BYTES[sc.quantize_base]
+    kept = [t for t in tensors if t.name not in quantized]
+    return predict_states_only(
+        sc,
+        [*kept, *adapters],
+        frozen=[t.name for t in kept],
+        frozen_bytes=4,
+        buffers=buffers + int(payload),
+        assumed_gpus=assumed_gpus,
+    )
