@@ -40,13 +40,18 @@ def expert_share(config: Any) -> float:
 Weights = dict[str, float]  # {"trained" | "frozen": weights} of one kind of layer
 
 
-def matmul_weights(model: Any, share: float) -> dict[str, Weights]:
+ADAPTER_MODULES = (".lora_A.", ".lora_B.")  # peft's LoRA layers: not in the plain model
+
+
+def matmul_weights(model: Any, share: float, adapters: bool = True) -> dict[str, Weights]:
     """Matmul weights a token runs through, by kind: "linear" (nn.Linear, expert tensors, i.e. 3-D
     parameters of a module named *experts, times `share`), "conv" (a vision model's patch
     projection: once per patch) and "head" (an image classifier's `classifier`: once per image)."""
     kinds: dict[str, Weights] = {k: {"trained": 0.0, "frozen": 0.0} for k in ("linear", "conv", "head")}
     for fqn, module in model.named_modules():
         leaf = fqn.rsplit(".", 1)[-1]
+        if not adapters and any(a in f"{fqn}." for a in ADAPTER_MODULES):
+            continue
         if isinstance(module, torch.nn.Linear):
             params, scale, kind = [module.weight], 1.0, "head" if leaf == "classifier" else "linear"
         elif isinstance(module, torch.nn.Conv1d | torch.nn.Conv2d | torch.nn.Conv3d):
@@ -94,11 +99,12 @@ def generic_flops_per_sample(model: Any, tokens: int, causal: bool, vision: bool
 
 
 def dense_flops_full_attention(model: Any, tokens: int, vision: bool = False) -> float:
-    """The generic count of a dense training step (every weight trained), full attention: what the
-    meta-device counter should see."""
+    """The generic count of a dense training step (every weight of the plain model trained, LoRA's
+    adapters left out), full attention: what the meta-device counter should see."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     layers, width = attention_dims(base.config)
-    matmuls = _matmul_flops(matmul_weights(base, expert_share(base.config)), tokens, vision, dense=True)
+    kinds = matmul_weights(base, expert_share(base.config), adapters=False)
+    matmuls = _matmul_flops(kinds, tokens, vision, dense=True)
     return matmuls + 12.0 * layers * tokens * tokens * width
 
 

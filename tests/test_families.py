@@ -1,0 +1,204 @@
+"""Model families: the registry's contract (every family's presets resolve, count FLOPs and predict
+memory), any architecture as its own task through `gpubench run --model DIR` (real workers on the
+CPU), config-only directories, the local hub cache, and bad models refused before any work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from harness import error_lines, gpubench, gpubench_in_process, write_matrix
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench import families
+from bench.errors import BadInput
+from bench.families.base import TECHNIQUES
+from bench.models import hub_cache_snapshot, resolve_model
+from bench.results import read_results
+from bench.scenario import Scenario
+
+PRESETS = sorted(families.PRESETS)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_preset_builds_counts_flops_and_predicts(name: str) -> None:
+    """The registry's contract, walked from the registry: each preset's family takes its model_type,
+    its task is one of its family's, its meta-built model gives FLOPs > 0, and predict gives a peak."""
+    import torch
+
+    from bench.families.build import build_on_meta, task_of
+    from bench.measure.flopcount import generic_flops_per_sample
+    from bench.predict.core import prediction_of
+
+    fam = families.family_of(name)
+    assert name in fam.presets
+    task = task_of(name)
+    assert task in fam.tasks
+    model = build_on_meta(name)
+    assert all(p.device == torch.device("meta") for p in model.parameters())
+    tokens = families.tokens_per_sample(families.read_config(name), fam, 128)
+    assert generic_flops_per_sample(model, tokens, task == "causal-lm", fam.vision) > 0
+    p = prediction_of(Scenario(name="s", model=name, seq_len=128, samples=64), name)
+    assert p.peak > 0 and p.params == sum(t.numel() for t in model.parameters())
+    assert p.activations_predicted == fam.activations
+
+
+def test_every_family_is_reachable_and_each_technique_has_a_family() -> None:
+    names = [f.name for f in families.FAMILIES]
+    assert len(names) == len(set(names)) and families.FAMILIES[-1] is families.GENERIC
+    types = [t for f in families.FAMILIES for t in f.model_types]
+    assert len(types) == len(set(types)), "a model_type in two families"
+    for technique in TECHNIQUES:
+        assert any(f.takes(technique) for f in families.FAMILIES), technique
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    preset=st.sampled_from(PRESETS),
+    asked=st.sampled_from(
+        [
+            {"peft": "lora"},
+            {"peft": "lora", "quantize_base": "nf4"},
+            {"liger": True},
+            {"experts_implementation": "grouped_mm"},
+        ]
+    ),
+)
+def test_a_technique_is_refused_by_a_family_that_does_not_take_it(preset: str, asked: dict) -> None:
+    """Either the scenario builds, or it is refused naming the field and the model's family."""
+    fam = families.family_of(preset)
+    technique = families.techniques_asked(asked)[0][0]
+    try:
+        Scenario(name="s", model=preset, **asked)
+    except BadInput as exc:
+        field = next(iter(asked)) if technique != "qlora" else "quantize_base"
+        assert f"{field} = " in exc.message
+        assert fam.name in exc.message or "causal" in exc.message or "Liger patch" in exc.message
+    else:
+        assert fam.takes(technique)
+
+
+def test_task_from_architectures_and_refusals(tmp_path: Path) -> None:
+    decoder = families.by_name("decoder")
+    assert families.resolve_task("auto", {"architectures": ["Qwen2ForSequenceClassification"]}, decoder, "x") == (
+        "sequence-classification"
+    )
+    assert families.resolve_task("auto", {}, decoder, "x") == "causal-lm"
+    with pytest.raises(BadInput, match="does not train task 'image-classification'"):
+        families.resolve_task("image-classification", {}, decoder, "x")
+    with pytest.raises(BadInput, match="T5ForConditionalGeneration is no task"):
+        families.resolve_task("auto", {"architectures": ["T5ForConditionalGeneration"]}, families.GENERIC, "x")
+    with pytest.raises(BadInput, match="not an architecture transformers knows"):
+        families.for_config({"model_type": "no-such-arch"}, "x")
+
+
+def _tiny(model_type: str, **extra: object) -> dict:
+    dims = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}
+    return {"model_type": model_type, **dims, **extra}
+
+
+def write_checkpoint(folder: Path, cfg: dict, task: str) -> Path:
+    """A tiny random checkpoint in Hugging Face's format (config.json + model.safetensors)."""
+    import transformers
+
+    config = transformers.AutoConfig.for_model(**cfg)
+    model = getattr(transformers, families.TASK_CLASSES[task]).from_config(config)
+    model.save_pretrained(folder)
+    return folder
+
+
+def write_config(folder: Path, cfg: dict) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def test_models_gpubench_has_no_code_for_train_as_their_own_task(tmp_path: Path) -> None:
+    """A Qwen2 checkpoint (weights), a Mixtral and a ViT given only as config.json: each trains `ok`
+    as its own task, FLOPs near 6 x active parameters x tokens, a memory prediction, LoRA applied."""
+    qwen = write_checkpoint(
+        tmp_path / "qwen2",
+        _tiny("qwen2", num_key_value_heads=2, vocab_size=512, architectures=["Qwen2ForCausalLM"]),
+        "causal-lm",
+    )
+    moe = write_config(
+        tmp_path / "mixtral", _tiny("mixtral", num_key_value_heads=2, vocab_size=512, num_local_experts=4)
+    )
+    vit = write_config(
+        tmp_path / "vit",
+        _tiny("vit", image_size=32, patch_size=8, num_labels=3, architectures=["ViTForImageClassification"]),
+    )
+    base = {"samples": 8, "seq_len": 32, "warmup_steps": 1, "batch_size": 4}
+    matrix = write_matrix(
+        tmp_path / "m.toml",
+        {
+            "qwen": {"model": str(qwen)},
+            "qwen-lora": {"model": str(qwen), "peft": "lora"},
+            "moe": {"model": str(moe)},
+            "vit": {"model": str(vit)},
+        },
+        base=base,
+    )
+    out = tmp_path / "out"
+    done = gpubench("run", "--no-report", "--matrix", matrix, "--out", out, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = read_results(out).set_index("scenario")
+    assert (rows["status"] == "ok").all(), rows[["status", "error"]]
+    for name, row in rows.iterrows():
+        assert row["flops_source"].startswith("generic"), name
+        assert row["pred_weights_mb"] > 0, name  # a memory prediction, activations not predicted
+        assert abs(row["flops_check_gap_pct"]) < 5, name
+    # 6 x parameters x tokens, give or take attention, embeddings and the routed share
+    qwen_row = rows.loc["qwen"]
+    ratio = qwen_row["flops_per_sample"] / (6 * qwen_row["model_params"] * 32)
+    assert 0.5 < ratio < 1.5, ratio
+    moe_row = rows.loc["moe"]  # 4 experts, 2 a token (Mixtral's default): about half the expert weights
+    assert moe_row["flops_per_sample"] < 6 * moe_row["model_params"] * 32 * 0.8
+    lora = rows.loc["qwen-lora"]
+    assert lora["trainable_params"] < lora["model_params"] / 5  # LoRA really applied
+    assert lora["flops_per_sample"] < qwen_row["flops_per_sample"]
+
+
+def test_bad_models_are_refused_before_any_work(tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path / "m.toml", {"baseline": {}})
+    unknown = write_config(tmp_path / "odd", _tiny("no-such-arch"))
+    out = tmp_path / "out"
+    done = gpubench_in_process("run", "--matrix", matrix, "--model", unknown, "--out", out)
+    assert done.code == 2 and len(error_lines(done.err)) == 1, done.err
+    assert "model_type 'no-such-arch' is not an architecture transformers knows" in done.err
+    assert not out.exists()
+    done = gpubench_in_process("run", "--matrix", matrix, "--model", "vit-tiny", "--peft", "lora", "--liger")
+    assert done.code in (2,), done.err
+
+
+def test_a_config_file_and_the_local_hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg_file = tmp_path / "qwen.json"
+    cfg_file.write_text(json.dumps(_tiny("qwen2", vocab_size=512)))
+    assert resolve_model(str(cfg_file), "cpu") == str(cfg_file.resolve())
+    assert families.family_of(str(cfg_file)).name == "decoder"
+    cache = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    with pytest.raises(BadInput, match="never downloads") as exc:
+        resolve_model("Qwen/Qwen2-0.5B", "cpu")
+    assert "hf download Qwen/Qwen2-0.5B config.json" in (exc.value.hint or "")
+    snap = cache / "models--Qwen--Qwen2-0.5B" / "snapshots" / "abc123"
+    write_config(snap, _tiny("qwen2", vocab_size=512))
+    (cache / "models--Qwen--Qwen2-0.5B" / "refs").mkdir()
+    (cache / "models--Qwen--Qwen2-0.5B" / "refs" / "main").write_text("abc123")
+    assert hub_cache_snapshot("Qwen/Qwen2-0.5B") == snap.resolve()
+    assert resolve_model("Qwen/Qwen2-0.5B", "cpu") == str(snap.resolve())
+
+
+def test_overrides_apply_before_the_matrix_is_validated(tmp_path: Path) -> None:
+    """A LoRA row is valid with --model llama-tiny, and an override's refusal names the option."""
+    from bench import matrix as matrix_mod
+
+    path = write_matrix(tmp_path / "m.toml", {"lora": {"peft": "lora"}}, base={"model": "tiny"})
+    with pytest.raises(BadInput, match="does not apply to 'tiny'"):
+        matrix_mod.load_matrix(str(path))
+    m = matrix_mod.load_matrix(str(path), overrides={"model": "llama-tiny"})
+    assert m.scenarios[0].model == "llama-tiny"
+    with pytest.raises(BadInput, match="with --model vit-tiny"):
+        matrix_mod.load_matrix(str(path), overrides={"model": "vit-tiny", "liger": True})
