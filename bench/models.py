@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from .errors import BadInput, did_you_mean
 from .families import CONFIG_NAME, PRESETS, by_name, family_of
@@ -62,6 +63,12 @@ def resolve_model(name: str, device: str) -> str:
         f"unknown model '{name}': not a preset, a local directory or config file, or a hub id (org/name)",
         hint=hint or f"presets are {', '.join(PRESETS)}",
     )
+
+
+def preset_config(name: str) -> tuple[str, dict[str, Any]]:
+    """(model_type, the keyword arguments of its transformers config class) of a preset."""
+    cfg = dict(PRESETS[name])
+    return cfg.pop("model_type"), cfg
 
 
 def is_preset(name: str) -> bool:

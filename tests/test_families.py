@@ -202,3 +202,32 @@ def test_overrides_apply_before_the_matrix_is_validated(tmp_path: Path) -> None:
     assert m.scenarios[0].model == "llama-tiny"
     with pytest.raises(BadInput, match="with --model vit-tiny"):
         matrix_mod.load_matrix(str(path), overrides={"model": "vit-tiny", "liger": True})
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 512},  # Conv1D layers
+        _tiny("qwen3", num_key_value_heads=2, head_dim=32, vocab_size=512),  # grouped-query, q/k norms
+        _tiny("qwen2_moe", num_key_value_heads=2, vocab_size=512, num_experts=4, moe_intermediate_size=32),
+    ],
+    ids=["gpt2", "qwen3", "qwen2_moe"],
+)
+def test_the_generic_count_agrees_with_the_flop_counter(tmp_path: Path, cfg: dict) -> None:
+    """The generic count of a dense step against FlopCounterMode on the meta device, for layers the
+    count must recognise (GPT-2's Conv1D, grouped-query attention, a shared expert beside routed ones)."""
+    import torch
+
+    from bench.families.build import build_on_meta
+    from bench.measure.flopcount import counted_flops_per_sample, dense_flops_full_attention
+
+    model = str(write_config(tmp_path / "m", cfg))
+    extra = {
+        "attn_implementation": "eager",
+        **({"experts_implementation": "batched_mm"} if "moe" in cfg["model_type"] else {}),
+    }
+    ids = torch.zeros((1, 32), dtype=torch.long, device="meta")
+    inputs = {"input_ids": ids, "labels": ids, "attention_mask": torch.ones_like(ids)}
+    counted = counted_flops_per_sample(lambda: build_on_meta(model, **extra), inputs)
+    expected = dense_flops_full_attention(build_on_meta(model, **extra), 32)
+    assert abs(counted - expected) / expected < 0.05

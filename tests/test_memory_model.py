@@ -257,8 +257,19 @@ def test_predicted_columns_are_the_results_columns() -> None:
 
 
 def test_predicted_columns_are_empty_for_a_model_it_cannot_predict(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
     assert predicted_columns(sc(), str(tmp_path), {}) == {}
+
+
+def test_predicted_columns_of_a_family_without_an_activation_model(tmp_path: Path) -> None:
+    """GPT-2 (the generic decoder family): model states from its meta-built tensors, activations
+    not predicted (an empty cell, never 0)."""
+    cfg = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 512}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    cols = predicted_columns(sc(), str(tmp_path), {})
+    params = 512 * 64 + 1024 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64  # wte, wpe, 2 blocks, ln_f
+    assert cols["pred_weights_mb"] == pytest.approx(params * 4 / 2**20, rel=0.01)
+    assert cols["pred_activations_mb"] is None
 
 
 # -- sizes and calibration ------------------------------------------------------------------------

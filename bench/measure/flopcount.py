@@ -52,7 +52,7 @@ def matmul_weights(model: Any, share: float, adapters: bool = True) -> dict[str,
         leaf = fqn.rsplit(".", 1)[-1]
         if not adapters and any(a in f"{fqn}." for a in ADAPTER_MODULES):
             continue
-        if isinstance(module, torch.nn.Linear):
+        if isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D":  # transformers' GPT-2 linear
             params, scale, kind = [module.weight], 1.0, "head" if leaf == "classifier" else "linear"
         elif isinstance(module, torch.nn.Conv1d | torch.nn.Conv2d | torch.nn.Conv3d):
             params, scale, kind = [module.weight], 1.0, "conv"
