@@ -69,8 +69,8 @@ def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> d
         apply_liger(model)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    fused = {"fused": True} if sc.optimizer == "adamw_fused" else {}
-    optimizer = torch.optim.AdamW(params, lr=5e-5, weight_decay=0.0, **fused)
+    fused = True if sc.optimizer == "adamw_fused" else None
+    optimizer = torch.optim.AdamW(params, lr=5e-5, weight_decay=0.0, fused=fused)
     forward = torch.compile(model) if sc.compile else model
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(sc.precision)
     scaler = torch.amp.GradScaler(device.type) if sc.precision == "fp16" else None
