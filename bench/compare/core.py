@@ -22,11 +22,12 @@ import pandas as pd
 from ..checks import MAX_THRESHOLD_PCT, bounded, is_finite
 from ..errors import BadInput, ExitCode, IncomparableRuns
 from ..measure import cpuspeed
-from ..results import CPU_NOTE, FAILED_STATUSES, cpu_run, window_cpu_loop_ms, worst_failure
+from ..results import CPU_NOTE, FAILED_STATUSES, cpu_run, scenario_status, window_cpu_loop_ms
+from ..results.identity import SettingDifference, setting_differences
 from ..stats import MIN_REPEATS
 from .env import EnvDifference, check_envs
 from .gate import Judgement, Rule, Sample, judge, percent_change
-from .settings import SettingDifference, refusal, setting_differences
+from .settings import refusal
 
 # metric -> +1 when higher is better, -1 when lower is better (bench.history judges all three)
 DIRECTIONS = {"samples_per_s": +1, "step_time_median_ms": -1, "peak_mem_mb": -1}
@@ -187,14 +188,6 @@ def _fails(verdict: str, allow_missing: bool) -> bool:
 
 
 # -- scenarios -----------------------------------------------------------------------------------
-def side_status(group: pd.DataFrame | None) -> str:
-    """absent; the worst failed status when any repeat failed; ok when any ran; else skipped."""
-    if group is None:
-        return "absent"
-    statuses = set(group["status"])
-    return worst_failure(statuses) or ("ok" if "ok" in statuses else "skipped")
-
-
 def _rows(base_frame: pd.DataFrame, new_frame: pd.DataFrame, thresholds: Thresholds) -> list[dict[str, Any]]:
     """Every scenario's rows in order: a status row, or its speed, memory and loss rows, the speed
     and memory rows of all scenarios judged together (one family per quantity)."""
@@ -204,7 +197,7 @@ def _rows(base_frame: pd.DataFrame, new_frame: pd.DataFrame, thresholds: Thresho
     pending: dict[str, list[tuple[dict[str, Any], Sample, str | None]]] = {m: [] for m in JUDGED}
     for name in [*base_groups, *[n for n in new_groups if n not in base_groups]]:
         base, new = base_groups.get(name), new_groups.get(name)
-        b, n = side_status(base), side_status(new)
+        b, n = scenario_status(base), scenario_status(new)
         if base is None or new is None or not b == n == "ok":
             verdict, note = _status_verdict(b, n)
             counts = {"base_n": _ok_count(base), "new_n": _ok_count(new)}

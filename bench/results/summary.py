@@ -106,6 +106,15 @@ def worst_failure(statuses: list[str] | set[str]) -> str | None:
     return next((s for s in FAILURE_SEVERITY if s in statuses), None)
 
 
+def scenario_status(group: pd.DataFrame | None) -> str:
+    """One side's status of a scenario in compare and history, over its repeats: absent (no group);
+    the worst failed status when any repeat failed; ok when any ran; else skipped."""
+    if group is None:
+        return "absent"
+    statuses = set(group["status"])
+    return worst_failure(statuses) or ("ok" if "ok" in statuses else "skipped")
+
+
 def _worst(statuses: list[str]) -> str:
     failed = worst_failure(statuses)
     if failed:
