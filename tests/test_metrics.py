@@ -92,7 +92,7 @@ def test_a_bad_row_is_refused_naming_the_metric_and_the_field(change: dict[str, 
         Metric(**fields)
 
 
-@pytest.mark.parametrize("metric", [m for m in METRICS if m.name not in COMBINED_BY_THE_PARENT], ids=str)
+@pytest.mark.parametrize("metric", [m for m in METRICS if m.name not in COMBINED_BY_THE_PARENT], ids=lambda m: m.name)
 def test_its_rank_rule_is_the_one_combine_ranks_applies(metric: Metric) -> None:
     ranks: list[dict[str, Any]] = [
         {"window_s": 1.0, "window_samples": 100, "loss_finite": True, "step_time_median_ms": 10.0},
@@ -175,7 +175,7 @@ def series_of(metric: Metric, values: list[float], last: float) -> judge.Series:
     return judge.Series("k", "baseline", "NVIDIA H200", "bert-large", {}, points)
 
 
-@pytest.mark.parametrize("metric", [m for m in METRICS if "history" in m.judged_in], ids=str)
+@pytest.mark.parametrize("metric", [m for m in METRICS if "history" in m.judged_in], ids=lambda m: m.name)
 def test_history_check_flags_a_move_the_wrong_way_only_for_a_judged_metric(metric: Metric) -> None:
     series = series_of(metric, [100.0, 100.2, 99.8], worse(metric, 100.0))
     last = judge.marks(series, metric.name, judge.Params())[-1]
