@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .errors import did_you_mean
+from .optimizer_names import OPTIMIZERS
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -79,8 +80,6 @@ class Engine:
 
 
 def _gpubench_optimizer_under_fsdp(sc: Scenario) -> bool:
-    from .scenario import OPTIMIZERS  # (loaded: scenario.py reads this registry at its import)
-
     return OPTIMIZERS[sc.optimizer] is None and sc.strategy == "fsdp"
 
 

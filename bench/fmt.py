@@ -11,15 +11,12 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .metrics import BY_NAME, METRICS
+
 MINUS = "−"  # the report's typographic minus
 # a figure's name in a terminal table, where width is short (CSV, JSON and markdown keep the column name)
-METRIC_LABELS = {
-    "samples_per_s": "samples/s",
-    "step_time_median_ms": "step ms",
-    "peak_mem_mb": "peak MB",
-    "final_loss": "loss",
-}
-METRIC_DECIMALS = {"samples_per_s": 2, "step_time_median_ms": 2, "peak_mem_mb": 0}
+METRIC_LABELS = {m.name: m.label for m in METRICS}
+METRIC_DECIMALS = {m.name: m.decimals for m in METRICS if m.decimals is not None}  # the others: 4 digits
 
 
 def missing(value: Any) -> bool:
@@ -47,7 +44,7 @@ def pct(value: Any, *, sign: bool = True, typographic: bool = False, dash: str =
 
 def metric_num(value: Any, metric: str) -> str:
     """A figure as its metric is shown: peak MB whole, a loss near 0 still readable (4.858e-06)."""
-    if metric == "final_loss":
+    if metric in BY_NAME and BY_NAME[metric].decimals is None:
         return spec(value, ".4g")
     return num(value, METRIC_DECIMALS.get(metric, 2))
 

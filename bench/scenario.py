@@ -10,21 +10,10 @@ from . import engines
 from .checks import MAX_SECONDS, bounded
 from .errors import BadInput, did_you_mean
 from .families import TASKS, refusal
+from .optimizer_names import OPTIMIZERS  # our name -> the Trainer's `optim`; None: gpubench builds it
 
 ENGINES = tuple(engines.ENGINES)  # the registry's names (bench/engines.py)
 PRECISIONS = ("fp32", "fp16", "bf16")
-# our name -> the HF Trainer's `optim` string; None: gpubench builds the optimizer itself and hands
-# it to the Trainer through `optimizers=` (bench/worker/optimizers.py make_optimizer)
-OPTIMIZERS: dict[str, str | None] = {
-    "adamw": "adamw_torch",  # torch's default implementation (foreach on CUDA)
-    "adamw_fused": "adamw_torch_fused",
-    "adamw_foreach": None,  # torch.optim.AdamW(foreach=True), said explicitly
-    "adafactor": "adafactor",
-    "adamw_8bit": "adamw_bnb_8bit",
-    "paged_adamw_8bit": "paged_adamw_8bit",  # bitsandbytes' paged 8-bit AdamW (states in unified memory)
-    "adam8bit_manual": None,  # the guide's manual recipe: bnb.optim.Adam8bit with its decay groups
-    "sgd": "sgd",
-}
 BNB_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit", "adam8bit_manual")
 # Decoder LLM techniques (docs/llm.md)
 PEFTS = ("none", "lora")

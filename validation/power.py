@@ -47,9 +47,9 @@ import numpy as np
 
 from bench.compare.core import MEMORY_METRIC, SPEED_METRIC, Thresholds
 from bench.compare.gate import Sample, judge, pooled_spread
-from bench.compare.settings import setting_differences
 from bench.fmt import md_table
 from bench.results import load_run
+from bench.results.identity import setting_differences
 
 RESULTS = Path("results/h200-bert-large")
 CLASSES = ("compute-bound", "launch-bound")

@@ -9,7 +9,16 @@ import typer
 
 from ..checks import MAX_THRESHOLD_PCT
 from ..termtable import stdout_console
-from .options import FormatOpt, MemoryThresholdOpt, OutputFileOpt, OutputFormat, ThresholdOpt, path_value
+from .options import (
+    MEMORY_PCT,
+    SPEED_PCT,
+    FormatOpt,
+    MemoryThresholdOpt,
+    OutputFileOpt,
+    OutputFormat,
+    ThresholdOpt,
+    path_value,
+)
 from .output import emit, say
 
 if TYPE_CHECKING:
@@ -31,8 +40,8 @@ def compare_command(
             parser=path_value, show_default=False, help="The new run: a result directory or its results.csv."
         ),
     ] = None,
-    threshold: ThresholdOpt = 5.0,
-    memory_threshold: MemoryThresholdOpt = 2.0,
+    threshold: ThresholdOpt = SPEED_PCT,
+    memory_threshold: MemoryThresholdOpt = MEMORY_PCT,
     allow_missing: Annotated[
         bool,
         typer.Option("--allow-missing", help="A scenario missing from the new run does not fail."),

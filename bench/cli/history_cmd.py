@@ -15,8 +15,11 @@ from rich.console import Console
 
 from ..checks import MAX_COUNT
 from ..errors import BadInput
+from ..metrics import SAMPLES_PER_S, metrics_in, names
 from ..termtable import stdout_console
 from .options import (
+    MEMORY_PCT,
+    SPEED_PCT,
     DbOpt,
     FormatOpt,
     MemoryThresholdOpt,
@@ -33,18 +36,13 @@ if TYPE_CHECKING:
     from ..history.judge import Params
 
 
-class Metric(StrEnum):
-    samples_per_s = "samples_per_s"
-    step_time_median_ms = "step_time_median_ms"
-    peak_mem_mb = "peak_mem_mb"
-    final_loss = "final_loss"
-
-
-class AcceptMetric(StrEnum):
-    samples_per_s = "samples_per_s"
-    step_time_median_ms = "step_time_median_ms"
-    peak_mem_mb = "peak_mem_mb"
-    status = "status"
+# the choices of --metric, from bench.metrics: what the history stores (show), what it judges (accept);
+# mypy cannot see members made from data, hence the ignores
+Metric = StrEnum("Metric", [(n, n) for n in names(metrics_in("history"))])  # type: ignore[misc]
+AcceptMetric = StrEnum(  # type: ignore[misc]
+    "AcceptMetric", [(n, n) for n in (*names(metrics_in("history", thresholded=True)), "status")]
+)
+SHOWN_BY_DEFAULT = Metric(SAMPLES_PER_S.name)
 
 
 WindowOpt = Annotated[
@@ -131,15 +129,15 @@ def list_command(
 
 def show_command(
     scenario: Annotated[str, typer.Option("--scenario", "-s", help="The scenario to show.")],
-    metric: Annotated[Metric, typer.Option("--metric", help="The figure to show.")] = Metric.samples_per_s,
+    metric: Annotated[Metric, typer.Option("--metric", help="The figure to show.")] = SHOWN_BY_DEFAULT,
     db: DbOpt = None,
     gpu: Annotated[str | None, typer.Option("--gpu", help="Only runs on this GPU model (e.g. 'NVIDIA H200').")] = None,
     last: Annotated[
         int, typer.Option("--last", min=0, max=MAX_COUNT, help="Show the newest N runs of each series; 0: all.")
     ] = 30,
     window: WindowOpt = 7,
-    threshold: ThresholdOpt = 5.0,
-    memory_threshold: MemoryThresholdOpt = 2.0,
+    threshold: ThresholdOpt = SPEED_PCT,
+    memory_threshold: MemoryThresholdOpt = MEMORY_PCT,
     drift_nights: DriftOpt = 10,
     noise_factor: NoiseOpt = 3.0,
     fmt: FormatOpt = OutputFormat.table,
@@ -187,8 +185,8 @@ def check_command(
         ),
     ] = 2,
     window: WindowOpt = 7,
-    threshold: ThresholdOpt = 5.0,
-    memory_threshold: MemoryThresholdOpt = 2.0,
+    threshold: ThresholdOpt = SPEED_PCT,
+    memory_threshold: MemoryThresholdOpt = MEMORY_PCT,
     drift_nights: DriftOpt = 10,
     noise_factor: NoiseOpt = 3.0,
     fmt: FormatOpt = OutputFormat.table,

@@ -11,6 +11,7 @@ import typer
 from ..engines import ENGINES
 from ..errors import BadInput
 from ..history import DB_ENV, DEFAULT_DB
+from ..metrics import default_threshold_pct, in_group, names
 
 
 class OutputFormat(StrEnum):
@@ -61,9 +62,10 @@ def existing_path(text: str | Path) -> Path:
 OutputFileOpt = Annotated[
     Path | None, typer.Option("--output", "-o", parser=path_value, help="Write to this file instead of stdout.")
 ]
+SPEED_PCT, MEMORY_PCT = default_threshold_pct("speed"), default_threshold_pct("memory")  # bench.metrics
 ThresholdOpt = Annotated[
     float,
-    typer.Option("--threshold", min=0.0, help="Speed threshold in % (samples_per_s, step_time_median_ms)."),
+    typer.Option("--threshold", min=0.0, help=f"Speed threshold in % ({', '.join(names(in_group('speed')))})."),
 ]
 MemoryThresholdOpt = Annotated[float, typer.Option("--memory-threshold", min=0.0, help="Peak memory threshold in %.")]
 DbOpt = Annotated[

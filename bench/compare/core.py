@@ -1,9 +1,10 @@
 """Compare two result sets (base -> new) scenario by scenario: the nightly gate.
 
 Each scenario gets one verdict per quantity: its failure status (a scenario not ok on both sides
-gets that row alone), its speed (samples_per_s judged, the median step time shown beside it), its
-peak memory, and whether its loss stayed finite. Speed and memory are judged by bench.compare.gate
-over all scenarios at once, with the error controlled across the comparison.
+gets that row alone), then one per metric judged in compare (bench.metrics): its speed
+(samples_per_s judged, the median step time shown beside it), its peak memory, and whether its
+loss stayed finite. Those with a threshold (speed and memory) are judged by bench.compare.gate over
+all scenarios at once, with the error controlled across the comparison.
 
 `compare` is pure: frames and env dicts in, a CompareResult out. Reading files is
 bench.results.load_run; turning the result into text is bench.compare.render.
@@ -22,18 +23,29 @@ import pandas as pd
 from ..checks import MAX_THRESHOLD_PCT, bounded, is_finite
 from ..errors import BadInput, ExitCode, IncomparableRuns
 from ..measure import cpuspeed
-from ..results import CPU_NOTE, FAILED_STATUSES, cpu_run, window_cpu_loop_ms, worst_failure
+from ..metrics import (
+    BY_NAME,
+    FINAL_LOSS,
+    PEAK_MEM,
+    SAMPLES_PER_S,
+    STEP_TIME_MEDIAN,
+    default_threshold_pct,
+    in_group,
+    metrics_in,
+    names,
+)
+from ..results import CPU_NOTE, FAILED_STATUSES, cpu_run, scenario_status, window_cpu_loop_ms
+from ..results.identity import SettingDifference, setting_differences
 from ..stats import MIN_REPEATS
 from .env import EnvDifference, check_envs
 from .gate import Judgement, Rule, Sample, judge, percent_change
-from .settings import SettingDifference, refusal, setting_differences
+from .settings import refusal
 
-# metric -> +1 when higher is better, -1 when lower is better (bench.history judges all three)
-DIRECTIONS = {"samples_per_s": +1, "step_time_median_ms": -1, "peak_mem_mb": -1}
-SPEED_METRIC, STEP_METRIC, MEMORY_METRIC = "samples_per_s", "step_time_median_ms", "peak_mem_mb"
-JUDGED = (SPEED_METRIC, MEMORY_METRIC)  # step time is shown beside samples/s, not judged apart
-LOSS_METRIC = "final_loss"  # compared on finiteness only
-METRICS = (*JUDGED, LOSS_METRIC)
+# bench.metrics says which metrics compare judges; the rules here name the ones treated apart
+SPEED_METRIC, STEP_METRIC, MEMORY_METRIC = SAMPLES_PER_S.name, STEP_TIME_MEDIAN.name, PEAK_MEM.name
+JUDGED = names(metrics_in("compare", thresholded=True))  # by the gate; step time is shown beside samples/s
+LOSS_METRIC = FINAL_LOSS.name  # compared on finiteness only
+METRICS = names(metrics_in("compare"))
 # fmt: off
 VERDICTS = ("regression", "new failure", "missing", "noisy", "improvement", "fixed", "new",
             "unchanged")
@@ -58,7 +70,7 @@ _ROW_DEFAULTS = {
     "note": "",
 }
 STATUS_METRIC = "status"  # the metric of a row that judges the whole scenario
-SPEED_METRICS = (SPEED_METRIC, STEP_METRIC)
+SPEED_METRICS = names(in_group("speed"))  # judged with the speed threshold; a CPU note may explain them
 THRESHOLD_ONLY = "threshold only"  # the note of a row judged without the test (too little spread)
 
 
@@ -66,8 +78,8 @@ THRESHOLD_ONLY = "threshold only"  # the note of a row judged without the test (
 class Thresholds:
     """The floors (in %) a median must move beyond to count, and the family-wise level of the test."""
 
-    speed_pct: float = 5.0  # samples_per_s (and, in bench.history, step_time_median_ms)
-    memory_pct: float = 2.0  # peak_mem_mb
+    speed_pct: float = default_threshold_pct("speed")  # samples_per_s (and, in bench.history, step_time_median_ms)
+    memory_pct: float = default_threshold_pct("memory")  # peak_mem_mb
     alpha: float = 0.05
 
     def __post_init__(self) -> None:
@@ -78,22 +90,31 @@ class Thresholds:
             raise BadInput(f"alpha = {self.alpha!r} must lie between 0 and 1")
 
     def for_metric(self, metric: str) -> float:
-        return self.memory_pct if metric == MEMORY_METRIC else self.speed_pct
+        """The threshold of the metric's group (bench.metrics); a metric without one (final_loss)
+        gets the speed threshold."""
+        found = BY_NAME.get(metric)
+        return self.memory_pct if found is not None and found.threshold == "memory" else self.speed_pct
 
     def rule(self, metric: str) -> Rule:
         """How compare judges this quantity: alpha is shared by the quantities judged (JUDGED)."""
-        return Rule(self.for_metric(metric), DIRECTIONS[metric], self.alpha, quantities=len(JUDGED))
+        return Rule(self.for_metric(metric), BY_NAME[metric].sign, self.alpha, quantities=len(JUDGED))
 
 
 def method_text(alpha: float) -> str:
     return (
-        "per scenario, samples_per_s (step time shown beside it) and peak_mem_mb: the median change must pass "
+        f"per scenario, {_judged_text()}: the median change must pass "
         f"the threshold and a one-sided t-test on the log figures (the spread pooled over both sides' repeats), "
         f"Holm-adjusted over the scenarios and Bonferroni over the {len(JUDGED)} quantities, must reach "
         f"alpha={alpha:g} for the whole comparison; the test needs "
         f"{MIN_REPEATS} ok repeats a side; "
         "the threshold alone decides otherwise"
     )
+
+
+def _judged_text() -> str:
+    """'samples_per_s (step time shown beside it) and peak_mem_mb'."""
+    shown = [f"{m} (step time shown beside it)" if m == SPEED_METRIC else m for m in JUDGED]
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
 
 
 @dataclass(frozen=True)
@@ -187,14 +208,6 @@ def _fails(verdict: str, allow_missing: bool) -> bool:
 
 
 # -- scenarios -----------------------------------------------------------------------------------
-def side_status(group: pd.DataFrame | None) -> str:
-    """absent; the worst failed status when any repeat failed; ok when any ran; else skipped."""
-    if group is None:
-        return "absent"
-    statuses = set(group["status"])
-    return worst_failure(statuses) or ("ok" if "ok" in statuses else "skipped")
-
-
 def _rows(base_frame: pd.DataFrame, new_frame: pd.DataFrame, thresholds: Thresholds) -> list[dict[str, Any]]:
     """Every scenario's rows in order: a status row, or its speed, memory and loss rows, the speed
     and memory rows of all scenarios judged together (one family per quantity)."""
@@ -204,7 +217,7 @@ def _rows(base_frame: pd.DataFrame, new_frame: pd.DataFrame, thresholds: Thresho
     pending: dict[str, list[tuple[dict[str, Any], Sample, str | None]]] = {m: [] for m in JUDGED}
     for name in [*base_groups, *[n for n in new_groups if n not in base_groups]]:
         base, new = base_groups.get(name), new_groups.get(name)
-        b, n = side_status(base), side_status(new)
+        b, n = scenario_status(base), scenario_status(new)
         if base is None or new is None or not b == n == "ok":
             verdict, note = _status_verdict(b, n)
             counts = {"base_n": _ok_count(base), "new_n": _ok_count(new)}

@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import IncomparableRuns
 from ..measure import cpuspeed
 from ..results import ENV_JSON, RESULTS_CSV
+from ..results.identity import gpu_model
 
 # shown when they differ, never failing; packages.* are added from both files
 SOFTWARE_KEYS = ("gpubench", "gpu.driver", "cuda_runtime", "python", "cpu", "matrix")
@@ -79,19 +80,6 @@ def host_speed_note(base_speed: Any, new_speed: Any, labels: tuple[str, str] = (
         f"{new_ms:.1f} vs {base_ms:.1f} ms a pass ({change:+.0f}%, env.json cpu_speed), another machine or a "
         "busier one; launch-bound (small-batch) rows follow the CPU, so their changes may be the host's"
     )
-
-
-def gpu_model(env: dict[str, Any] | None) -> str | None:
-    """The GPU name, "CPU" for a run without a GPU, None when unknown."""
-    if env is None:
-        return None
-    gpu = env.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("name"):
-        return str(gpu["name"])
-    device = env.get("device")
-    if ("gpu" in env and gpu is None) or (isinstance(device, str) and device.startswith("cpu")):
-        return "CPU"
-    return None
 
 
 def env_differences(base: dict[str, Any] | None, new: dict[str, Any] | None) -> tuple[EnvDifference, ...]:

@@ -2,8 +2,9 @@
 
 The run's identity (run_key) is the sha256 of env.json's created_at, its host and the sha256 of
 results.csv, so importing the same directory twice stores it once. A result's series key is the
-sha256 of its scenario name, settings, GPU model and model; the software versions under test
-are not part of it, so an upgrade shows as a step in the same series.
+sha256 of its scenario name, settings, GPU model and model (bench.results.identity, which
+`compare` shares); the software versions under test are not part of it, so an upgrade shows as
+a step in the same series.
 """
 
 from __future__ import annotations
@@ -19,28 +20,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..compare.core import side_status
-from ..compare.env import gpu_model
 from ..errors import BadInput
-from ..results import FAILED_STATUSES, RESULTS_CSV, SETTING_COLUMNS, load_run
+from ..results import FAILED_STATUSES, RESULTS_CSV, SETTING_COLUMNS, load_run, scenario_status
+from ..results.identity import gpu_model, plain, series_key, series_settings
 from .schema import FIGURES, REPEAT_EXTRAS
 
-# settings that do not change what is measured stay out of the series key
-NOT_IN_KEY = ("description", "timeout_s", "device", "model", "model_resolved")
-KEY_SETTINGS = tuple(c for c in SETTING_COLUMNS if c not in NOT_IN_KEY)
-# Settings added after results were first recorded, with their defaults: one enters a series key
-# only when set to something else, so a series recorded before the setting existed keeps its key.
-LATE_SETTINGS: dict[str, Any] = {
-    "compile_scope": "model",
-    "gpus": 1,
-    "strategy": "none",
-    "zero_stage": 0,
-    "fsdp_sharding": "full",
-    "offload": "none",
-    "nnodes": 1,
-    "node_rank": 0,
-    "window": "epoch",
-}
 PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes")  # each has its own column
 
 
@@ -116,21 +100,6 @@ def run_status(statuses: list[str]) -> str:
     return "failed" if any(s in FAILED_STATUSES for s in statuses) else "ok"
 
 
-def series_settings(scenario: str, row: dict[str, Any], gpu: str) -> dict[str, Any]:
-    """What a series key is made of: the scenario, its settings, the GPU model and the model."""
-    settings = {key: plain(row.get(key)) for key in KEY_SETTINGS}
-    for key, default in LATE_SETTINGS.items():
-        if settings.get(key) in (None, default):
-            settings.pop(key, None)
-    model = plain(row.get("model_resolved")) or plain(row.get("model"))
-    return {"scenario": scenario, "gpu_model": gpu, "model": model, **settings}
-
-
-def series_key(settings: dict[str, Any]) -> str:
-    text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def _result(name: str, group: pd.DataFrame, gpu: str) -> ResultRecord:
     rows = [{k: plain(v) for k, v in row.items()} for row in group.to_dict("records")]
     settings = series_settings(name, rows[0], gpu)
@@ -141,7 +110,7 @@ def _result(name: str, group: pd.DataFrame, gpu: str) -> ResultRecord:
         "series_json": json.dumps(settings, sort_keys=True),
         "settings_json": json.dumps({k: rows[0].get(k) for k in SETTING_COLUMNS}, sort_keys=True, default=str),
         "model": settings["model"],
-        "status": side_status(group),
+        "status": scenario_status(group),
         "repeats": len(rows),
         "ok_repeats": len(ok),
     }
@@ -182,21 +151,6 @@ def _gpu_count(env: dict[str, Any], gpu: str) -> int:
     if isinstance(env.get("gpus"), list):
         return len(env["gpus"])
     return 0 if gpu in ("CPU", "unknown") else 1
-
-
-def plain(value: Any) -> Any:
-    """A value from a CSV cell as plain JSON data: no NaN, no numpy types, 4.0 -> 4."""
-    if value is None:
-        return None
-    if hasattr(value, "item") and not isinstance(value, str):  # numpy scalars
-        value = value.item()
-    if isinstance(value, float):
-        if math.isnan(value):
-            return None
-        return int(value) if value.is_integer() and abs(value) < 2**53 else value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    return value
 
 
 def _number(value: Any) -> float | None:

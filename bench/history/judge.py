@@ -33,14 +33,15 @@ from typing import Any
 import pandas as pd
 
 from ..checks import bounded
-from ..compare.core import DIRECTIONS, MIN_REPEATS, SPEED_METRICS, Thresholds, percent_change
+from ..compare.core import MIN_REPEATS, SPEED_METRICS, Thresholds, percent_change
 from ..errors import ExitCode, IncomparableRuns
 from ..measure import cpuspeed
+from ..metrics import BY_NAME, metrics_in, names
 from ..results import FAILED_STATUSES
 from ..stats import mann_whitney_p
 from .trend import drift, widened_threshold
 
-METRICS = tuple(DIRECTIONS)  # samples_per_s, step_time_median_ms, peak_mem_mb
+METRICS = names(metrics_in("history", thresholded=True))  # judged (bench.metrics); the others are shown
 MAX_WINDOW = 1000  # --window, --consecutive, --drift-nights: runs
 MAX_NOISE_FACTOR = 100.0
 NOISE_NIGHTS = 30  # the newest nights of a series that estimate its night-to-night noise
@@ -334,7 +335,7 @@ def _metric_mark(series: Series, i: int, metric: str, params: Params, before: Se
     found: dict[str, Any] = {"value": value, "baseline": baseline, "change_pct": change, "baseline_n": len(earlier)}
     if accepted:
         return Mark(point.run_id, metric, ACCEPTED, note=f"accepted: {accepted.note}", **found)
-    if metric not in DIRECTIONS:  # shown, not judged (final_loss: a non-finite one is "diverged")
+    if metric not in METRICS:  # shown, not judged (final_loss: a non-finite one is "diverged")
         return Mark(point.run_id, metric, WITHIN, **found)
     measured = [float(v) for v in (p.values.get(metric) for p in series.points[:i]) if v is not None]
     limit, widened = _threshold(measured[-NOISE_NIGHTS:], metric, params)
@@ -348,7 +349,7 @@ def _metric_mark(series: Series, i: int, metric: str, params: Params, before: Se
         mattered = abs(change) > params.thresholds.for_metric(metric)  # within only by the widening
         return Mark(point.run_id, metric, WITHIN, note=widened if mattered and widened else "", **found)
     cpu = _cpu_note(point, earlier) if metric in SPEED_METRICS else None
-    if change * DIRECTIONS[metric] > 0:
+    if change * BY_NAME[metric].sign > 0:
         return Mark(point.run_id, metric, IMPROVED, note=_join(widened, cpu), **found)
     own = point.repeats.get(metric, ())
     if len(own) < MIN_REPEATS or len(nights) < MIN_REPEATS:
@@ -394,7 +395,7 @@ def _drift(
     nights = [float(v) for v in values if v is not None][-params.drift_nights :]
     if len(nights) < params.drift_nights:
         return None
-    found = drift(nights, baseline, limit, -DIRECTIONS[metric], params.thresholds.alpha)
+    found = drift(nights, baseline, limit, -BY_NAME[metric].sign, params.thresholds.alpha)
     if found is None:
         return None
     note = (

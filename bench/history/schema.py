@@ -21,10 +21,13 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from ..metrics import metrics_in, names
+
 SCHEMA_VERSION = 1
 APP = "gpubench"
-# the figures kept per repeat and judged per result (median over ok repeats, spread in %)
-FIGURES = ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss")
+# the figures kept per repeat and judged per result (median over ok repeats, spread in %): the
+# metrics judged in the history (bench.metrics); a new one is a new column, so a migration
+FIGURES = names(metrics_in("history"))
 REPEAT_EXTRAS = ("tokens_per_s", "mfu")
 
 metadata = MetaData()

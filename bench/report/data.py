@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..errors import BadInput, did_you_mean
 from ..fmt import fmt_num, fmt_pct, missing
+from ..metrics import BY_NAME, metrics_in
 from ..results import Run, caveats, load_run, summarize, window_cpu_loop_ms
 from ..stats import MIN_REPEATS, separation
 from .scaling import ScalingLine, scaling_lines
@@ -29,12 +30,14 @@ MEMORY_SERIES = (
     ("torch_max_reserved_mb", "torch max reserved"),
     ("torch_max_allocated_mb", "torch max allocated"),
 )
+# metric -> (+1 higher is better / -1 lower, the finding's name, the comparative, the unit): the
+# metrics judged in the report (bench.metrics)
+WINNERS = {m.name: (m.sign, m.best, m.better, m.unit) for m in metrics_in("report")}
 EXTRA_COLUMNS = [
     "description",
     "samples_per_s_min",
     "samples_per_s_max",
-    "samples_per_s_repeats",  # the ok repeats' values, for bench.stats.separation
-    "peak_mem_mb_repeats",
+    *(f"{metric}_repeats" for metric in WINNERS),  # the ok repeats' values, for bench.stats.separation
     "torch_max_reserved_mb",
     "nvml_process_peak_mb",
     "rss_peak_mb",
@@ -251,9 +254,9 @@ def _extend(summary: pd.DataFrame, frame: pd.DataFrame, baseline: str | None) ->
         sps = pd.to_numeric(ok["samples_per_s"], errors="coerce").dropna()
         extra["samples_per_s_min"].append(float(sps.min()) if len(sps) else math.nan)
         extra["samples_per_s_max"].append(float(sps.max()) if len(sps) else math.nan)
-        extra["samples_per_s_repeats"].append(tuple(float(v) for v in sps))
-        mem = pd.to_numeric(ok["peak_mem_mb"], errors="coerce").dropna()
-        extra["peak_mem_mb_repeats"].append(tuple(float(v) for v in mem))
+        for metric in WINNERS:
+            values = pd.to_numeric(ok.get(metric, pd.Series(dtype=float)), errors="coerce").dropna()
+            extra[f"{metric}_repeats"].append(tuple(float(v) for v in values))
         for column in ("torch_max_reserved_mb", "nvml_process_peak_mb", "rss_peak_mb"):
             values = pd.to_numeric(ok.get(column, pd.Series(dtype=float)), errors="coerce")
             extra[column].append(float(values.median()) if values.notna().any() else math.nan)
@@ -295,13 +298,6 @@ def _problems(frame: pd.DataFrame, summary: pd.DataFrame) -> tuple[Problem, ...]
     return tuple(out)
 
 
-# metric -> (+1 higher is better / -1 lower, the finding's name, the comparative, the unit)
-WINNERS = {
-    "samples_per_s": (+1, "Fastest", "faster", "samples/s"),
-    "peak_mem_mb": (-1, "Lowest peak memory", "leaner", "MB"),
-}
-
-
 def findings(report: Report) -> list[str]:
     """A few plain-text sentences: the fastest, the leanest, the front, the trade-offs. A scenario
     is named better than another only beyond the noise of the repeats (bench.stats.separation)."""
@@ -309,10 +305,10 @@ def findings(report: Report) -> list[str]:
     out: list[str] = []
     if ok.empty:
         return ["No scenario produced a measurement."]
-    out += _best(ok, "samples_per_s")
-    mem = ok[ok["peak_mem_mb"].notna()]
-    if not mem.empty:
-        out += _best(mem, "peak_mem_mb")
+    for metric in WINNERS:
+        measured = ok[ok[metric].notna()]
+        if not measured.empty:
+            out += _best(measured, metric)
     front = list(ok[ok["pareto"]]["scenario"])
     if front:
         out.append(
@@ -370,7 +366,7 @@ def _best(rows: pd.DataFrame, metric: str) -> list[str]:
 
 
 def _figure(row: pd.Series, metric: str) -> str:
-    return f"{fmt_num(row[metric], 2 if metric == 'samples_per_s' else 0)} {WINNERS[metric][3]}"
+    return f"{fmt_num(row[metric], BY_NAME[metric].decimals or 0)} {WINNERS[metric][3]}"
 
 
 def _figures(row: pd.Series, metric: str) -> str:

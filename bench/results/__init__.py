@@ -1,6 +1,7 @@
 """Results: the row schema (columns.py), the one reader and writer of a result directory
 (resultdir.py) and the checks its reader applies to every row (rowcheck.py), per-scenario
-summaries (summary.py) and what the figures are worth (caveats.py). Import these names from here."""
+summaries (summary.py) and what the figures are worth (caveats.py). Import these names from here;
+what makes two rows the same scenario is identity.py's (imported from there: compare and history)."""
 
 from .caveats import CPU_NOTE, caveats, cpu_run
 from .columns import (
@@ -35,6 +36,7 @@ from .summary import (
     CPU_LOOP_COLUMNS,
     NOISE_COLUMNS,
     row_cpu_loop_ms,
+    scenario_status,
     summarize,
     window_cpu_loop_ms,
     worst_failure,
@@ -68,6 +70,7 @@ __all__ = [
     "read_plan",
     "read_results",
     "row_cpu_loop_ms",
+    "scenario_status",
     "summarize",
     "to_frame",
     "window_cpu_loop_ms",

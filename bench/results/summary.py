@@ -8,10 +8,11 @@ from typing import Any
 
 import pandas as pd
 
+from ..metrics import metrics_in, names
 from ..stats import separation
 from .columns import FAILURE_SEVERITY
 
-JUDGED_METRICS = ("samples_per_s", "peak_mem_mb")  # each gets a change vs the baseline and its noise
+JUDGED_METRICS = names(metrics_in("summary"))  # each gets a change vs the baseline and its noise
 NOISE_COLUMNS = tuple(f"{m}_vs_baseline_noise" for m in JUDGED_METRICS)
 
 
@@ -27,32 +28,33 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
     for name, group in frame.groupby("scenario", sort=False):
         ok = group[group["status"] == "ok"]
         for metric in JUDGED_METRICS:
-            repeats[metric][str(name)] = pd.to_numeric(ok[metric], errors="coerce").dropna().tolist()
+            values = ok[metric] if metric in ok else pd.Series(dtype=float)  # a results.csv from before it
+            repeats[metric][str(name)] = pd.to_numeric(values, errors="coerce").dropna().tolist()
         statuses = list(group["status"])
         status = "ok" if statuses and all(s == "ok" for s in statuses) else _worst(statuses)
         sps = ok["samples_per_s"].astype(float)
         median = float(sps.median()) if len(ok) else math.nan
         cv = float(sps.std(ddof=1) / sps.mean() * 100) if len(ok) >= 2 and sps.mean() else math.nan
         errors = [str(e) for e in group["error"] if isinstance(e, str) and e]
-        out.append(
-            {
-                "scenario": name,
-                "status": status,
-                "repeats": len(group),
-                "ok": len(ok),
-                "samples_per_s": median,
-                "samples_per_s_cv_pct": cv,
-                "peak_mem_mb": float(ok["peak_mem_mb"].median()) if len(ok) else math.nan,
-                "peak_mem_source": ok["peak_mem_source"].iloc[0] if len(ok) else "",
-                "torch_max_allocated_mb": _median(ok, "torch_max_allocated_mb"),
-                "final_loss": _median(ok, "final_loss"),
-                "mfu": _median(ok, "mfu"),
-                "world_size": _median(ok, "world_size"),
-                "scaling_efficiency": _median(ok, "scaling_efficiency"),
-                "trainer_samples_per_s": _median(ok, "trainer_samples_per_s"),
-                "error": errors[0] if errors else "",
-            }
-        )
+        row: dict[str, Any] = {
+            "scenario": name,
+            "status": status,
+            "repeats": len(group),
+            "ok": len(ok),
+            "samples_per_s": median,
+            "samples_per_s_cv_pct": cv,
+            "peak_mem_mb": float(ok["peak_mem_mb"].median()) if len(ok) else math.nan,
+            "peak_mem_source": ok["peak_mem_source"].iloc[0] if len(ok) else "",
+            "torch_max_allocated_mb": _median(ok, "torch_max_allocated_mb"),
+            "final_loss": _median(ok, "final_loss"),
+            "mfu": _median(ok, "mfu"),
+            "world_size": _median(ok, "world_size"),
+            "scaling_efficiency": _median(ok, "scaling_efficiency"),
+            "trainer_samples_per_s": _median(ok, "trainer_samples_per_s"),
+            "error": errors[0] if errors else "",
+        }
+        row.update({m: _median(ok, m) for m in JUDGED_METRICS if m not in row})  # one with no column above
+        out.append(row)
     summary = pd.DataFrame(out)
     base = summary[summary["scenario"] == baseline]
     for metric in JUDGED_METRICS:
@@ -104,6 +106,15 @@ def _median(frame: pd.DataFrame, column: str) -> float:
 def worst_failure(statuses: list[str] | set[str]) -> str | None:
     """The most severe failed status among `statuses`, or None when none failed."""
     return next((s for s in FAILURE_SEVERITY if s in statuses), None)
+
+
+def scenario_status(group: pd.DataFrame | None) -> str:
+    """One side's status of a scenario in compare and history, over its repeats: absent (no group);
+    the worst failed status when any repeat failed; ok when any ran; else skipped."""
+    if group is None:
+        return "absent"
+    statuses = set(group["status"])
+    return worst_failure(statuses) or ("ok" if "ok" in statuses else "skipped")
 
 
 def _worst(statuses: list[str]) -> str:
