@@ -39,6 +39,8 @@ LATE_SETTINGS: dict[str, Any] = {
     "nnodes": 1,
     "node_rank": 0,
     "window": "epoch",
+    "task": "auto",
+    "experts_implementation": "default",
 }
 GPU_COUNT_KEYS = ("gpus", "world_size", "nnodes")  # a change here is a change of machine
 MEMORY_SOURCE = "peak_mem_source"
