@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -11,7 +12,7 @@ from typing import Any
 from .errors import BadInput, did_you_mean
 from .scenario import SETTING_KEYS, Scenario
 
-TOP_LEVEL_KEYS = ("matrix", "base", "scenarios")
+TOP_LEVEL_KEYS = ("matrix", "model", "base", "scenarios")
 # [matrix] extends = "full": that matrix's [base] and [scenarios], this file's own on top (load_matrix)
 EXTENDS = "extends"
 MATRIX_KEYS = ("description", EXTENDS)
@@ -177,6 +178,8 @@ def expand(
     if not isinstance(description, str):
         raise BadInput(f"{origin}: [matrix]: description = {description!r} must be a string")
     base = _settings(_table(data.get("base", {}), origin, "[base]"), origin, "[base]")
+    if "model" in data:
+        base = {**base, "model": _model_table(data["model"], origin)}
     scenarios_table = _table(data.get("scenarios", {}), origin, "[scenarios]")
     if not scenarios_table:
         raise BadInput(f"{origin}: no scenarios", hint="add at least one [scenarios.NAME] table")
@@ -250,6 +253,18 @@ def diff_from(scenario: Scenario, reference: Scenario) -> dict[str, Any]:
     ignore = {"name", "description"}
     a, b = scenario.settings(), reference.settings()
     return {k: v for k, v in a.items() if k not in ignore and b.get(k) != v}
+
+
+def _model_table(value: Any, origin: str) -> str:
+    """A [model] table (a model_type and its dimensions, as in a config.json): the model of every
+    scenario that names none, as an inline config (random weights, nothing downloaded)."""
+    table = _table(value, origin, "[model]")
+    if not isinstance(table.get("model_type"), str):
+        raise BadInput(f"{origin}: [model] needs a model_type", hint='e.g. model_type = "qwen2" and its dimensions')
+    from .families import for_config
+
+    for_config(table, f"{origin}: [model]")
+    return json.dumps(table, sort_keys=True, separators=(",", ":"))
 
 
 def _table(value: Any, origin: str, where: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ gpubench never downloads: a hub id that is not in the cache is refused, saying h
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ def resolve_model(name: str, device: str) -> str:
         return AUTO_CPU if device == "cpu" else AUTO_GPU
     if name in PRESETS:
         return name
+    if name.startswith("{"):
+        return inline_config(name)
     path = Path(name).expanduser()
     if path.is_dir():
         if not (path / CONFIG_NAME).is_file():
@@ -71,6 +74,18 @@ def preset_config(name: str) -> tuple[str, dict[str, Any]]:
     return cfg.pop("model_type"), cfg
 
 
+def inline_config(text: str) -> str:
+    """A model config given inline as JSON (a matrix's [model] table): the same text for the same
+    table, whatever its key order, so two runs of one matrix name one model."""
+    try:
+        cfg = json.loads(text)
+    except ValueError as exc:
+        raise BadInput(f"model config given inline is not valid JSON: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise BadInput("a model config given inline must be a JSON object (a [model] table)")
+    return json.dumps(cfg, sort_keys=True, separators=(",", ":"))
+
+
 def is_preset(name: str) -> bool:
     return name in PRESETS
 
@@ -78,14 +93,19 @@ def is_preset(name: str) -> bool:
 def has_weights(model: str) -> bool:
     """A checkpoint directory with safetensors weights (else the model is built from its config)."""
     path = Path(model)
-    return path.is_dir() and any(p.suffix in WEIGHT_SUFFIXES for p in path.iterdir())
+    return not model.startswith("{") and path.is_dir() and any(p.suffix in WEIGHT_SUFFIXES for p in path.iterdir())
 
 
 def check_model(model: str) -> None:
     """Plan-time checks of a resolved model: its config reads and names an architecture something
     builds; a directory's weights are safetensors (never pickle)."""
     path = Path(model)
-    if path.is_dir() and not has_weights(model) and any(p.suffix in PICKLE_SUFFIXES for p in path.iterdir()):
+    if (
+        not model.startswith("{")
+        and path.is_dir()
+        and not has_weights(model)
+        and any(p.suffix in PICKLE_SUFFIXES for p in path.iterdir())
+    ):
         raise BadInput(
             f"model directory {path} has weights only as pickle files (.bin/.pt), which gpubench never loads",
             hint="save it with save_pretrained(..., safe_serialization=True), or remove them to train random weights",

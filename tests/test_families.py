@@ -231,3 +231,39 @@ def test_the_generic_count_agrees_with_the_flop_counter(tmp_path: Path, cfg: dic
     counted = counted_flops_per_sample(lambda: build_on_meta(model, **extra), inputs)
     expected = dense_flops_full_attention(build_on_meta(model, **extra), 32)
     assert abs(counted - expected) / expected < 0.05
+
+
+def test_a_model_table_in_the_matrix_trains_with_random_weights(tmp_path: Path) -> None:
+    """[model] (a model_type and its dimensions) is every scenario's model unless one names its own;
+    an unknown model_type in it is refused naming the table."""
+    from bench import matrix as matrix_mod
+
+    table = "\n".join(
+        [
+            "[model]",
+            'model_type = "qwen2"',
+            "hidden_size = 64",
+            "num_hidden_layers = 2",
+            "num_attention_heads = 4",
+            "num_key_value_heads = 2",
+            "intermediate_size = 128",
+            "vocab_size = 512",
+            "",
+        ]
+    )
+    path = tmp_path / "m.toml"
+    write_matrix(
+        path, {"baseline": {}, "other": {"model": "tiny"}}, base={"samples": 8, "seq_len": 16, "warmup_steps": 1}
+    )
+    path.write_text(table + path.read_text())
+    m = matrix_mod.load_matrix(str(path))
+    inline, other = m.scenarios
+    assert families.family_of(resolve_model(inline.model, "cpu")).name == "decoder" and other.model == "tiny"
+    out = tmp_path / "out"
+    done = gpubench("run", "--no-report", "--matrix", path, "--only", "baseline", "--out", out, timeout=300)
+    assert done.returncode == 0, done.stderr
+    row = read_results(out).iloc[0]
+    assert row["status"] == "ok" and row["flops_source"].startswith("generic")
+    path.write_text(path.read_text().replace('"qwen2"', '"qwen9"'))
+    with pytest.raises(BadInput, match=r"\[model\]: model_type 'qwen9'"):
+        matrix_mod.load_matrix(str(path))

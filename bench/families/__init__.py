@@ -66,6 +66,11 @@ def read_config(model: str) -> dict[str, Any]:
     file holding a config. BadInput naming the file when it cannot be read."""
     if model in PRESETS:
         return dict(PRESETS[model])
+    if model.startswith("{"):  # a matrix's [model] table, inline (bench/matrix.py)
+        cfg = json.loads(model)
+        if not isinstance(cfg, dict):
+            raise BadInput(f"[model]: not a model config (a table): {model[:80]}")
+        return cfg
     path = Path(model)
     file = path / CONFIG_NAME if path.is_dir() else path
     try:
@@ -112,6 +117,8 @@ def tokens_per_sample(cfg: Mapping[str, Any], fam: Family, seq_len: int) -> int:
 
 
 def _origin(model: str) -> str:
+    if model.startswith("{"):
+        return "the matrix's [model] table"
     return f"preset {model}" if model in PRESETS else model
 
 

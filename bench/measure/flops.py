@@ -29,15 +29,12 @@ Peaks are dense (never the 2:4 sparsity figure) for the number format the matmul
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 from typing import Any
 
 from ..errors import GpubenchError
-from ..families import family_of
+from ..families import family_of, read_config
 from ..memory.decoder import DecoderDims, decoder_dims_from_config, is_layer_linear, param_tensors
-from ..models import PRESETS
 from ..scenario import Scenario
 
 # name pattern -> {precision class: dense TFLOP/s}, source. First match wins: specific before general.
@@ -90,13 +87,10 @@ def peak_tflops(gpu_name: str | None, precision: str, tf32: bool, fp8: bool = Fa
 
 
 def _config(model: str) -> dict[str, Any] | None:
-    if model in PRESETS:
-        return PRESETS[model]
     try:
-        cfg = json.loads((Path(model) / "config.json").read_text())
-    except (OSError, ValueError):
+        return read_config(model)
+    except GpubenchError:
         return None
-    return cfg if isinstance(cfg, dict) else None
 
 
 def model_dims(model: str) -> dict[str, Any] | None:

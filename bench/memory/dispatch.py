@@ -10,13 +10,12 @@ explicit "not predicted" (generic.py; docs/extending.md).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
+from ..families import read_config
 from ..models import PRESETS, resolve_model
 from ..scenario import Scenario
 from .bert import BertDims, bert_dims_from_config
@@ -53,22 +52,11 @@ def dims_from_config(cfg: dict[str, Any], origin: str) -> Dims:
 
 
 def load_dims(model: str) -> Dims:
-    """A preset's dimensions, or those in a checkpoint directory's config.json (read, never run)."""
+    """A preset's dimensions, or those of a config (a checkpoint directory's config.json, a config
+    file, a matrix's [model] table; read, never run)."""
     if model in PRESETS:
         return dims_from_config(PRESETS[model], f"preset {model}")
-    path = Path(model) / "config.json"
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BadInput(
-            f"{path}: cannot read the model config: {exc.strerror}",
-            hint=f"give a preset ({', '.join(PRESETS)}) or a checkpoint directory",
-        ) from None
-    except ValueError as exc:
-        raise BadInput(f"{path}: not valid JSON: {exc}") from None
-    if not isinstance(cfg, dict):
-        raise BadInput(f"{path}: not a model config (a JSON object)")
-    return dims_from_config(cfg, str(path))
+    return dims_from_config(read_config(model), model if not model.startswith("{") else "[model]")
 
 
 def predict(sc: Scenario, d: Dims, assumed_gpus: int = 2) -> Prediction:

@@ -83,7 +83,10 @@ def random_checkpoint(model: str, dtype: torch.dtype, seed: int, shared: Path, t
     (llama-1b's build, save and quantized load took 50-53 s on the H200 host). Written under a
     temporary name and renamed, so a worker never reads a partial copy; the global RNG is left as
     it was, so a worker that builds and one that loads go on alike. The run deletes the folder when it ends."""
-    stem = model if "/" not in model else f"{Path(model).name}-{hashlib.sha256(model.encode()).hexdigest()[:12]}"
+    stem = model
+    if "/" in model or model.startswith("{"):  # a path or an inline config: a short, safe name
+        short = "model" if model.startswith("{") else Path(model).name[:40]
+        stem = f"{short}-{hashlib.sha256(model.encode()).hexdigest()[:12]}"
     name = f"{stem}-{str(dtype).removeprefix('torch.')}-seed{seed}"
     target = shared / name
     if not (target / "config.json").is_file():
