@@ -52,8 +52,11 @@ def matmul_weights(model: Any, share: float, adapters: bool = True) -> dict[str,
         leaf = fqn.rsplit(".", 1)[-1]
         if not adapters and any(a in f"{fqn}." for a in ADAPTER_MODULES):
             continue
+        if ".original_module" in f"{fqn}.":  # peft's frozen copy of a head it trains: not run
+            continue
+        head = "classifier" in fqn.split(".")
         if isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D":  # transformers' GPT-2 linear
-            params, scale, kind = [module.weight], 1.0, "head" if leaf == "classifier" else "linear"
+            params, scale, kind = [module.weight], 1.0, "head" if head else "linear"
         elif isinstance(module, torch.nn.Conv1d | torch.nn.Conv2d | torch.nn.Conv3d):
             params, scale, kind = [module.weight], 1.0, "conv"
         elif leaf == "experts" or type(module).__name__.endswith("Experts"):

@@ -194,7 +194,7 @@ def count_flops(sc: Scenario, model_name: str, model: Any) -> dict[str, Any]:
         ids = torch.zeros((1, sc.seq_len), dtype=torch.long, device=meta)
         labels = ids if task == "causal-lm" else torch.zeros(1, dtype=torch.long, device=meta)
         inputs = {"input_ids": ids, "labels": labels}
-        if task == "causal-lm":  # an explicit mask: else transformers looks for packed sequences (.item())
+        if task == "causal-lm" or fam.name != "bert":  # else a decoder looks for packed sequences (.item())
             inputs["attention_mask"] = torch.ones_like(ids)
     return flopcount.figures(model, fam, task, tokens, build_meta, inputs)
 
