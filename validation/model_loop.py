@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from bench import matrix as matrix_mod
-from bench.measure.cpuspeed import window_probe_ms
 from bench.models import resolve_model
 from bench.scenario import Scenario
 from bench.worker.clock import step_time_ms
@@ -30,6 +28,7 @@ from bench.worker.data import image_shape, make_dataset
 from bench.worker.llm import apply_liger, build_decoder
 from bench.worker.model import build_model, task_of
 from bench.worker.precision import set_tf32
+from validation.window import timed_window
 
 
 def parser() -> argparse.ArgumentParser:
@@ -76,7 +75,6 @@ def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> d
     scaler = torch.amp.GradScaler(device.type) if sc.precision == "fp16" else None
     batches = sc.samples // sc.batch_size
     steps = min(batches, sc.warmup_steps + sc.window) if isinstance(sc.window, int) else batches
-    loss = None
 
     def step(i: int) -> Any:
         start = (i % batches) * sc.batch_size
@@ -94,43 +92,18 @@ def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> d
         optimizer.zero_grad(set_to_none=True)
         return out
 
-    marks: list[Any] = []
-
-    def mark() -> None:
-        if cuda:
-            marks.append(torch.cuda.Event(enable_timing=True))
-            marks[-1].record()
-        else:
-            marks.append(time.perf_counter())
-
-    t_start = None
-    cpu_start = None
-    for i in range(steps):
-        if i == sc.warmup_steps:
-            if cuda:
-                torch.cuda.synchronize()
-            cpu_start = window_probe_ms()
-            t_start = time.perf_counter()
-            mark()
-        loss = step(i)
-        if t_start is not None:
-            mark()
-    if cuda:
-        torch.cuda.synchronize()
-    assert t_start is not None, "the scenario leaves no timed steps"
-    window_s = time.perf_counter() - t_start
+    w = timed_window(step, steps, sc.warmup_steps, cuda)
+    loss = w.last
     window_samples = (steps - sc.warmup_steps) * sc.batch_size
-    pairs = zip(marks, marks[1:], strict=False)
-    step_s = [x.elapsed_time(y) / 1000 if cuda else y - x for x, y in pairs]
     return {
         "scenario": sc.name,
         "model": model_name,
-        "samples_per_s": window_samples / window_s,
-        **step_time_ms(step_s),
-        "window_s": window_s,
+        "samples_per_s": window_samples / w.window_s,
+        **step_time_ms(w.step_s),
+        "window_s": w.window_s,
         "window_samples": window_samples,
-        "cpu_loop_start_ms": cpu_start,
-        "cpu_loop_end_ms": window_probe_ms(),
+        "cpu_loop_start_ms": w.cpu_loop_start_ms,
+        "cpu_loop_end_ms": w.cpu_loop_end_ms,
         "final_loss": float(loss.detach()) if loss is not None else None,
         "torch_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
     }

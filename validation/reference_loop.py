@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
 import torch
 from transformers import AutoModelForSequenceClassification, BertConfig
 
-from bench.measure.cpuspeed import window_probe_ms
 from bench.models import PRESETS
 from bench.worker.clock import step_time_ms
+from validation.window import timed_window
 
 
 def parser() -> argparse.ArgumentParser:
@@ -97,40 +96,14 @@ def main() -> None:
     device = loop.device
     cuda = device.type == "cuda"
     steps = loop.batches
-    t_start = None
-    marks: list = []  # at the window's start and each timed step's end: CUDA events, as the engine's clock
-
-    def mark() -> None:
-        if cuda:
-            marks.append(torch.cuda.Event(enable_timing=True))
-            marks[-1].record()
-        else:
-            marks.append(time.perf_counter())
-
-    for step in range(steps):
-        if step == a.warmup_steps:
-            if cuda:
-                torch.cuda.synchronize()
-            cpu_loop_start_ms = window_probe_ms()  # the CPU's speed, as the engine's clock takes it
-            t_start = time.perf_counter()
-            mark()
-        loop.step(step)
-        if t_start is not None:
-            mark()
-    if cuda:
-        torch.cuda.synchronize()
-    assert t_start is not None, "--warmup-steps leaves no timed steps"
-    window_s = time.perf_counter() - t_start
-    cpu_loop_end_ms = window_probe_ms()
+    w = timed_window(loop.step, steps, a.warmup_steps, cuda)
     window_samples = (steps - a.warmup_steps) * a.batch_size
-    pairs = zip(marks, marks[1:], strict=False)
-    step_s = [x.elapsed_time(y) / 1000 if cuda else y - x for x, y in pairs]
     result = {
-        "samples_per_s": window_samples / window_s,
-        **step_time_ms(step_s),
-        "cpu_loop_start_ms": cpu_loop_start_ms,
-        "cpu_loop_end_ms": cpu_loop_end_ms,
-        "window_s": window_s,
+        "samples_per_s": window_samples / w.window_s,
+        **step_time_ms(w.step_s),
+        "cpu_loop_start_ms": w.cpu_loop_start_ms,
+        "cpu_loop_end_ms": w.cpu_loop_end_ms,
+        "window_s": w.window_s,
         "window_samples": window_samples,
         "final_loss": float(loop.loss.detach()) if loop.loss is not None else None,
         "torch_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,

@@ -1,0 +1,39 @@
+"""`python -m validation.model_fidelity` and `validation.model_loop` end to end on the CPU: a
+gpubench run of a tiny decoder and ViT, then the hand-written loop beside each row, then the table
+(figures from a CPU mean nothing; the GPU figures are in results/h200-models/)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from harness import REPO, gpubench, write_matrix
+
+pytestmark = pytest.mark.validation
+HANG_GUARD_S = 1800
+
+
+def test_the_loop_runs_beside_every_ok_row_and_the_table_pairs_them(tmp_path: Path) -> None:
+    base = {"samples": 12, "seq_len": 32, "warmup_steps": 1, "batch_size": 4, "engine": "accelerate"}
+    matrix = write_matrix(
+        tmp_path / "m.toml",
+        {"qwen": {"model": "qwen2-tiny"}, "vit": {"model": "vit-tiny", "precision": "bf16"}},
+        base=base,
+    )
+    run = tmp_path / "run"
+    done = gpubench("run", "--no-report", "--matrix", matrix, "--out", run, timeout=HANG_GUARD_S)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "fidelity"
+    cmd = [sys.executable, "-m", "validation.model_fidelity", "--results", str(run), "--matrix", str(matrix)]
+    cmd += ["--out", str(out), "--repeats", "1", "--device", "cpu"]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(out / "fidelity.csv").set_index("scenario")
+    assert list(table.index) == ["qwen", "vit"]
+    assert (table["loop_samples_per_s"] > 0).all() and (table["engine_repeats"] == 1).all()
+    assert table["ratio"].tolist() == pytest.approx(
+        (table["engine_samples_per_s"] / table["loop_samples_per_s"]).tolist()
+    )
