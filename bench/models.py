@@ -86,6 +86,13 @@ def inline_config(text: str) -> str:
     return json.dumps(cfg, sort_keys=True, separators=(",", ":"))
 
 
+def display_name(model: str) -> str:
+    """A resolved model as a person reads it: an inline config as `[model] MODEL_TYPE`."""
+    if model.startswith("{"):
+        return f"[model] {json.loads(model).get('model_type', '?')}"
+    return model
+
+
 def is_preset(name: str) -> bool:
     return name in PRESETS
 

@@ -14,7 +14,7 @@ from typing import Any
 from .. import matrix as matrix_mod
 from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
 from ..errors import BadInput
-from ..models import check_model, resolve_model
+from ..models import check_model, display_name, resolve_model
 from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..scenario import Scenario
 from .launcher import DEFAULT_LAUNCHER
@@ -216,7 +216,8 @@ def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, .
     )
     scenarios = m.scenarios
     models = resolve_models(scenarios, device)
-    return m.name, scenarios, models[0] if len(models) == 1 else ", ".join(models)
+    shown = [display_name(m) for m in models]
+    return m.name, scenarios, shown[0] if len(shown) == 1 else ", ".join(shown)
 
 
 def resolve_models(scenarios: tuple[Scenario, ...], device: str) -> list[str]:
