@@ -53,3 +53,21 @@ def bounded(
 def _text(bound: float) -> str:
     """1000000.0 -> '1000000' (not '1e+06')."""
     return str(int(bound)) if float(bound).is_integer() else str(bound)
+
+
+def ascii_digits(text: str) -> bool:
+    """Digits 0-9 only: str.isdigit() also takes '²' (which int() refuses) and other scripts'
+    digits (which int() reads but torchrun, hosts and file names do not)."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
+def host_port(value: str) -> bool:
+    """HOST:PORT as torchrun's rendezvous takes it: a host name or IPv4 address (ASCII letters,
+    digits, '-', '.'), or a bracketed IPv6 address, and a port from 1 to 65535."""
+    host, _, port = value.rpartition(":")
+    if not ascii_digits(port) or not 1 <= int(port) <= 65535 or not host:
+        return False
+    if host.startswith("[") and host.endswith("]"):
+        inner = host[1:-1]
+        return bool(inner) and all(c in "0123456789abcdefABCDEF:." for c in inner)
+    return host.isascii() and all(c.isalnum() or c in "-." for c in host) and not host.startswith(("-", "."))

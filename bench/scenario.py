@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from . import engines
-from .checks import MAX_SECONDS, bounded
+from .checks import MAX_SECONDS, bounded, host_port
 from .errors import BadInput, did_you_mean
 from .families import TASKS, refusal
 from .optimizer_names import OPTIMIZERS  # our name -> the Trainer's `optim`; None: gpubench builds it
@@ -56,6 +56,7 @@ WHOLE_RANGES = {
     "seed": (0, 2**32 - 1),
 }
 TEXT_FIELDS = ("name", "description", "model")
+MAX_NAME_BYTES = 200  # a file name holds 255 bytes: NAME-rN.log, and the work folder NAME-rN
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,13 @@ class Scenario:
                 raise bad(key, getattr(self, key), "must be a string")
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
             raise bad("name", self.name, "must be letters, digits, '-', '_' or '.'")
+        if len(self.name.encode("utf-8")) > MAX_NAME_BYTES:
+            raise bad(
+                "name",
+                self.name,
+                f"is {len(self.name.encode('utf-8'))} bytes in UTF-8; at most {MAX_NAME_BYTES} fit in its log's "
+                "file name (NAME-rN.log)",
+            )
         for key, choices in (
             ("engine", ENGINES),
             ("precision", PRECISIONS),
@@ -348,8 +356,7 @@ def _module_names(value: str) -> bool:
 
 
 def _endpoint(value: str) -> bool:
-    host, _, port = value.rpartition(":")
-    return bool(host) and port.isdigit() and 1 <= int(port) <= 65535
+    return host_port(value)
 
 
 SETTING_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Scenario) if f.name != "origin")

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..checks import ascii_digits
 from ..engines import ENGINES
 from ..errors import BadInput
 from ..history import DB_ENV, DEFAULT_DB
@@ -99,7 +100,7 @@ def gpus_value(text: str | None) -> int | str | None:
     """--gpus: "all" or a whole number (the scenario checks its range)."""
     if text is None or text == "all":
         return text
-    if not text.isdigit():
+    if not ascii_digits(text):
         raise typer.BadParameter('must be a whole number or "all"')
     return int(text)
 

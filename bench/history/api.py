@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..checks import ascii_digits
 from ..errors import BadInput, did_you_mean
 from . import queries
 from .ingest import read_result_dir
@@ -150,7 +151,7 @@ def _resolve_run(conn: Any, store: Store, run: str | None) -> dict[str, Any]:
         return found
     if not run.strip():
         raise BadInput("--run is empty", hint="give a run id (see `gpubench history list`) or a result directory")
-    if run.strip().isdigit():
+    if ascii_digits(run.strip()):
         found = queries.run_by_id(conn, int(run))
         if found is None:
             raise BadInput(f"{store.name}: no run {run}", hint="see `gpubench history list`")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import cpus
-from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
+from ..checks import MAX_REPEATS, MAX_SECONDS, ascii_digits, bounded
 from ..errors import BadInput
 from .launcher import DEFAULT_LAUNCHER, LAUNCHERS
 
@@ -56,7 +56,7 @@ def check_request(request: RunRequest) -> tuple[int, ...] | None:
 
 
 def check_device_name(requested: str) -> None:
-    if requested not in ("auto", "cpu", "cuda") and not (requested.startswith("cuda:") and requested[5:].isdigit()):
+    if requested not in ("auto", "cpu", "cuda") and not (requested.startswith("cuda:") and ascii_digits(requested[5:])):
         raise BadInput(f"--device {requested!r} is not one of auto, cpu, cuda, cuda:N")
 
 

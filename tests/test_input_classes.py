@@ -1,0 +1,83 @@
+"""Classes of bad input that once ended in an internal error (issue: reliability round 3): digits
+str.isdigit() takes but int() or torchrun refuse, rendezvous endpoints with a bad host, scenario
+names too long for a file name. Each is one clear line and exit 2, before any work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from harness import error_lines, gpubench_in_process, write_matrix
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.checks import ascii_digits, host_port
+from bench.errors import BadInput
+from bench.scenario import MAX_NAME_BYTES, Scenario
+
+# digits of other scripts and digit-like characters: isdigit() is True for every one of them
+FOREIGN_DIGITS = st.sampled_from(["²", "³", "¹", "٢", "٩", "۵", "०", "৭", "๓", "１", "①"])
+
+
+@given(st.text(min_size=1, max_size=6))
+def test_ascii_digits_is_exactly_what_int_reads_as_ascii(text: str) -> None:
+    assert ascii_digits(text) == (all("0" <= c <= "9" for c in text))
+
+
+@given(prefix=st.text(alphabet="0123456789", max_size=3), odd=FOREIGN_DIGITS)
+def test_a_foreign_digit_is_never_a_number_here(prefix: str, odd: str) -> None:
+    assert not ascii_digits(prefix + odd)
+    assert not host_port(f"127.0.0.1:{prefix}{odd}")
+
+
+@given(
+    host=st.sampled_from(["127.0.0.1", "node-0", "gpu01.cluster.local", "[::1]", "[fe80::1]"]),
+    port=st.integers(1, 65535),
+)
+def test_good_endpoints_pass(host: str, port: int) -> None:
+    assert host_port(f"{host}:{port}")
+
+
+@given(
+    host=st.sampled_from(["bad host", "", "-x", "héte", "a/b", "[]", "[zz::1]", "host\t"]),
+    port=st.one_of(st.integers(1, 65535).map(str), st.sampled_from(["0", "65536", "", "12a", "٢٩٥٤٣"])),
+)
+def test_bad_endpoints_are_refused(host: str, port: str) -> None:
+    assert not host_port(f"{host}:{port}")
+
+
+@settings(max_examples=25, deadline=None)
+@given(odd=FOREIGN_DIGITS)
+def test_run_refuses_foreign_digits_with_one_line(tmp_path_factory: pytest.TempPathFactory, odd: str) -> None:
+    tmp = tmp_path_factory.mktemp("m")
+    matrix = write_matrix(tmp / "m.toml", {"ddp": {"strategy": "ddp", "gpus": 2}})
+    for args in (["--gpus", f"2{odd}"], ["--rdzv-endpoint", f"127.0.0.1:2950{odd}", "--nnodes", "2"]):
+        done = gpubench_in_process("run", "--matrix", matrix, "--out", tmp / "out", *args)
+        assert done.code == 2, done.err
+        assert len(error_lines(done.err)) == 1 and "Traceback" not in done.err
+    assert not (tmp / "out").exists()
+
+
+def test_history_check_takes_a_foreign_digit_for_a_path_not_a_run_id(tmp_path: Path) -> None:
+    done = gpubench_in_process("history", "check", "--db", tmp_path / "h.sqlite", "--run", "²")
+    assert done.code == 2, done.err  # exit 1 would read as a regression
+    assert len(error_lines(done.err)) == 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    name=st.text(
+        alphabet=st.sampled_from(["a", "Z", "0", "-", "_", ".", "数", "é"]),
+        min_size=MAX_NAME_BYTES // 3,
+        max_size=MAX_NAME_BYTES + 20,
+    )
+)
+def test_a_scenario_name_fits_its_log_file_name_or_is_refused(name: str) -> None:
+    size = len(name.encode("utf-8"))
+    try:
+        Scenario(name=name)
+    except BadInput as exc:
+        assert size > MAX_NAME_BYTES and "bytes in UTF-8" in exc.message
+    else:
+        assert size <= MAX_NAME_BYTES
+        assert len(f"{name}-r999.log".encode()) <= 255
