@@ -81,3 +81,20 @@ def test_a_scenario_name_fits_its_log_file_name_or_is_refused(name: str) -> None
     else:
         assert size <= MAX_NAME_BYTES
         assert len(f"{name}-r999.log".encode()) <= 255
+
+
+def test_a_minimal_hand_written_results_csv_works_with_compare_report_and_history(tmp_path: Path) -> None:
+    """The five required columns are a results file for every reader: the rest reads as empty."""
+    for side, speed in (("a", "10.5"), ("b", "10.2")):
+        folder = tmp_path / side
+        folder.mkdir()
+        (folder / "results.csv").write_text(
+            f"scenario,repeat,status,samples_per_s,peak_mem_mb\nbase,0,ok,10,100\nbase,1,ok,{speed},100\n"
+        )
+    assert gpubench_in_process("compare", tmp_path / "a", tmp_path / "b").code == 0
+    done = gpubench_in_process("report", tmp_path / "a", "-o", tmp_path / "r.html")
+    assert done.code == 0, done.err
+    assert (tmp_path / "r.html").stat().st_size > 1000
+    done = gpubench_in_process("history", "import", "--db", tmp_path / "h.sqlite", tmp_path / "a")
+    assert done.code in (0, 2), done.err
+    assert "internal error" not in done.err and "Traceback" not in done.err

@@ -100,10 +100,14 @@ def with_setting_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     """Settings a row was written without (an older gpubench, before the field existed) read as the
     field's default, which is what that run did: otherwise a row from before and a row from after
     the field was added would count as different settings (compare's guard, scaling references)."""
+    absent = {key: [default] * len(frame) for key, default in SETTING_DEFAULTS.items() if key not in frame.columns}
+    # every other column a minimal or hand-written file leaves out reads as empty, so each reader
+    # (compare, report, history) sees the whole schema (docs/columns.md: the minimal columns)
+    absent.update({c: [None] * len(frame) for c in COLUMNS if c not in frame.columns and c not in absent})
+    if absent:
+        frame = pd.concat([frame, pd.DataFrame(absent, index=frame.index)], axis=1)
     for key, default in SETTING_DEFAULTS.items():
-        if key not in frame.columns:
-            frame[key] = [default] * len(frame)
-        elif frame[key].isna().any():
+        if frame[key].isna().any():
             # a blank made pandas read the column as floats: these settings are whole numbers,
             # strings or booleans (none is a float), so 64.0 is read back as 64
             filled = frame[key].astype(object).where(frame[key].notna(), default)
