@@ -97,8 +97,10 @@ def fmt_date(value: Any) -> str:
 
 
 def md_cell(text: Any) -> str:
-    """Text safe in a markdown table cell: no pipes, no line breaks (other markup kept)."""
-    return " ".join(str(text).replace("|", "\\|").splitlines())
+    """Text safe in a markdown table cell: no pipes, no line breaks, no raw HTML (a scenario name
+    from a hand-written results.csv could hold a tag); other markup kept."""
+    escaped = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return " ".join(escaped.replace("|", "\\|").splitlines())
 
 
 def md_code(text: Any) -> str:

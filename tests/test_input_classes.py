@@ -98,3 +98,24 @@ def test_a_minimal_hand_written_results_csv_works_with_compare_report_and_histor
     done = gpubench_in_process("history", "import", "--db", tmp_path / "h.sqlite", tmp_path / "a")
     assert done.code in (0, 2), done.err
     assert "internal error" not in done.err and "Traceback" not in done.err
+
+
+@given(st.text(max_size=40))
+def test_a_markdown_cell_holds_no_raw_html_and_no_bare_pipe(text: str) -> None:
+    from bench.fmt import md_cell
+
+    cell = md_cell(text)
+    assert "<" not in cell and ">" not in cell and "\n" not in cell
+    assert cell.replace("\\|", "").count("|") == 0
+
+
+def test_compare_markdown_escapes_a_scenario_name_holding_a_tag(tmp_path: Path) -> None:
+    name = "<img src=x onerror=alert(1)>"
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "results.csv").write_text(
+            f'scenario,repeat,status,samples_per_s,peak_mem_mb\n"{name}",0,ok,10,100\n'
+        )
+    done = gpubench_in_process("compare", tmp_path / "a", tmp_path / "b", "--format", "markdown")
+    assert done.code == 0, done.err
+    assert "&lt;img src=x onerror=alert(1)&gt;" in done.out and "<img" not in done.out
