@@ -5,6 +5,7 @@ Each test asserts statuses, exit codes, the messages' key parts, and that no fin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -201,7 +202,7 @@ def test_ctrl_c_stops_the_worker_saves_what_finished_and_exits_130(tmp_path: Pat
     frame = results(run.out)
     assert statuses(frame) == {"first": "ok", "hang": "interrupted"}  # 'last' never started
     assert frame.set_index("scenario").loc["hang", "error"] == (
-        "stopped by Ctrl-C (SIGINT) or SIGTERM; the worker and its children were killed"
+        "stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP; the worker and its children were killed"
     )
     assert f"interrupted: finish the run with `gpubench run --resume {run.out}`" in " ".join(run.stderr().split())
     assert "Traceback" not in run.stderr()
@@ -298,3 +299,27 @@ def test_a_spent_time_limit_runs_nothing_exits_4_and_resume_finishes(tmp_path: P
     env = json.loads((out / "env.json").read_text())
     (resumed,) = env["resumes"]  # the first env.json stays; the resume says how its machine was
     assert resumed["command"].endswith("--time-limit 600") and resumed["cpu_speed"]["passes"] >= 4
+
+
+# -- orphans: torchrun and its ranks die with the parent ---------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP], ids=["SIGKILL", "SIGHUP"])
+def test_no_rank_outlives_a_killed_or_hung_up_parent(tmp_path: Path, sig: signal.Signals) -> None:
+    """torchrun is asked to die with gpubench (PR_SET_PDEATHSIG) and each rank with torchrun, so a
+    SIGKILLed parent leaves nothing behind; SIGHUP (a closed terminal) is an interruption: the ranks
+    are stopped, the row is `interrupted`, exit 130. Found by the spec path in their command lines."""
+    run = start(tmp_path, {"ddp-hang": {"strategy": "ddp", "gpus": 2, "inject_fault": "hang"}}, "--timeout", "600")
+    marker = str(run.out / "work" / "ddp-hang-r0" / "spec.json")
+    try:
+        wait_for("torchrun and its 2 ranks", lambda: len(pids_with(marker)) >= 3, timeout=240)
+        os.kill(run.proc.pid, sig)
+        code = run.wait(timeout=120)
+        assert wait_for("no rank left", lambda: not pids_with(marker), timeout=120)
+    finally:
+        for pid in pids_with(marker):  # end leftovers by pid, whatever the outcome
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    if sig == signal.SIGHUP:
+        assert code == 130, run.stderr()
+        assert statuses(results(run.out)) == {"ddp-hang": "interrupted"}

@@ -221,12 +221,14 @@ def run(
 
 
 def _sigterm_as_interrupt() -> None:
-    """SIGTERM (a CI job's timeout, `kill`) stops the run like Ctrl-C: worker killed, rows saved."""
+    """SIGTERM (a CI job's timeout, `kill`) and SIGHUP (a closed terminal, a dropped ssh) stop the
+    run like Ctrl-C: worker killed, rows saved, an `interrupted` row, exit 130."""
 
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGHUP, handler)
 
 
 def list_cmd(

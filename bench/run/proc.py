@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ class Interrupts:
     raises KeyboardInterrupt wherever it lands: exit at once (writes are atomic, so the results
     file stays valid)."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: a closed terminal, a dropped ssh
 
     def __init__(self) -> None:
         self.presses = 0
@@ -98,11 +99,15 @@ def run_subprocess(
     on_start: Callable[[int], None] | None = None,
     grace_s: float = 5.0,
     interrupts: Interrupts | None = None,
+    die_with_parent: bool = False,
 ) -> ProcResult:
     """Run `cmd` with stdout+stderr to `log_path`; wait at most `timeout_s` seconds.
 
     Ctrl-C (KeyboardInterrupt) while waiting kills the child's group and returns interrupted=True;
-    a second one during that kill is re-raised. With `interrupts`, a held Ctrl-C also counts."""
+    a second one during that kill is re-raised. With `interrupts`, a held Ctrl-C also counts.
+    `die_with_parent`: the child is SIGKILLed by the kernel when this process dies, even by
+    SIGKILL (Linux; for a child that cannot ask for it itself, such as torchrun, whose ranks then
+    die with it: bench/worker/entry.py die_with_parent)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with open(log_path, "wb") as log:
@@ -113,6 +118,7 @@ def run_subprocess(
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            preexec_fn=_kill_me_with_parent(os.getpid()) if die_with_parent else None,
         )
     try:
         if on_start is not None:
@@ -137,6 +143,23 @@ def run_subprocess(
                 proc.wait(timeout=10)
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 pass
+
+
+def _kill_me_with_parent(parent: int) -> Callable[[], None] | None:
+    """A preexec_fn (run in the child between fork and exec) asking the kernel for SIGKILL when the
+    parent dies (PR_SET_PDEATHSIG survives exec), then checking the parent did not die already."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def ask() -> None:
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the call
+            os._exit(1)
+
+    return ask
 
 
 def start_server(cmd: Sequence[str], *, log_path: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:

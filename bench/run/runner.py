@@ -277,7 +277,8 @@ def _outcome(
 ) -> tuple[str, str, dict[str, Any]]:
     result = _read_result(result_path)
     if proc.interrupted and not isinstance(result, tuple):  # a worker that had finished keeps its row
-        return "interrupted", "stopped by Ctrl-C (SIGINT) or SIGTERM; the worker and its children were killed", {}
+        why = "stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP; the worker and its children were killed"
+        return "interrupted", why, {}
     if proc.timed_out:
         return "timeout", f"no result within the {timeout_s:g} s timeout; the worker and its children were killed", {}
     if isinstance(result, tuple):

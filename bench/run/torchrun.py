@@ -62,6 +62,7 @@ def launch(
             on_start=on_start,
             interrupts=interrupts,
             grace_s=10.0,  # torchrun stops its ranks on SIGTERM
+            die_with_parent=True,  # a SIGKILLed gpubench takes torchrun, and so its ranks, with it
         )
     finally:
         kill_leftovers(result.parent)
