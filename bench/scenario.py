@@ -284,6 +284,13 @@ class Scenario:
             raise bad("nnodes", self.nnodes, 'needs rdzv_endpoint = "HOST:PORT" of node 0 (the same on every node)')
         if self.fault_rank >= 0 and self.inject_fault == "none":
             raise bad("fault_rank", self.fault_rank, "needs inject_fault")
+        if self.fault_rank >= 0 and isinstance(self.gpus, int) and self.fault_rank >= self.gpus * self.nnodes:
+            raise bad(
+                "fault_rank",
+                self.fault_rank,
+                f"is not a rank of the job: gpus x nnodes = {self.gpus * self.nnodes} ranks (0 to "
+                f"{self.gpus * self.nnodes - 1})",
+            )
 
     # -- derived figures ------------------------------------------------------------------
     @property

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import error_lines, gpubench_in_process, write_matrix
+from harness import SHORT, error_lines, gpubench_in_process, write_matrix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -119,3 +119,39 @@ def test_compare_markdown_escapes_a_scenario_name_holding_a_tag(tmp_path: Path) 
     done = gpubench_in_process("compare", tmp_path / "a", tmp_path / "b", "--format", "markdown")
     assert done.code == 0, done.err
     assert "&lt;img src=x onerror=alert(1)&gt;" in done.out and "<img" not in done.out
+
+
+@given(gpus=st.integers(1, 8), nnodes=st.integers(1, 4), rank=st.integers(0, 40))
+def test_a_fault_rank_must_be_a_rank_of_the_job(gpus: int, nnodes: int, rank: int) -> None:
+    extra = {"rdzv_endpoint": "127.0.0.1:29500"} if nnodes > 1 else {}
+    settings_ = {"strategy": "ddp", "gpus": gpus, "nnodes": nnodes, "inject_fault": "raise", "fault_rank": rank}
+    try:
+        Scenario(name="s", **settings_, **extra)
+    except BadInput as exc:
+        assert rank >= gpus * nnodes and "is not a rank of the job" in exc.message
+    else:
+        assert rank < gpus * nnodes
+
+
+def test_a_doubled_header_column_is_refused(tmp_path: Path) -> None:
+    from bench.results import read_results
+
+    path = tmp_path / "results.csv"
+    path.write_text("scenario,repeat,status,samples_per_s,peak_mem_mb,samples_per_s\nbase,0,ok,10,100,11\n")
+    with pytest.raises(BadInput, match="the header names 'samples_per_s' more than once"):
+        read_results(path)
+
+
+def test_resume_refuses_a_results_file_with_a_hand_added_column(tmp_path: Path) -> None:
+    """Before any work: resuming would rewrite the file without the column (nothing measured lost)."""
+    matrix = write_matrix(tmp_path / "m.toml", {"a": {}}, base=SHORT)
+    out = tmp_path / "out"
+    done = gpubench_in_process("run", "--no-report", "--matrix", matrix, "--out", out)
+    assert done.code == 0, done.err
+    (out / "results.csv").write_text(
+        "scenario,repeat,status,samples_per_s,peak_mem_mb,my_note\na,0,ok,10,100,keep me\n"
+    )
+    before = (out / "results.csv").read_text()
+    done = gpubench_in_process("run", "--resume", out)
+    assert done.code == 2 and "has columns gpubench does not write (my_note)" in done.err, done.err
+    assert (out / "results.csv").read_text() == before

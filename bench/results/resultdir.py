@@ -127,6 +127,12 @@ def _record_lines(path: Path, text: str) -> list[int]:
                 continue
             if header is None:
                 header = record
+                doubled = sorted({c for c in header if header.count(c) > 1})
+                if doubled:
+                    raise BadInput(
+                        f"{path}: line {start}: the header names {', '.join(map(repr, doubled))} more than once",
+                        hint="keep one column of each name: which copy is right cannot be told",
+                    )
                 continue
             if len(record) != len(header):
                 what = "is cut off" if len(record) < len(header) else "has too many cells"

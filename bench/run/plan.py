@@ -16,6 +16,7 @@ from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
 from ..errors import BadInput
 from ..models import check_model, display_name, resolve_model
 from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
+from ..results.columns import KNOWN_COLUMNS
 from ..scenario import Scenario
 from .launcher import DEFAULT_LAUNCHER
 from .outdir import check_unlocked, check_unused
@@ -145,7 +146,13 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
     saved = read_plan(out)
     check_unlocked(out)
     if (out / RESULTS_CSV).is_file():
-        read_results(out / RESULTS_CSV)  # a damaged file is refused now, before anything is written
+        frame = read_results(out / RESULTS_CSV)  # a damaged file is refused now, before anything is written
+        foreign = [c for c in frame.columns if c not in KNOWN_COLUMNS]
+        if foreign:  # the writer keeps only gpubench's columns: resuming would lose them
+            raise BadInput(
+                f"--resume {out}: {RESULTS_CSV} has columns gpubench does not write ({', '.join(foreign)})",
+                hint="resuming rewrites the file with its own columns only: move those to another file first",
+            )
     try:
         scenarios = tuple(Scenario(**s, origin=str(saved_path)) for s in saved["scenarios"])
         repeats, device, model, timeout_s = (saved[k] for k in ("repeats", "device", "model", "timeout_s"))
