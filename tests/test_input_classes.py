@@ -155,3 +155,11 @@ def test_resume_refuses_a_results_file_with_a_hand_added_column(tmp_path: Path) 
     done = gpubench_in_process("run", "--resume", out)
     assert done.code == 2 and "has columns gpubench does not write (my_note)" in done.err, done.err
     assert (out / "results.csv").read_text() == before
+
+
+def test_detect_on_single_repeats_says_a_spread_needs_two(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "results.csv").write_text("scenario,repeat,status,samples_per_s,peak_mem_mb\nbase,0,ok,10,100\n")
+    done = gpubench_in_process("compare", "--detect", "5", tmp_path / "a")
+    assert done.code == 0
+    assert "has 2 or more ok repeats" in " ".join((done.out + done.err).split())

@@ -27,6 +27,11 @@ class Plan:
     @property
     def note(self) -> str:
         """What the figures mean, in one line."""
+        if self.family == 0:
+            return (
+                f"no scenario in {', '.join(self.labels)} has 2 or more ok repeats: a spread, and so the repeats "
+                f"needed to catch {self.target_pct:g}%, needs at least 2 (run with --repeats 3 or more)"
+            )
         return (
             f"repeats a side for a slow-down of {self.target_pct:g}% in samples/s to be caught {POWER:.0%} of the "
             f"time, {self.family} scenarios judged together (Holm; alpha {self.thresholds.alpha:g} for the "
