@@ -155,6 +155,10 @@ def test_resume_refuses_a_results_file_with_a_hand_added_column(tmp_path: Path) 
     done = gpubench_in_process("run", "--resume", out)
     assert done.code == 2 and "has columns gpubench does not write (my_note)" in done.err, done.err
     assert (out / "results.csv").read_text() == before
+    # a row of a scenario scenarios.json does not plan: refused too, the file left as it was
+    (out / "results.csv").write_text("scenario,repeat,status,samples_per_s,peak_mem_mb\nother,0,ok,10,100\n")
+    done = gpubench_in_process("run", "--resume", out)
+    assert done.code == 2 and "has rows of scenarios scenarios.json does not plan (other)" in done.err, done.err
 
 
 def test_detect_on_single_repeats_says_a_spread_needs_two(tmp_path: Path) -> None:

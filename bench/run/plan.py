@@ -145,6 +145,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
     saved_path = out / SCENARIOS_JSON
     saved = read_plan(out)
     check_unlocked(out)
+    frame = None
     if (out / RESULTS_CSV).is_file():
         frame = read_results(out / RESULTS_CSV)  # a damaged file is refused now, before anything is written
         foreign = [c for c in frame.columns if c not in KNOWN_COLUMNS]
@@ -158,6 +159,14 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         repeats, device, model, timeout_s = (saved[k] for k in ("repeats", "device", "model", "timeout_s"))
     except (ValueError, KeyError, TypeError) as exc:
         raise BadInput(f"{saved_path}: unreadable ({type(exc).__name__}: {exc})") from None
+    if frame is not None:
+        unplanned = sorted(set(frame["scenario"].astype(str)) - {s.name for s in scenarios})
+        if unplanned:  # the writer keeps the planned scenarios' rows only: resuming would drop these
+            raise BadInput(
+                f"--resume {out}: {RESULTS_CSV} has rows of scenarios {SCENARIOS_JSON} does not plan "
+                f"({', '.join(unplanned[:5])}{', ...' if len(unplanned) > 5 else ''})",
+                hint="resuming would drop them: move those rows to another file first",
+            )
     bounded(repeats, f"{saved_path}: repeats = {repeats!r}", 1, MAX_REPEATS, whole=True)
     bounded(timeout_s, f"{saved_path}: timeout_s = {timeout_s!r}", 0, MAX_SECONDS, above=True, unit="seconds")
     if not isinstance(device, str) or not isinstance(model, str):
