@@ -167,3 +167,21 @@ def test_detect_on_single_repeats_says_a_spread_needs_two(tmp_path: Path) -> Non
     done = gpubench_in_process("compare", "--detect", "5", tmp_path / "a")
     assert done.code == 0
     assert "has 2 or more ok repeats" in " ".join((done.out + done.err).split())
+
+
+def test_history_import_refuses_a_run_still_being_written(tmp_path: Path) -> None:
+    """A run holding its lock is no finished night: storing it would keep half of it as `ok`."""
+    import fcntl
+    import json as json_
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.csv").write_text("scenario,repeat,status,samples_per_s,peak_mem_mb\nbase,0,ok,10,100\n")
+    (run / "env.json").write_text(json_.dumps({"created_at": "2026-12-01T00:00:00+00:00", "host": "h", "gpu": None}))
+    with open(run / ".gpubench.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a running `gpubench run` holds it
+        done = gpubench_in_process("history", "import", "--db", tmp_path / "h.sqlite", run)
+    assert done.code == 2 and "is writing this result directory" in done.err, done.err
+    assert not (tmp_path / "h.sqlite").exists() or "recorded" not in done.err
+    done = gpubench_in_process("history", "import", "--db", tmp_path / "h.sqlite", run)
+    assert done.code == 0, done.err  # once the run has ended

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..checks import ascii_digits
 from ..errors import BadInput, did_you_mean
+from ..results.dirlock import check_unlocked
 from . import queries
 from .ingest import read_result_dir
 from .judge import METRICS, STATUS_METRIC, CheckResult, Mark, Params, Series, judge_run, marks
@@ -37,8 +38,14 @@ class SeriesView:
     points: tuple[Any, ...]
 
 
-def import_dirs(db: str, paths: Sequence[Path]) -> list[Imported]:
-    """Store result directories; every one is read and checked before anything is written."""
+def import_dirs(db: str, paths: Sequence[Path], *, unlocked_only: bool = True) -> list[Imported]:
+    """Store result directories; every one is read and checked before anything is written.
+    `unlocked_only`: refuse one that a run still holds (run --record, which holds it, says False)."""
+    for p in (
+        paths if unlocked_only else ()
+    ):  # a run still being written is no night yet: importing it would store half of it
+        folder = Path(p) if Path(p).is_dir() else Path(p).parent
+        check_unlocked(folder, hint="import it once the run has ended (a run still writing is not a finished night)")
     records = [(Path(p), read_result_dir(Path(p))) for p in paths]
     with open_store(db, write=True) as store:
         out = []
@@ -60,7 +67,7 @@ def record_after_run(
         )
         return None
     try:
-        stored = import_dirs(db, [out])[0]
+        stored = import_dirs(db, [out], unlocked_only=False)[0]  # this run holds the lock, and has ended
     except Exception as exc:  # noqa: BLE001 - any store failure is only a warning here
         warn(
             f"the run was not recorded in the history ({exc}); its results are in {out}: "

@@ -10,15 +10,15 @@ runs lock two different files of the same name).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import BadInput
 from ..results import ENV_JSON, RESULTS_CSV, SCENARIOS_JSON
+from ..results.dirlock import LOCK_FILE, _lock, check_unlocked
 
-LOCK_FILE = ".gpubench.lock"
+__all__ = ["LOCK_FILE", "RUN_ENTRIES", "check_unlocked", "check_unused", "locked", "remove_stale_temps"]
 # What a run writes first (scenarios.json, env.json) and as it goes (results.csv, logs/, work/).
 RUN_ENTRIES = (RESULTS_CSV, SCENARIOS_JSON, ENV_JSON, "logs", "work")
 
@@ -34,20 +34,6 @@ def check_unused(out: Path) -> None:
         hint = "choose another --out"
     what = "a results.csv" if RESULTS_CSV in found else f"another run's files ({', '.join(found)})"
     raise BadInput(f"--out {out} already holds {what}", hint=hint)
-
-
-def check_unlocked(out: Path) -> None:
-    """Refuse at once, before any work, when another gpubench process writes `out`."""
-    try:
-        fd = os.open(out / LOCK_FILE, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    except OSError:
-        return  # unreadable: `locked` will say what is wrong
-    try:
-        _lock(fd, out)
-    finally:
-        os.close(fd)  # and with it the lock, taken only to test it
 
 
 @contextlib.contextmanager
@@ -72,21 +58,3 @@ def remove_stale_temps(out: Path) -> None:
     """A resumed run's folder, locked: the temporary files of an atomic write cut short by a SIGKILL go."""
     for stale in out.glob(".*.tmp"):
         stale.unlink(missing_ok=True)
-
-
-def _lock(fd: int, out: Path) -> None:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise BadInput(
-            f"{out}: another gpubench run{_holder(fd)} is writing this result directory",
-            hint="wait for it to end, or choose another --out",
-        ) from None
-
-
-def _holder(fd: int) -> str:
-    """' (pid 1234)' from the lock file, or ''."""
-    with contextlib.suppress(OSError, ValueError):
-        pid = int(os.pread(fd, 32, 0).decode().strip())
-        return f" (pid {pid})"
-    return ""
