@@ -185,3 +185,12 @@ def test_history_import_refuses_a_run_still_being_written(tmp_path: Path) -> Non
     assert not (tmp_path / "h.sqlite").exists() or "recorded" not in done.err
     done = gpubench_in_process("history", "import", "--db", tmp_path / "h.sqlite", run)
     assert done.code == 0, done.err  # once the run has ended
+
+
+def test_report_over_two_runs_never_merges_two_scenarios_into_one_name(tmp_path: Path) -> None:
+    header = "scenario,repeat,status,samples_per_s,peak_mem_mb\n"
+    for side, rows in (("a", "s,0,ok,10,100\nb/s,0,ok,20,100\n"), ("b", "s,0,ok,30,100\n")):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "results.csv").write_text(header + rows)
+    done = gpubench_in_process("report", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "r.html")
+    assert done.code == 2 and "would stand for rows of two runs" in done.err, done.err

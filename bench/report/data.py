@@ -156,9 +156,17 @@ def pool(runs: Sequence[tuple[str, Run]]) -> pd.DataFrame:
         for name in {str(n) for n in run.frame["scenario"]}:
             counts[name] = counts.get(name, 0) + 1
     frames = []
+    owner: dict[str, str] = {}  # a name as pooled -> the run it came from
     for label, run in runs:
         frame = run.frame.copy()
         frame["scenario"] = [f"{label}/{n}" if counts[str(n)] > 1 else str(n) for n in frame["scenario"]]
+        for name in set(frame["scenario"]):
+            if owner.setdefault(name, label) != label:  # "b/s" of run a beside run b's qualified "s"
+                raise BadInput(
+                    f"scenario '{name}' would stand for rows of two runs ({owner[name]} and {label}) once "
+                    "shared names are qualified by their directory",
+                    hint="rename the scenario with a '/' in one results.csv, or report the runs apart",
+                )
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
