@@ -194,3 +194,23 @@ def test_report_over_two_runs_never_merges_two_scenarios_into_one_name(tmp_path:
         (tmp_path / side / "results.csv").write_text(header + rows)
     done = gpubench_in_process("report", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "r.html")
     assert done.code == 2 and "would stand for rows of two runs" in done.err, done.err
+
+
+def test_errors_name_the_option_the_user_gave(tmp_path: Path) -> None:
+    from bench.history import chart
+
+    with pytest.raises(BadInput, match=r"^--svg \S*chart\.png: the chart is written as SVG"):
+        chart.write_svg([], tmp_path / "chart.png", "t")
+    import fcntl
+
+    from bench.run.plan import RunRequest, _resume  # the resume path's lock message
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "scenarios.json").write_text("{}")
+    with open(out / ".gpubench.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with pytest.raises(BadInput) as exc:
+            _resume(RunRequest(resume=out), tmp_path, None)
+    assert "is writing this result directory" in exc.value.message
+    assert "--out" not in f"{exc.value.message} {exc.value.hint}"

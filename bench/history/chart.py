@@ -46,14 +46,15 @@ def marker_line(marks: Sequence[Mark]) -> str:
     return "".join(MARKERS.get(m.flag, " ") for m in marks)
 
 
-def write_svg(views: Sequence[SeriesView], path: Path, title: str) -> None:
-    """One line per series over time; flagged points in red, accepted steps as dashed lines."""
+def write_svg(views: Sequence[SeriesView], path: Path, title: str, option: str = "--svg") -> None:
+    """One line per series over time; flagged points in red, accepted steps as dashed lines.
+    `option`: the command-line option that named `path`, for the messages."""
     if Path(path).suffix.lower() != ".svg":
-        raise BadInput(f"--output {path}: the chart is written as SVG; name the file *.svg")
+        raise BadInput(f"{option} {path}: the chart is written as SVG; name the file *.svg")
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise BadInput("--output needs matplotlib, which is not installed", hint="pip install matplotlib") from None
+        raise BadInput(f"{option} needs matplotlib, which is not installed", hint="pip install matplotlib") from None
     fig = Figure(figsize=(10, 4.5), layout="constrained")
     ax = fig.add_subplot()
     for view in views:

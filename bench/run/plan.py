@@ -144,7 +144,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
     assert out is not None
     saved_path = out / SCENARIOS_JSON
     saved = read_plan(out)
-    check_unlocked(out)
+    check_unlocked(out, hint="wait for it to end; then resume the run if it did not finish")
     frame = None
     if (out / RESULTS_CSV).is_file():
         frame = read_results(out / RESULTS_CSV)  # a damaged file is refused now, before anything is written
