@@ -118,6 +118,11 @@ def check_model(model: str) -> None:
             hint="save it with save_pretrained(..., safe_serialization=True), or remove them to train random weights",
         )
     family_of(model)
+    if has_weights(model):
+        from .families.build import parameter_shapes
+        from .families.checkpoint import check_weights
+
+        check_weights(model, parameter_shapes(model))
 
 
 def hub_cache_dir() -> Path:

@@ -214,3 +214,59 @@ def test_errors_name_the_option_the_user_gave(tmp_path: Path) -> None:
             _resume(RunRequest(resume=out), tmp_path, None)
     assert "is writing this result directory" in exc.value.message
     assert "--out" not in f"{exc.value.message} {exc.value.hint}"
+
+
+def _safetensors(path: Path, tensors: dict[str, list[int]]) -> None:
+    """A safetensors file whose header names `tensors` (fp32, zero-filled data)."""
+    import json as json_
+    import math
+
+    header, offset = {}, 0
+    for name, shape in tensors.items():
+        size = 4 * math.prod(shape)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json_.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(offset))
+
+
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 16,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "intermediate_size": 32,
+    "vocab_size": 64,
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("bert-keys", "share no tensor name with the architecture"),
+        ("wrong-shape", "has shape [64, 8], but its config.json builds [64, 16]"),
+        ("symlink-loop", "cannot read the weights"),
+        ("not-safetensors", "not a safetensors file"),
+        ("config-not-object", "not a model config"),
+    ],
+)
+def test_a_broken_checkpoint_is_refused_at_plan_time(tmp_path: Path, case: str, message: str) -> None:
+    import json as json_
+
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json_.dumps(LLAMA if case != "config-not-object" else [LLAMA]))
+    weights = ckpt / "model.safetensors"
+    if case == "bert-keys":
+        _safetensors(weights, {"bert.embeddings.word_embeddings.weight": [64, 16]})
+    elif case == "wrong-shape":
+        _safetensors(weights, {"model.embed_tokens.weight": [64, 8]})
+    elif case == "symlink-loop":
+        weights.symlink_to(weights)
+    elif case == "not-safetensors":
+        weights.write_bytes(b"\xff" * 16)
+    matrix = write_matrix(tmp_path / "m.toml", {"baseline": {}})
+    done = gpubench_in_process("run", "--matrix", matrix, "--model", ckpt, "--out", tmp_path / "out")
+    assert done.code == 2 and message in done.err, done.err
+    assert len(error_lines(done.err)) == 1 and not (tmp_path / "out").exists()

@@ -3,6 +3,7 @@ shared by the worker (bench/worker/model.py) and the meta-device tensor inventor
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from . import TASK_CLASSES, family_of, read_config, resolve_task
@@ -51,3 +52,29 @@ def build_on_meta(model: str, task: str = "auto", **extra: Any) -> Any:
 
     with torch.device("meta"):
         return auto_class(model, task).from_config(model_config(model, task), **extra)
+
+
+NOT_TARGETS = ("lm_head", "score", "classifier", "gate", "router")  # as bench/worker/llm.py's lora_targets
+
+
+@functools.cache
+def inventory(
+    model: str, task: str
+) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], tuple[tuple[str, int, int], ...], int]:
+    """(parameter names and shapes, linear layers as (fqn, in, out), buffer bytes) of the model."""
+    import torch
+
+    built = build_on_meta(model, task)
+    params = tuple((n, tuple(p.shape)) for n, p in built.named_parameters())
+    linears = tuple(
+        (fqn, m.in_features, m.out_features)
+        for fqn, m in built.named_modules()
+        if isinstance(m, torch.nn.Linear) and fqn.rsplit(".", 1)[-1] not in NOT_TARGETS
+    )
+    buffers = sum(b.numel() * b.element_size() for b in built.buffers())
+    return params, linears, buffers
+
+
+def parameter_shapes(model: str, task: str = "auto") -> dict[str, tuple[int, ...]]:
+    """{parameter name: shape} of the model its config builds (on the meta device)."""
+    return dict(inventory(model, task)[0])

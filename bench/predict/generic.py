@@ -8,39 +8,18 @@ torch and transformers when called."""
 
 from __future__ import annotations
 
-import functools
-
-from ..families.build import build_on_meta
+from ..families.build import inventory
 from ..memory.generic import predict_states_only
 from ..memory.prediction import Prediction
 from ..memory.tensors import ParamTensor, from_named_parameters
 from ..scenario import Scenario
 
-NOT_TARGETS = ("lm_head", "score", "classifier", "gate", "router")  # as bench/worker/llm.py's lora_targets
 PAYLOAD_BYTES = {"nf4": 0.5, "int8": 1.0}
-
-
-@functools.cache
-def _inventory(
-    model: str, task: str
-) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], tuple[tuple[str, int, int], ...], int]:
-    """(parameter names and shapes, linear layers as (fqn, in, out), buffer bytes) of the model."""
-    import torch
-
-    built = build_on_meta(model, task)
-    params = tuple((n, tuple(p.shape)) for n, p in built.named_parameters())
-    linears = tuple(
-        (fqn, m.in_features, m.out_features)
-        for fqn, m in built.named_modules()
-        if isinstance(m, torch.nn.Linear) and fqn.rsplit(".", 1)[-1] not in NOT_TARGETS
-    )
-    buffers = sum(b.numel() * b.element_size() for b in built.buffers())
-    return params, linears, buffers
 
 
 def predict_generic(sc: Scenario, model: str, assumed_gpus: int = 2) -> Prediction:
     """The prediction of `sc` on a resolved `model` from its meta-built tensors."""
-    params, linears, buffers = _inventory(model, sc.task)
+    params, linears, buffers = inventory(model, sc.task)
     tensors = from_named_parameters(params)
     if sc.peft == "none":
         return predict_states_only(sc, tensors, buffers=buffers, assumed_gpus=assumed_gpus)
