@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import SHORT, error_lines, gpubench_in_process, write_matrix
+from harness import SHORT, error_lines, gpubench, gpubench_in_process, write_matrix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -270,3 +270,13 @@ def test_a_broken_checkpoint_is_refused_at_plan_time(tmp_path: Path, case: str, 
     done = gpubench_in_process("run", "--matrix", matrix, "--model", ckpt, "--out", tmp_path / "out")
     assert done.code == 2 and message in done.err, done.err
     assert len(error_lines(done.err)) == 1 and not (tmp_path / "out").exists()
+
+
+def test_cjk_scenario_names_draw_without_a_flood_of_glyph_warnings(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "results.csv").write_text(
+        "scenario,repeat,status,samples_per_s,peak_mem_mb\n基准,0,ok,10,100\n实验,0,ok,12,90\n"
+    )
+    done = gpubench("report", tmp_path / "a", "-o", tmp_path / "r.html")
+    assert done.returncode == 0, done.stderr
+    assert "Glyph" not in done.stderr and "基准" in (tmp_path / "r.html").read_text(encoding="utf-8")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from html import escape
@@ -55,6 +56,15 @@ LINE_STYLES = [
 WIDTH_IN = 9.0
 SCALING_WIDTH_IN = 6.0
 REASON_CHARS = 70
+
+
+@contextmanager
+def missing_glyphs_quiet() -> Iterator[None]:
+    """matplotlib warns once per character its font lacks (a CJK scenario name: dozens of lines);
+    the table beside each chart holds every name as text, so the charts stay quiet."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
+        yield
 
 
 def source_label(source: str) -> str:
