@@ -280,3 +280,21 @@ def test_cjk_scenario_names_draw_without_a_flood_of_glyph_warnings(tmp_path: Pat
     done = gpubench("report", tmp_path / "a", "-o", tmp_path / "r.html")
     assert done.returncode == 0, done.stderr
     assert "Glyph" not in done.stderr and "基准" in (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+def test_a_refused_out_leaves_no_folder_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--out deep/a/b/c made, then found unwritable (a full disk, a read-only mount): refused, and
+    none of the folders the check made is left; a folder that was there stays."""
+    import tempfile
+
+    from bench.run import request
+
+    (tmp_path / "deep").mkdir()
+
+    def unwritable(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", unwritable)
+    with pytest.raises(BadInput, match="cannot write there: No space left on device"):
+        request.check_writable(tmp_path / "deep" / "a" / "b" / "c")
+    assert (tmp_path / "deep").is_dir() and list((tmp_path / "deep").iterdir()) == []

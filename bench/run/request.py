@@ -4,6 +4,7 @@ Bad input is caught before any work (exit 2), so no GPU time is spent on a run t
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,11 +62,16 @@ def check_device_name(requested: str) -> None:
 
 
 def check_writable(out: Path) -> None:
+    """--out can be created and written; a refused one leaves none of the folders it made."""
+    missing = [p for p in (out, *out.parents) if not p.exists()]  # deepest first
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"):
             pass
     except OSError as exc:
+        for made in missing:
+            with contextlib.suppress(OSError):
+                made.rmdir()  # only the empty folders this call made
         raise BadInput(
             f"--out {out}: cannot write there: {exc.strerror or exc}", hint="choose another directory with --out"
         ) from None
