@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInput, did_you_mean
-from .families import CONFIG_NAME, PRESETS, by_name, family_of
+from .families import CONFIG_NAME, PRESETS, by_name, family_of, is_inline
 
 AUTO_GPU, AUTO_CPU = "bert-large", "tiny"
 DECODER_PRESETS = {name: cfg for name, cfg in PRESETS.items() if by_name("llama").presets.get(name) is not None}
@@ -38,7 +38,7 @@ def resolve_model(name: str, device: str) -> str:
         return AUTO_CPU if device == "cpu" else AUTO_GPU
     if name in PRESETS:
         return name
-    if name.startswith("{"):
+    if is_inline(name):
         return inline_config(name)
     path = Path(name).expanduser()
     if path.is_dir():
@@ -88,7 +88,7 @@ def inline_config(text: str) -> str:
 
 def display_name(model: str) -> str:
     """A resolved model as a person reads it: an inline config as `[model] MODEL_TYPE`."""
-    if model.startswith("{"):
+    if is_inline(model):
         return f"[model] {json.loads(model).get('model_type', '?')}"
     return model
 
@@ -100,7 +100,7 @@ def is_preset(name: str) -> bool:
 def has_weights(model: str) -> bool:
     """A checkpoint directory with safetensors weights (else the model is built from its config)."""
     path = Path(model)
-    return not model.startswith("{") and path.is_dir() and any(p.suffix in WEIGHT_SUFFIXES for p in path.iterdir())
+    return not is_inline(model) and path.is_dir() and any(p.suffix in WEIGHT_SUFFIXES for p in path.iterdir())
 
 
 def check_model(model: str) -> None:
@@ -108,7 +108,7 @@ def check_model(model: str) -> None:
     builds; a directory's weights are safetensors (never pickle)."""
     path = Path(model)
     if (
-        not model.startswith("{")
+        not is_inline(model)
         and path.is_dir()
         and not has_weights(model)
         and any(p.suffix in PICKLE_SUFFIXES for p in path.iterdir())

@@ -24,9 +24,8 @@ from bench import matrix as matrix_mod
 from bench.models import resolve_model
 from bench.scenario import Scenario
 from bench.worker.clock import step_time_ms
-from bench.worker.data import image_shape, make_dataset
-from bench.worker.llm import apply_liger, build_decoder
-from bench.worker.model import build_model, task_of
+from bench.worker.data import dataset_for
+from bench.worker.llm import apply_liger, build_trained
 from bench.worker.precision import set_tf32
 from validation.window import timed_window
 
@@ -44,17 +43,8 @@ def parser() -> argparse.ArgumentParser:
 def build(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> tuple[Any, Any]:
     """(model, dataset) as gpubench's worker builds them."""
     torch.manual_seed(sc.seed)
-    task = task_of(model_name, sc.task)
-    if task == "causal-lm" or sc.peft != "none":
-        model = build_decoder(sc, model_name, device, scratch)
-    else:
-        model = build_model(
-            model_name, device, sc.attn_implementation, task=sc.task, experts_implementation=sc.experts_implementation
-        )
-    image = image_shape(model.config) if task == "image-classification" else None
-    vocab = getattr(model.config, "vocab_size", None) or 30522
-    data = make_dataset(sc.samples, sc.seq_len, vocab, sc.seed, "memory", task == "causal-lm", image)
-    return model, data
+    model, task = build_trained(sc, model_name, device, scratch)
+    return model, dataset_for(model.config, task, sc.samples, sc.seq_len, sc.seed, "memory")
 
 
 def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> dict[str, Any]:

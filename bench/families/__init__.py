@@ -61,12 +61,17 @@ def for_config(cfg: Mapping[str, Any], origin: str) -> Family:
     )
 
 
+def is_inline(model: str) -> bool:
+    """A model given as its config's JSON text (a matrix's [model] table, bench/matrix.py)."""
+    return model.startswith("{")
+
+
 def read_config(model: str) -> dict[str, Any]:
     """The config of a resolved model: a preset's dictionary, a directory's config.json, or a JSON
     file holding a config. BadInput naming the file when it cannot be read."""
     if model in PRESETS:
         return dict(PRESETS[model])
-    if model.startswith("{"):  # a matrix's [model] table, inline (bench/matrix.py)
+    if is_inline(model):
         cfg = json.loads(model)
         if not isinstance(cfg, dict):
             raise BadInput(f"[model]: not a model config (a table): {model[:80]}")
@@ -86,7 +91,7 @@ def read_config(model: str) -> dict[str, Any]:
 
 def family_of(model: str) -> Family:
     """The family of a resolved model (preset, directory or config file)."""
-    return for_config(read_config(model), _origin(model))
+    return for_config(read_config(model), origin(model))
 
 
 def resolve_task(task: str, cfg: Mapping[str, Any], fam: Family, origin: str) -> str:
@@ -116,8 +121,9 @@ def tokens_per_sample(cfg: Mapping[str, Any], fam: Family, seq_len: int) -> int:
     return vit.tokens_per_image(dict(cfg)) if fam.vision else seq_len
 
 
-def _origin(model: str) -> str:
-    if model.startswith("{"):
+def origin(model: str) -> str:
+    """How messages name a resolved model."""
+    if is_inline(model):
         return "the matrix's [model] table"
     return f"preset {model}" if model in PRESETS else model
 
@@ -166,7 +172,7 @@ def refusal(model: str, fields: Mapping[str, Any]) -> tuple[str, Any, str] | Non
     resolved = "tiny" if model == "auto" else model
     try:
         cfg = read_config(resolved)
-        fam = for_config(cfg, _origin(resolved))
+        fam = for_config(cfg, origin(resolved))
     except BadInput:
         return None
     model_type = cfg.get("model_type")

@@ -54,7 +54,8 @@ def build_on_meta(model: str, task: str = "auto", **extra: Any) -> Any:
         return auto_class(model, task).from_config(model_config(model, task), **extra)
 
 
-NOT_TARGETS = ("lm_head", "score", "classifier", "gate", "router")  # as bench/worker/llm.py's lora_targets
+# output heads and mixture-of-experts routers: never LoRA targets (bench/worker/llm.py lora_targets)
+NOT_TARGETS = ("lm_head", "score", "classifier", "gate", "router")
 
 
 @functools.cache

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadInput
-from ..families import read_config
+from ..families import origin, read_config
 from ..models import PRESETS, resolve_model
 from ..scenario import Scenario
 from .bert import BertDims, bert_dims_from_config
@@ -56,7 +56,7 @@ def load_dims(model: str) -> Dims:
     file, a matrix's [model] table; read, never run)."""
     if model in PRESETS:
         return dims_from_config(PRESETS[model], f"preset {model}")
-    return dims_from_config(read_config(model), model if not model.startswith("{") else "[model]")
+    return dims_from_config(read_config(model), origin(model))
 
 
 def predict(sc: Scenario, d: Dims, assumed_gpus: int = 2) -> Prediction:

@@ -53,6 +53,14 @@ def make_dataset(
     return InMemoryDataset(labels, **inputs)
 
 
+def dataset_for(config: Any, task: str, samples: int, seq_len: int, seed: int, source: str) -> Any:
+    """The random data a model's task trains on: pixel values at a vision config's image size, or
+    token ids below its vocabulary (the labels as make_dataset says)."""
+    image = image_shape(config) if task == "image-classification" else None
+    vocab = getattr(config, "vocab_size", None) or 30522
+    return make_dataset(samples, seq_len, vocab, seed, source, task == "causal-lm", image)
+
+
 def image_shape(config: Any) -> tuple[int, int, int]:
     """(channels, height, width) of a vision config's inputs."""
     size = config.image_size

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from ..families import is_inline
+from ..families.build import NOT_TARGETS
 from ..models import has_weights
 from ..scenario import Scenario
 from .model import build_model, load_checkpoint, task_of
@@ -50,6 +52,18 @@ def build_decoder(sc: Scenario, model: str, device: torch.device, shared: Path) 
     if sc.peft == "lora":
         built = with_lora(sc, built, task_of(model, sc.task))
     return built
+
+
+def build_trained(sc: Scenario, model: str, device: torch.device, shared: Path) -> tuple[Any, str]:
+    """(the model a scenario trains, its task): a causal LM or a LoRA row through build_decoder,
+    any other model as it is built (the worker and validation/model_loop.py both take this)."""
+    task = task_of(model, sc.task)
+    if task == "causal-lm" or sc.peft != "none":
+        return build_decoder(sc, model, device, shared), task
+    built = build_model(
+        model, device, sc.attn_implementation, task=sc.task, experts_implementation=sc.experts_implementation
+    )
+    return built, task
 
 
 def quantized_base(sc: Scenario, model: str, device: torch.device, shared: Path) -> Any:
@@ -84,8 +98,8 @@ def random_checkpoint(model: str, dtype: torch.dtype, seed: int, shared: Path, t
     temporary name and renamed, so a worker never reads a partial copy; the global RNG is left as
     it was, so a worker that builds and one that loads go on alike. The run deletes the folder when it ends."""
     stem = model
-    if "/" in model or model.startswith("{"):  # a path or an inline config: a short, safe name
-        short = "model" if model.startswith("{") else Path(model).name[:40]
+    if "/" in model or is_inline(model):  # a path or an inline config: a short, safe name
+        short = "model" if is_inline(model) else Path(model).name[:40]
         stem = f"{short}-{hashlib.sha256(model.encode()).hexdigest()[:12]}"
     name = f"{stem}-{str(dtype).removeprefix('torch.')}-seed{seed}"
     target = shared / name
@@ -108,8 +122,6 @@ PEFT_TASKS: dict[str, tuple[str | None, list[str] | None]] = {
     "sequence-classification": ("SEQ_CLS", None),  # peft keeps the classifier (score) trainable
     "image-classification": (None, ["classifier"]),
 }
-# output heads and mixture-of-experts routers: never LoRA targets
-NOT_TARGETS = ("lm_head", "score", "classifier", "gate", "router")
 
 
 def lora_targets(model: Any) -> list[str]:

@@ -19,10 +19,10 @@ from ..measure.probes import make_probes
 from ..scenario import Scenario
 from . import dist
 from .clock import StepClock
-from .data import image_shape, make_dataset
+from .data import dataset_for, image_shape
 from .engines.base import EngineInputs
-from .llm import build_decoder
-from .model import build_model, count_parameters, count_trainable, task_of
+from .llm import build_trained
+from .model import count_parameters, count_trainable, task_of
 from .precision import matmul_precision, set_tf32
 from .ranks import combine_ranks
 from .skips import check_runnable
@@ -89,14 +89,7 @@ def build_inputs(
     fault = sc.inject_fault if faulty else "none"
 
     phases = MemoryPhases(device)
-    task = task_of(model_name, sc.task)
-    llm = task == "causal-lm"
-    if llm or sc.peft != "none":
-        model = build_decoder(sc, model_name, device, shared or scratch)
-    else:
-        model = build_model(
-            model_name, device, sc.attn_implementation, task=sc.task, experts_implementation=sc.experts_implementation
-        )
+    model, task = build_trained(sc, model_name, device, shared or scratch)
     phases.mark("model_built")
     marks["model_built"] = time.time()
     if fault == "nan":
@@ -106,10 +99,7 @@ def build_inputs(
     if not sc.compile:
         phases.mark_first_forward(model)
     # `samples` is per process: each rank's share of the data set is the single-GPU epoch (weak scaling)
-    config = model.config
-    image = image_shape(config) if task == "image-classification" else None
-    vocab = getattr(config, "vocab_size", None) or 30522
-    dataset = make_dataset(sc.samples * world, sc.seq_len, vocab, sc.seed, sc.data_source, llm, image)
+    dataset = dataset_for(model.config, task, sc.samples * world, sc.seq_len, sc.seed, sc.data_source)
     marks["data_built"] = time.time()
 
     clock = StepClock(
