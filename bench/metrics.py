@@ -14,8 +14,9 @@ judges. Where it is judged (`judged_in`):
 - report: the report's findings name the best scenario on it (`best`, `better`); it must be
   judged in the summary too.
 
-A threshold is set per group (`threshold`): "speed" is --threshold, "memory" --memory-threshold
-(bench.compare.Thresholds' speed_pct and memory_pct); the metrics of a group share its default.
+A threshold is set per group (`threshold`): "speed" is --threshold, "memory" --memory-threshold,
+"energy" --energy-threshold (bench.compare.Thresholds' speed_pct, memory_pct and energy_pct); the
+metrics of a group share its default.
 `rank_aggregation` says how a multi-process job's figure comes from its ranks' (bench/worker/
 ranks.py combines them; peak memory is the parent's NVML reading of the largest GPU):
 sum (the ranks' work adds up), min, max, mean, slowest (the rank with the longest median step),
@@ -30,7 +31,7 @@ from typing import Literal
 PLACES = ("compare", "history", "summary", "report")
 DIRECTIONS = ("higher", "lower")  # which way is better
 RANK_AGGREGATIONS = ("sum", "min", "max", "mean", "slowest", "rank0")
-THRESHOLD_GROUPS = ("speed", "memory")  # bench.compare.Thresholds: speed_pct, memory_pct
+THRESHOLD_GROUPS = ("speed", "memory", "energy")  # bench.compare.Thresholds: speed_pct, memory_pct, energy_pct
 
 Place = Literal["compare", "history", "summary", "report"]
 
@@ -128,7 +129,20 @@ FINAL_LOSS = Metric(
     label="loss",
     decimals=None,  # a loss near 0 stays readable (4.858e-06)
 )
-METRICS = (SAMPLES_PER_S, STEP_TIME_MEDIAN, PEAK_MEM, FINAL_LOSS)  # the order of every list made from it
+ENERGY_PER_SAMPLE = Metric(
+    name="energy_per_sample_j",
+    unit="J",
+    direction="lower",
+    # the seed of its noise: docs/methodology.md ("Energy"), measured on the H200 with 3 repeats
+    default_threshold_pct=5.0,
+    threshold="energy",
+    rank_aggregation="sum",  # every GPU's energy over the job's window samples (bench/worker/ranks.py)
+    judged_in=frozenset({"compare", "summary"}),
+    columns=("energy_per_sample_j", "gpu_energy_j", "gpu_energy_source"),
+    label="J/sample",
+    decimals=None,
+)
+METRICS = (SAMPLES_PER_S, STEP_TIME_MEDIAN, PEAK_MEM, FINAL_LOSS, ENERGY_PER_SAMPLE)  # the order of every list made from it
 BY_NAME = {m.name: m for m in METRICS}
 
 

@@ -78,6 +78,9 @@ def reps(
                     "step_time_median_ms": 4000.0 / speed,
                     "final_loss": 0.5,
                     "loss_finite": True,
+                    "energy_per_sample_j": 70000.0 / speed,  # a 700 W GPU
+                    "gpu_energy_j": 70000.0 / speed * 512,
+                    "gpu_energy_source": "nvml-counter",
                 }
             )
         else:

@@ -221,7 +221,7 @@ def test_json_keys_are_locked(runs: dict[str, Path]) -> None:
     assert data["schema"] == "gpubench.compare/2"
     assert data["exit_code"] == 1
     assert list(data["base"]) == ["path", "gpu"]
-    assert data["thresholds_pct"] == {"samples_per_s": 5.0, "peak_mem_mb": 2.0}
+    assert data["thresholds_pct"] == {"samples_per_s": 5.0, "peak_mem_mb": 2.0, "energy_per_sample_j": 5.0}
     assert data["counts"] == {"regression": 1, "unchanged": 5}
     assert all(list(r) == ROW_COLUMNS for r in data["rows"])
     assert ROW_COLUMNS == [

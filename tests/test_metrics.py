@@ -27,7 +27,9 @@ IDS = [m.name for m in METRICS]
 # new column there, so it needs SCHEMA_VERSION raised and a step in bench/history/store.py MIGRATIONS.
 FIGURES_BY_VERSION = {1: ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss")}
 # combined from the parent's measurement, not by combine_ranks: the largest GPU's NVML peak
-COMBINED_BY_THE_PARENT = {"peak_mem_mb": "max"}
+# energy per sample: the parent divides the ranks' summed gpu_energy_j by the job's window samples
+# (bench/measure/gpuwatch.per_work; the sum is test_gpuwatch's)
+COMBINED_BY_THE_PARENT = {"peak_mem_mb": "max", "energy_per_sample_j": "sum"}
 
 
 def worse(metric: Metric, value: float, pct: float = 50.0) -> float:

@@ -10,9 +10,11 @@ import typer
 from ..checks import MAX_THRESHOLD_PCT
 from ..termtable import stdout_console
 from .options import (
+    ENERGY_PCT,
     MEMORY_PCT,
     SPEED_PCT,
     FormatOpt,
+    EnergyThresholdOpt,
     MemoryThresholdOpt,
     OutputFileOpt,
     OutputFormat,
@@ -42,6 +44,7 @@ def compare_command(
     ] = None,
     threshold: ThresholdOpt = SPEED_PCT,
     memory_threshold: MemoryThresholdOpt = MEMORY_PCT,
+    energy_threshold: EnergyThresholdOpt = ENERGY_PCT,
     allow_missing: Annotated[
         bool,
         typer.Option("--allow-missing", help="A scenario missing from the new run does not fail."),
@@ -70,7 +73,8 @@ def compare_command(
     """Compare a new run against a baseline and fail on regressions.
 
     Each scenario gets one verdict per quantity: speed (samples_per_s, the
-    median step time shown beside it), peak memory, and its status. A median
+    median step time shown beside it), peak memory, energy per sample (GPU
+    rows; none on the CPU), and its status. A median
     change counts when it passes the threshold and, with 3 or more ok
     repeats a side, a one-sided t-test on the log figures, Holm-adjusted over
     all scenarios (alpha 0.05), finds it significant; past the threshold but
@@ -95,7 +99,7 @@ def compare_command(
     from ..compare.render import gate_line, print_table, render
     from ..results import load_run
 
-    thresholds = Thresholds(speed_pct=threshold, memory_pct=memory_threshold)
+    thresholds = Thresholds(speed_pct=threshold, memory_pct=memory_threshold, energy_pct=energy_threshold)
     if detect is not None:
         _detect(detect, [load_run(p) for p in (base, new) if p is not None], thresholds, fmt, output)
         return

@@ -64,11 +64,16 @@ OutputFileOpt = Annotated[
     Path | None, typer.Option("--output", "-o", parser=path_value, help="Write to this file instead of stdout.")
 ]
 SPEED_PCT, MEMORY_PCT = default_threshold_pct("speed"), default_threshold_pct("memory")  # bench.metrics
+ENERGY_PCT = default_threshold_pct("energy")
 ThresholdOpt = Annotated[
     float,
     typer.Option("--threshold", min=0.0, help=f"Speed threshold in % ({', '.join(names(in_group('speed')))})."),
 ]
 MemoryThresholdOpt = Annotated[float, typer.Option("--memory-threshold", min=0.0, help="Peak memory threshold in %.")]
+EnergyThresholdOpt = Annotated[
+    float,
+    typer.Option("--energy-threshold", min=0.0, help="Energy per sample threshold in % (GPU rows with NVML's counter)."),
+]
 DbOpt = Annotated[
     str | None,
     typer.Option(

@@ -80,10 +80,11 @@ class Thresholds:
 
     speed_pct: float = default_threshold_pct("speed")  # samples_per_s (and, in bench.history, step_time_median_ms)
     memory_pct: float = default_threshold_pct("memory")  # peak_mem_mb
+    energy_pct: float = default_threshold_pct("energy")  # energy_per_sample_j
     alpha: float = 0.05
 
     def __post_init__(self) -> None:
-        for key in ("speed_pct", "memory_pct"):
+        for key in ("speed_pct", "memory_pct", "energy_pct"):
             value = getattr(self, key)
             bounded(value, f"threshold {key} = {value!r}", 0, MAX_THRESHOLD_PCT)
         if not is_finite(self.alpha) or not 0 < self.alpha < 1:
@@ -93,18 +94,20 @@ class Thresholds:
         """The threshold of the metric's group (bench.metrics); a metric without one (final_loss)
         gets the speed threshold."""
         found = BY_NAME.get(metric)
-        return self.memory_pct if found is not None and found.threshold == "memory" else self.speed_pct
+        group = found.threshold if found is not None else None
+        return {"memory": self.memory_pct, "energy": self.energy_pct}.get(group or "", self.speed_pct)
 
-    def rule(self, metric: str) -> Rule:
-        """How compare judges this quantity: alpha is shared by the quantities judged (JUDGED)."""
-        return Rule(self.for_metric(metric), BY_NAME[metric].sign, self.alpha, quantities=len(JUDGED))
+    def rule(self, metric: str, quantities: int = len(JUDGED)) -> Rule:
+        """How compare judges this quantity: alpha is shared by the quantities judged (those of JUDGED
+        that some scenario has on both sides: energy per sample only where both runs read NVML's energy)."""
+        return Rule(self.for_metric(metric), BY_NAME[metric].sign, self.alpha, quantities=max(quantities, 1))
 
 
 def method_text(alpha: float) -> str:
     return (
         f"per scenario, {_judged_text()}: the median change must pass "
         f"the threshold and a one-sided t-test on the log figures (the spread pooled over both sides' repeats), "
-        f"Holm-adjusted over the scenarios and Bonferroni over the {len(JUDGED)} quantities, must reach "
+        "Holm-adjusted over the scenarios and Bonferroni over the quantities judged, must reach "
         f"alpha={alpha:g} for the whole comparison; the test needs "
         f"{MIN_REPEATS} ok repeats a side; "
         "the threshold alone decides otherwise"
@@ -242,8 +245,9 @@ def _rows(base_frame: pd.DataFrame, new_frame: pd.DataFrame, thresholds: Thresho
         loss = _judge_loss(ok_base, ok_new)
         if loss:
             rows.append(_row(str(name), b, n, **loss))
+    quantities = sum(1 for items in pending.values() if items)
     for metric, items in pending.items():
-        judged = judge([sample for _, sample, _ in items], thresholds.rule(metric)) if items else []
+        judged = judge([sample for _, sample, _ in items], thresholds.rule(metric, quantities)) if items else []
         for (row, _, cpu), judgement in zip(items, judged, strict=True):
             row.update(_judged(judgement, thresholds.alpha))
             if cpu and metric == SPEED_METRIC and judgement.verdict != "unchanged":

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from .cpuspeed import window_probe_ms
+from .gpuwatch import GpuProbe
 
 
 class WindowProbe(Protocol):
@@ -64,8 +65,9 @@ class CpuProbe:
         return {"cpu_loop_start_ms": self.start_ms, "cpu_loop_end_ms": self.measure()}
 
 
-# Every window probe a worker takes, in opening order; the CPU probe first.
-PROBES: tuple[type[WindowProbe], ...] = (CpuProbe,)
+# Every window probe a worker takes, in opening order: the CPU probe first (outermost), then the
+# GPU's energy, power, clocks and activity (bench/measure/gpuwatch.py), opened closest to the window.
+PROBES: tuple[type[WindowProbe], ...] = (CpuProbe, GpuProbe)
 COLUMNS: tuple[str, ...] = tuple(column for probe in PROBES for column in probe.columns)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..measure.gpuwatch import GpuProbe
 from ..scenario import SETTING_KEYS
 
 STATUSES = ("ok", "skipped", "oom", "timeout", "error", "crashed", "diverged", "interrupted")
@@ -68,6 +69,16 @@ MEMORY_COLUMNS = [
     "torch_alloc_after_backward_mb",
     "torch_alloc_after_optimizer_step_mb",
 ]
+# The GPU over the timed window (bench/measure/gpuwatch.py's probe columns, then what the energy
+# buys); every one empty on the CPU, with gpu_reason saying why.
+GPU_COLUMNS = [
+    *GpuProbe.columns,
+    "energy_per_sample_j",
+    "energy_per_token_j",
+    "samples_per_kwh",
+    "bound",  # compute-bound, memory-bound, launch-bound, throttled, mixed (bench/results/bound.py)
+    "bound_basis",  # the figures the label was read from
+]
 PREDICTED_COLUMNS = [  # bench/memory: arithmetic on the model config (docs/memory.md)
     "pred_weights_mb",
     "pred_autocast_copies_mb",
@@ -113,13 +124,14 @@ COLUMNS = (
     + SPEED_COLUMNS
     + PARALLEL_COLUMNS
     + MEMORY_COLUMNS
+    + GPU_COLUMNS
     + PREDICTED_COLUMNS
     + FLOP_COLUMNS
     + OTHER_COLUMNS
 )
 NUMERIC_COLUMNS = [
     c
-    for c in SPEED_COLUMNS + PARALLEL_COLUMNS + MEMORY_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
+    for c in SPEED_COLUMNS + PARALLEL_COLUMNS + MEMORY_COLUMNS + GPU_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
     if c
     not in (
         "parallel_wrapper",
@@ -138,6 +150,12 @@ NUMERIC_COLUMNS = [
         "startup_breakdown",
         "pred_peak_phase",
         "cpu_affinity",
+        "gpu_energy_source",
+        "gpu_clock_events",
+        "gpu_activity_source",
+        "gpu_reason",
+        "bound",
+        "bound_basis",
     )
 ]
 NAN_WORDS = ("nan", "-nan", "na", "n/a", "null", "none", "<na>")  # numeric cells that mean missing

@@ -14,10 +14,10 @@ from typing import Any, Protocol
 from .. import predict
 from ..errors import CannotWrite, ExitCode
 from ..fsio import atomic_write_json, read_json
-from ..measure import flops, hostmem
+from ..measure import flops, gpuwatch, hostmem
 from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, TreeSampler, open_nvml
 from ..models import resolve_model
-from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, read_results, write_results
+from ..results import FAILED_STATUSES, bound, FINAL_STATUSES, SETTING_COLUMNS, read_results, write_results
 from ..results.rowcheck import usable
 from ..results.scaling import add_scaling
 from ..scenario import Scenario
@@ -262,6 +262,9 @@ def _finish_row(
         flops.figures(sc, model, figures.get("model_params"), row.get("samples_per_s"), gpu_name, tf32, gpus, figures)
     )
     row.update(predict.predicted_columns(sc, model, figures))
+    if status == "ok":
+        row.update(gpuwatch.per_work(row))
+        row.update(bound.columns(row))
     row["started_at"] = datetime.fromtimestamp(launched_at, UTC).isoformat(timespec="seconds")
     row["worker_wall_s"] = proc.wall_s
     if row.get("train_loop_s") is not None:

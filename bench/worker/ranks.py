@@ -24,10 +24,28 @@ PER_RANK_KEYS = (
     "torch_max_reserved_mb",
     "rss_peak_mb",
     "final_loss",
+    "gpu_energy_j",
+    "gpu_sm_active_pct",
+    "gpu_sm_clock_median_mhz",
     "host",
 )
 MAX_KEYS = ("window_s", "first_step_s", "warmup_s", "train_loop_s", "trainer_runtime_s", "startup_s")
 MEMORY_KEYS = ("torch_max_allocated_mb", "torch_max_reserved_mb", "rss_peak_mb")
+# The GPU probe's figures (bench/measure/gpuwatch.py), one GPU per rank: the job's energy and power
+# are the GPUs' sum; its clocks the lowest GPU's; its activity the GPUs' mean.
+GPU_SUM_KEYS = ("gpu_energy_j", "gpu_energy_sampled_j", "gpu_power_mean_w", "gpu_power_limit_w")
+GPU_MAX_KEYS = ("gpu_power_max_w",)
+GPU_MIN_KEYS = ("gpu_sm_clock_median_mhz", "gpu_sm_clock_min_mhz")
+GPU_MEAN_KEYS = (
+    "gpu_power_capped_pct",
+    "gpu_sm_active_pct",
+    "gpu_tensor_active_pct",
+    "gpu_dram_bw_pct",
+    "gpu_fp32_active_pct",
+    "gpu_fp16_active_pct",
+    "gpu_util_pct",
+    "gpu_mem_util_pct",
+)
 
 
 def _numbers(ranks: list[dict[str, Any]], key: str) -> list[float]:
@@ -64,6 +82,7 @@ def combine_ranks(ranks: list[dict[str, Any]], engine: str) -> dict[str, Any]:
     for key in [k for k in ranks[0] if k.startswith("torch_alloc_")]:
         values = _numbers(ranks, key)
         out[key] = max(values) if values else None
+    out.update(_gpu_figures(ranks))
     finite = [bool(r.get("loss_finite")) for r in ranks]
     out["loss_finite"] = all(finite)
     out["nonfinite_losses"] = int(sum(_numbers(ranks, "nonfinite_losses")))
@@ -72,4 +91,22 @@ def combine_ranks(ranks: list[dict[str, Any]], engine: str) -> dict[str, Any]:
         out["trainer_samples_per_s"] = sum(_numbers(ranks, "trainer_samples_per_s"))
     out["world_size"] = world
     out["rank_figures"] = json.dumps([{k: r.get(k) for k in PER_RANK_KEYS} | {"rank": i} for i, r in enumerate(ranks)])
+    return out
+
+
+def _gpu_figures(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The job's GPU-probe figures from every rank's (None where no rank measured one)."""
+    out: dict[str, Any] = {}
+    for keys, combine in (
+        (GPU_SUM_KEYS, sum),
+        (GPU_MAX_KEYS, max),
+        (GPU_MIN_KEYS, min),
+        (GPU_MEAN_KEYS, lambda v: sum(v) / len(v)),
+    ):
+        for key in keys:
+            values = _numbers(ranks, key)
+            out[key] = combine(values) if values else None
+    events = {e for r in ranks for e in str(r.get("gpu_clock_events") or "").split(";") if e}
+    seen = [r.get("gpu_clock_events") for r in ranks if r.get("gpu_clock_events") is not None]
+    out["gpu_clock_events"] = ";".join(sorted(events)) if seen else None
     return out

@@ -1,0 +1,94 @@
+"""What held a row back, read from its own GPU counters (bench/measure/gpuwatch.py): one label per
+row and the figures it was read from; and whether the row's figures are steady enough to read as a
+finding. Pure arithmetic on a row, no torch; the thresholds are documented in docs/methodology.md
+("What bound a row").
+
+The label, first rule that holds:
+- throttled: a thermal, hardware-slowdown or power-brake clocks event was seen in the window (the
+  software power cap is not a throttle: it is where a busy H200 normally runs; its share of the
+  window is in gpu_power_capped_pct);
+- launch-bound: the SMs were busy less than LAUNCH_SM_PCT % of the window (GPM SM active), or,
+  without GPM, a kernel ran less than LAUNCH_UTIL_PCT % of the time (NVML utilization): the GPU
+  waited on the host launching its kernels (or on data, or on a collective);
+- compute-bound: the busiest math pipe (tensor, or non-tensor FP32/FP16) was active COMPUTE_PCT %
+  of the window or more;
+- memory-bound: DRAM bandwidth was MEMORY_BW_PCT % of its maximum or more, the math pipes below
+  COMPUTE_PCT %;
+- mixed: busy, but no single resource near its limit (elementwise kernels, small GEMMs, a mix).
+Without GPM only throttled, launch-bound or mixed can be told apart; without any GPU figure
+(the CPU) the label is empty and the basis says why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+LABELS = ("compute-bound", "memory-bound", "launch-bound", "throttled", "mixed")
+LAUNCH_SM_PCT = 50.0
+LAUNCH_UTIL_PCT = 80.0
+COMPUTE_PCT = 40.0
+MEMORY_BW_PCT = 50.0
+THROTTLES = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+
+# steadiness: a row is flagged when its steps spread this much or its launching CPU shifted
+UNSTEADY_P90_OVER_P10 = 1.5  # as the CPU probe's own rule (bench/measure/cpuspeed.py UNSTEADY)
+CPU_SHIFT = 1.3  # the CPU loop this much slower after the window than before it, or the reverse
+
+
+def _num(row: Mapping[str, Any], key: str) -> float | None:
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def label(row: Mapping[str, Any]) -> tuple[str | None, str]:
+    """(label, basis): the label (LABELS) and the figures it came from; (None, why) without figures."""
+    events = [e for e in str(row.get("gpu_clock_events") or "").split(";") if e]
+    throttles = [e for e in events if e in THROTTLES]
+    sm, util = _num(row, "gpu_sm_active_pct"), _num(row, "gpu_util_pct")
+    pipes = {k: _num(row, f"gpu_{k}_active_pct") for k in ("tensor", "fp32", "fp16")}
+    dram = _num(row, "gpu_dram_bw_pct")
+    if throttles:
+        return "throttled", "clocks events " + ", ".join(throttles)
+    if sm is not None:
+        if sm < LAUNCH_SM_PCT:
+            return "launch-bound", f"SM active {sm:.0f}% < {LAUNCH_SM_PCT:g}%"
+        known = {k: v for k, v in pipes.items() if v is not None}
+        pipe, busiest = max(known.items(), key=lambda kv: kv[1]) if known else (None, None)
+        if busiest is not None and busiest >= COMPUTE_PCT:
+            return "compute-bound", f"SM active {sm:.0f}%, {pipe} pipe active {busiest:.0f}% >= {COMPUTE_PCT:g}%"
+        if dram is not None and dram >= MEMORY_BW_PCT:
+            return "memory-bound", f"DRAM bandwidth {dram:.0f}% >= {MEMORY_BW_PCT:g}%, math pipes < {COMPUTE_PCT:g}%"
+        parts = [f"SM active {sm:.0f}%"]
+        parts += [f"{pipe} pipe {busiest:.0f}%"] if busiest is not None else []
+        parts += [f"DRAM {dram:.0f}%"] if dram is not None else []
+        return "mixed", ", ".join(parts)
+    if util is not None:
+        if util < LAUNCH_UTIL_PCT:
+            return "launch-bound", f"NVML utilization {util:.0f}% < {LAUNCH_UTIL_PCT:g}% (no GPM)"
+        return "mixed", f"NVML utilization {util:.0f}%; no GPM to tell compute from memory"
+    reason = str(row.get("gpu_reason") or "no GPU activity figures")
+    return None, reason
+
+
+def steadiness(row: Mapping[str, Any]) -> str:
+    """"" for a steady row, else why its figures should not be read as a finding: its steps spread
+    widely, or the CPU that launches them changed speed across the window."""
+    notes = []
+    p10, p90 = _num(row, "step_time_p10_ms"), _num(row, "step_time_p90_ms")
+    if p10 and p90 and p90 / p10 >= UNSTEADY_P90_OVER_P10:
+        notes.append(f"unsteady steps (p90/p10 {p90 / p10:.2f})")
+    before, after = _num(row, "cpu_loop_start_ms"), _num(row, "cpu_loop_end_ms")
+    if before and after and max(before, after) / min(before, after) >= CPU_SHIFT:
+        notes.append(f"CPU speed shifted (loop {before:.1f} -> {after:.1f} ms)")
+    return "; ".join(notes)
+
+
+def columns(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's bound and bound_basis columns; the basis ends with its steadiness note, if any."""
+    found, basis = label(row)
+    note = steadiness(row)
+    return {"bound": found, "bound_basis": f"{basis}; {note}" if note else basis}
