@@ -54,6 +54,7 @@ WHOLE_RANGES = {
     "dataloader_workers": (0, 1024),
     "warmup_steps": (0, 10_000_000),
     "seed": (0, 2**32 - 1),
+    "profile_steps": (0, 1000),  # a trace of more steps than this is hundreds of MB
 }
 TEXT_FIELDS = ("name", "description", "model")
 MAX_NAME_BYTES = 200  # a file name holds 255 bytes: NAME-rN.log, and the work folder NAME-rN
@@ -84,6 +85,8 @@ class Scenario:
     seq_len: int = 512
     warmup_steps: int = 10
     window: int | str = "epoch"  # "epoch" | "auto" | optimizer steps
+    profile_steps: int = 0  # optimizer steps after the window under torch.profiler (bench/worker/profiling.py)
+    profile_memory: bool = False  # with profile_steps: an allocator snapshot too (CUDA)
     compile_mode: str = "default"  # torch.compile's mode, with compile = true
     # -- decoder LLM techniques (a Llama-style model; docs/llm.md)
     peft: str = "none"  # "lora": train low-rank adapters on a frozen base
@@ -152,7 +155,16 @@ class Scenario:
                 raise bad(key, value, why)
         for key, (least, most) in WHOLE_RANGES.items():
             bounded(getattr(self, key), what(key, getattr(self, key)), least, most, whole=True)
-        for key in ("grad_checkpointing", "tf32", "pin_memory", "compile", "liger", "fp8", "activation_offload"):
+        for key in (
+            "grad_checkpointing",
+            "tf32",
+            "pin_memory",
+            "compile",
+            "liger",
+            "fp8",
+            "activation_offload",
+            "profile_memory",
+        ):
             if not isinstance(getattr(self, key), bool):
                 raise bad(key, getattr(self, key), "must be true or false")
         if self.compile_scope != "model" and not self.compile:
@@ -183,6 +195,18 @@ class Scenario:
             (isinstance(self.window, str) and self.window in WINDOW_MODES) or _whole(self.window, 1, MAX_WINDOW_STEPS)
         ):
             raise bad("window", self.window, 'must be "epoch", "auto" or a whole number of optimizer steps (1 or more)')
+        if self.profile_memory and not self.profile_steps:
+            raise bad("profile_memory", self.profile_memory, "needs profile_steps (the snapshot covers them)")
+        if self.profile_steps and self.warmup_steps + max(self.window if isinstance(self.window, int) else 1, 1) + (
+            self.profile_steps
+        ) > self.optimizer_steps:
+            raise bad(
+                "profile_steps",
+                self.profile_steps,
+                f"does not fit in the epoch: {self.warmup_steps} warm-up + at least "
+                f"{self.window if isinstance(self.window, int) else 1} timed + {self.profile_steps} profiled steps, "
+                f"but only {self.optimizer_steps} optimizer steps; raise samples or lower profile_steps",
+            )
         if isinstance(self.window, int) and self.warmup_steps + self.window > self.optimizer_steps:
             raise bad(
                 "window",

@@ -73,6 +73,24 @@ def run(
         ),
     ] = None,
     engine: EngineOpt = None,
+    profile: Annotated[
+        int | None,
+        typer.Option(
+            "--profile",
+            metavar="N",
+            min=0,
+            help="N optimizer steps after each timed window under torch.profiler: a trace beside each row's log "
+            "and kernel time per step by category (prof_* columns); the window stays unprofiled.",
+        ),
+    ] = None,
+    ceiling: Annotated[
+        bool,
+        typer.Option(
+            "--ceiling/--no-ceiling",
+            help="On a GPU, measure the matmul ceiling per number format before the first worker (env.json; "
+            "each row's mfu_ceiling), about 10-20 s.",
+        ),
+    ] = True,
     gpus: Annotated[
         str | None,
         typer.Option(
@@ -174,6 +192,7 @@ def run(
             "warmup_steps": warmup_steps,
             "window": _window(window),
             "engine": engine,
+            "profile_steps": profile,
             "gpus": gpus_value(gpus),
             "nnodes": nnodes,
             "node_rank": node_rank,
@@ -188,6 +207,7 @@ def run(
         time_limit_s=time_limit,
         cpu_affinity=cpu_affinity,
         report=report,
+        ceiling=ceiling,
     )
     plan, outcome = api.run(
         request,

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..checks import MAX_THRESHOLD_PCT, bounded, is_finite
 from ..errors import BadInput, ExitCode, IncomparableRuns
-from ..measure import cpuspeed
+from ..measure import cpuspeed, kernels
 from ..metrics import (
     BY_NAME,
     FINAL_LOSS,
@@ -218,6 +218,7 @@ def _rows(base_frame: pd.DataFrame, new_frame: pd.DataFrame, thresholds: Thresho
     new_groups = dict(tuple(new_frame.groupby("scenario", sort=False)))
     rows: list[dict[str, Any]] = []
     pending: dict[str, list[tuple[dict[str, Any], Sample, str | None]]] = {m: [] for m in JUDGED}
+    profiles: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = {}
     for name in [*base_groups, *[n for n in new_groups if n not in base_groups]]:
         base, new = base_groups.get(name), new_groups.get(name)
         b, n = scenario_status(base), scenario_status(new)
@@ -228,6 +229,7 @@ def _rows(base_frame: pd.DataFrame, new_frame: pd.DataFrame, thresholds: Thresho
             continue
         ok_base, ok_new = base[base["status"] == "ok"], new[new["status"] == "ok"]
         cpu = _cpu_note(ok_base, ok_new)
+        profiles[str(name)] = (ok_base, ok_new)
         for metric in JUDGED:
             xs, ys = _values(ok_base, metric), _values(ok_new, metric)
             if not xs and not ys:
@@ -252,6 +254,8 @@ def _rows(base_frame: pd.DataFrame, new_frame: pd.DataFrame, thresholds: Thresho
             row.update(_judged(judgement, thresholds.alpha))
             if cpu and metric == SPEED_METRIC and judgement.verdict != "unchanged":
                 row["note"] = "; ".join(filter(None, [row["note"], cpu]))
+            if metric == SPEED_METRIC and judgement.verdict != "unchanged":
+                row["note"] = "; ".join(filter(None, [row["note"], profile_note(*profiles[row["scenario"]])]))
     return rows
 
 
@@ -313,6 +317,24 @@ def _values(frame: pd.DataFrame, metric: str) -> list[float]:
     if metric not in frame:
         return []
     return [float(v) for v in pd.to_numeric(frame[metric], errors="coerce") if not math.isnan(v)]
+
+
+def profile_note(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> str:
+    """Where a speed change went, when both sides were profiled (`--profile`): the kernel-time
+    categories that moved most per step ("profiled step +52 ms: +40 ms optimizer, +12 ms idle"); ""
+    when a side has no profile."""
+
+    def medians(frame: pd.DataFrame) -> dict[str, float | None]:
+        return {n: _median(_values(frame, f"prof_{n}_ms")) if _values(frame, f"prof_{n}_ms") else None for n in kernels.NAMES}
+
+    base, new = medians(ok_base), medians(ok_new)
+    if any(v is None for v in [*base.values(), *new.values()]):
+        return ""
+    moved = kernels.attribute(base, new)
+    step = sum(v for v in new.values() if v is not None) - sum(v for v in base.values() if v is not None)
+    if not moved:
+        return f"profiled step {step:+.1f} ms, no category moved by 2% of the step or more"
+    return f"profiled step {step:+.1f} ms: " + ", ".join(f"{ms:+.1f} ms {name}" for name, ms in moved)
 
 
 def _judge_loss(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> dict[str, Any] | None:

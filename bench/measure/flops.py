@@ -179,10 +179,13 @@ def figures(
     tf32: bool,
     gpus: int = 1,
     worker: dict[str, Any] | None = None,
+    ceiling: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """FLOPs and MFU of one results row; with several GPUs `samples_per_s` is the job's and the
     peak is all GPUs'. `tf32` is what the run really used (the scenario's or the worker's report);
-    `worker`: the worker's figures (its generic count and the counter's cross-check)."""
+    `worker`: the worker's figures (its generic count and the counter's cross-check); `ceiling`:
+    the run's measured matmul ceiling per format (env.json matmul_ceiling), one GPU's: the row's
+    share of it is mfu_ceiling (with several GPUs, of that ceiling times the GPUs)."""
     out: dict[str, Any] = {
         "flops_per_sample": None,
         "achieved_tflops": None,
@@ -190,6 +193,8 @@ def figures(
         "mfu": None,
         "peak_source": "",
         "flops_source": "",
+        "ceiling_tflops": None,
+        "mfu_ceiling": None,
     }
     worker = worker or {}
     if worker.get("flops_check_per_sample") is not None or worker.get("flops_check_note"):
@@ -203,8 +208,13 @@ def figures(
     if peak and gpus > 1:
         peak, source = peak * gpus, f"{gpus} x {source}"
     out["peak_tflops"], out["peak_source"] = peak, source
+    reached = (ceiling or {}).get(precision_class(sc.precision, tf32, sc.fp8))
+    if reached and gpu_name:
+        out["ceiling_tflops"] = reached * gpus
     if samples_per_s:
         out["achieved_tflops"] = per_sample * samples_per_s / 1e12
         if peak:
             out["mfu"] = out["achieved_tflops"] / peak
+        if out["ceiling_tflops"]:
+            out["mfu_ceiling"] = out["achieved_tflops"] / out["ceiling_tflops"]
     return out

@@ -93,6 +93,13 @@ class Report:
     def has_mfu(self) -> bool:
         return bool(self.summary["mfu"].notna().any())
 
+    def has(self, column: str) -> bool:
+        """Some scenario has a figure in this summary column (energy, bound, ceiling: GPU runs only)."""
+        if column not in self.summary:
+            return False
+        values = self.summary[column]
+        return bool((values.notna() & (values.astype(str) != "")).any())
+
     @property
     def title(self) -> str:
         env = self.env or {}

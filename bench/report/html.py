@@ -202,6 +202,10 @@ def _summary(report: Report) -> str:
         ("torch MB", "max reserved", reserved),
         ("torch MB", "max allocated", allocated),
         ("MFU", "", report.has_mfu),
+        ("MFU", "of measured ceiling", report.has("mfu_ceiling")),
+        ("energy", "J/sample", report.has("energy_per_sample_j")),
+        ("power", "W mean", report.has("gpu_power_mean_w")),
+        ("bound", "its counters", report.has("bound")),
     ]
     shown = [c[2] for c in columns]
     head = "".join(f"<th>{h}</th>" for h in ("scenario", "what it changes", "status"))
@@ -221,6 +225,10 @@ def _summary(report: Report) -> str:
             fmt_num(r["torch_max_reserved_mb"], 0),
             fmt_num(r["torch_max_allocated_mb"], 0),
             "–" if missing(r["mfu"]) else f"{r['mfu'] * 100:.1f}%",
+            "–" if missing(r.get("mfu_ceiling")) else f"{r['mfu_ceiling'] * 100:.1f}%",
+            fmt_num(r.get("energy_per_sample_j"), 3),
+            fmt_num(r.get("gpu_power_mean_w"), 0),
+            str(r.get("bound") or "–"),
         ]
         row = [
             f'<td class="name">{_scenario_cell(r)}</td>',

@@ -68,6 +68,10 @@ def _summary(report: Report) -> tuple[list[str], list[list[str]], list[bool]]:
         (f"Peak mem (MB, {source})", True, True),
         ("Δ peak mem (%)", True, True),
         ("MFU (%)", True, report.has_mfu),
+        ("of ceiling (%)", True, report.has("mfu_ceiling")),
+        ("J/sample", True, report.has("energy_per_sample_j")),
+        ("W", True, report.has("gpu_power_mean_w")),
+        ("bound", False, report.has("bound")),
     ]
     rows = []
     for r in s.to_dict("records"):
@@ -82,6 +86,10 @@ def _summary(report: Report) -> tuple[list[str], list[list[str]], list[bool]]:
             fmt_num(r["peak_mem_mb"], 0),
             _delta(r, "peak_mem_mb"),
             "–" if missing(r["mfu"]) else f"{r['mfu'] * 100:.1f}",
+            "–" if missing(r.get("mfu_ceiling")) else f"{r['mfu_ceiling'] * 100:.1f}",
+            fmt_num(r.get("energy_per_sample_j"), 3),
+            fmt_num(r.get("gpu_power_mean_w"), 0),
+            str(r.get("bound") or "–"),
         ]
         rows.append([c for c, (_, _, show) in zip(cells, columns, strict=True) if show])
     shown = [c for c in columns if c[2]]

@@ -32,6 +32,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
         Column("peak MB", right=True, drop=5),
         Column("vs base", right=True, drop=2),
         Column("loss", right=True, drop=1),
+        Column("bound", drop=8),  # GPU rows only (bench/results/bound.py; "-" columns are left out)
         Column("note", note=True, drop=3),
     ]
     rows = []
@@ -41,7 +42,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
         cv = row.get("samples_per_s_cv_pct")
         if isinstance(cv, float) and not math.isnan(cv):
             sps += f" ±{cv:.1f}%"
-        error = str(row.get("error") or "")
+        error = str(row.get("error") or "") or str(row.get("steadiness") or "")
         rows.append(
             [
                 row["scenario"],
@@ -53,6 +54,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
                 num(row["peak_mem_mb"], 0),
                 _vs(row, "peak_mem_mb"),
                 spec(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
+                str(row.get("bound") or "-"),
                 error if len(error) <= NOTE_CHARS else error[: NOTE_CHARS - 1] + "…",
             ]
         )

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..measure.gpuwatch import GpuProbe
+from ..measure.kernels import COLUMNS as KERNEL_COLUMNS
 from ..scenario import SETTING_KEYS
 
 STATUSES = ("ok", "skipped", "oom", "timeout", "error", "crashed", "diverged", "interrupted")
@@ -79,6 +80,13 @@ GPU_COLUMNS = [
     "bound",  # compute-bound, memory-bound, launch-bound, throttled, mixed (bench/results/bound.py)
     "bound_basis",  # the figures the label was read from
 ]
+# profile_steps (bench/worker/profiling.py): per profiled step, after the window
+PROFILE_COLUMNS = [
+    "prof_steps",
+    "prof_step_ms",  # wall time per profiled step (the profiler's own cost included)
+    *KERNEL_COLUMNS,  # kernel time per step by category (bench/measure/kernels.py), and idle
+    "prof_trace",  # the Chrome/Perfetto trace beside the row's log (logs/)
+]
 PREDICTED_COLUMNS = [  # bench/memory: arithmetic on the model config (docs/memory.md)
     "pred_weights_mb",
     "pred_autocast_copies_mb",
@@ -104,6 +112,8 @@ FLOP_COLUMNS = [
     "peak_tflops",
     "mfu",
     "peak_source",
+    "ceiling_tflops",  # the run's measured matmul ceiling in the row's format (env.json), times its GPUs
+    "mfu_ceiling",  # achieved_tflops / ceiling_tflops: the share of what this GPU really reaches
 ]
 OTHER_COLUMNS = [
     "final_loss",
@@ -125,13 +135,14 @@ COLUMNS = (
     + PARALLEL_COLUMNS
     + MEMORY_COLUMNS
     + GPU_COLUMNS
+    + PROFILE_COLUMNS
     + PREDICTED_COLUMNS
     + FLOP_COLUMNS
     + OTHER_COLUMNS
 )
 NUMERIC_COLUMNS = [
     c
-    for c in SPEED_COLUMNS + PARALLEL_COLUMNS + MEMORY_COLUMNS + GPU_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
+    for c in SPEED_COLUMNS + PARALLEL_COLUMNS + MEMORY_COLUMNS + GPU_COLUMNS + PROFILE_COLUMNS + PREDICTED_COLUMNS + FLOP_COLUMNS + OTHER_COLUMNS
     if c
     not in (
         "parallel_wrapper",
@@ -156,6 +167,7 @@ NUMERIC_COLUMNS = [
         "gpu_reason",
         "bound",
         "bound_basis",
+        "prof_trace",
     )
 ]
 NAN_WORDS = ("nan", "-nan", "na", "n/a", "null", "none", "<na>")  # numeric cells that mean missing
@@ -169,6 +181,7 @@ NUMERIC_SETTINGS = [
     "warmup_steps",
     "seed",
     "timeout_s",
+    "profile_steps",
 ]
 # Figures that may be below zero; every other numeric column is a count, a time, a size or a rate.
 SIGNED_COLUMNS = (

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # settings that do not change what is measured stay out of the series key
-NOT_IN_KEY = ("description", "timeout_s", "device", "model", "model_resolved")
+# (profiling runs after the timed window: bench/worker/profiling.py)
+NOT_IN_KEY = ("description", "timeout_s", "device", "model", "model_resolved", "profile_steps", "profile_memory")
 KEY_SETTINGS = tuple(c for c in SETTING_COLUMNS if c not in NOT_IN_KEY)
 # settings added after results were first recorded, with their defaults
 LATE_SETTINGS: dict[str, Any] = {

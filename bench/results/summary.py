@@ -52,6 +52,7 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
             "scaling_efficiency": _median(ok, "scaling_efficiency"),
             "trainer_samples_per_s": _median(ok, "trainer_samples_per_s"),
             "error": errors[0] if errors else "",
+            **_bound(ok),
         }
         row.update({m: _median(ok, m) for m in JUDGED_METRICS if m not in row})  # one with no column above
         out.append(row)
@@ -66,6 +67,24 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
             for name, change in zip(summary["scenario"], summary[f"{metric}_vs_baseline_pct"], strict=True)
         ]
     return summary
+
+
+def _bound(ok: pd.DataFrame) -> dict[str, Any]:
+    """The label most of the ok repeats got (bench/results/bound.py), and the first steadiness note."""
+    from collections import Counter
+
+    from .bound import steadiness
+
+    labels = [str(v) for v in ok.get("bound", pd.Series(dtype=object)) if isinstance(v, str) and v]
+    notes = [steadiness(r) for r in ok.to_dict("records")]
+    return {
+        "bound": Counter(labels).most_common(1)[0][0] if labels else "",
+        "steadiness": next((n for n in notes if n), ""),
+        "energy_per_sample_j": _median(ok, "energy_per_sample_j"),
+        "gpu_power_mean_w": _median(ok, "gpu_power_mean_w"),
+        "gpu_sm_clock_median_mhz": _median(ok, "gpu_sm_clock_median_mhz"),
+        "mfu_ceiling": _median(ok, "mfu_ceiling"),
+    }
 
 
 def noise_label(values: list[float], ref: list[float]) -> str:

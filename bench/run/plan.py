@@ -6,7 +6,7 @@ child what torch sees; a resumed run replays its own scenarios.json."""
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ class RunPlan:
     launcher: str = DEFAULT_LAUNCHER
     cpu_affinity: tuple[int, ...] | None = None
     gpu_uuids: tuple[str, ...] = ()  # the chosen GPU and those after it: a multi-GPU scenario's
+    ceiling_tflops: dict[str, float] = field(default_factory=dict)  # measured per format (env.json matmul_ceiling)
 
     @property
     def results_csv(self) -> Path:

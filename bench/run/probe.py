@@ -13,6 +13,8 @@ from .proc import run_subprocess, tail
 from .request import check_device_name
 
 PROBE_TIMEOUT_S = 120.0
+CEILING_TIMEOUT_S = 180.0
+MAX_SCENARIO_SHAPES = 3  # the scenarios' own GEMM shapes timed beside the squares
 
 
 def probe_torch(scratch: Path) -> dict[str, Any]:
@@ -94,3 +96,53 @@ def resolve_device(requested: str, probe: dict[str, Any]) -> tuple[str, str | No
     if index >= len(devices):
         raise BadInput(f"--device {given}: this machine has {len(devices)} CUDA GPU(s)")
     return requested, devices[index].get("uuid")
+
+
+def gemm_shapes(scenarios: Any) -> list[tuple[int, int, int]]:
+    """The scenarios' first MLP GEMM (tokens x hidden x intermediate), up to MAX_SCENARIO_SHAPES
+    distinct ones in matrix order; a model whose config has no hidden size adds none."""
+    from ..families import read_config
+    from ..models import resolve_model
+
+    shapes: list[tuple[int, int, int]] = []
+    for sc in scenarios:
+        try:
+            cfg = read_config(resolve_model(sc.model, "cuda"))  # called for GPU runs only
+            hidden = int(cfg.get("hidden_size") or cfg.get("n_embd") or 0)
+            inner = int(cfg.get("intermediate_size") or cfg.get("n_inner") or 4 * hidden)
+        except Exception:  # a model the plan could not read here: its row says why
+            continue
+        tokens = int(sc.batch_size) * int(sc.seq_len or 0)
+        if hidden and tokens and (tokens, hidden, inner) not in shapes:
+            shapes.append((min(tokens, 65536), hidden, inner))
+        if len(shapes) >= MAX_SCENARIO_SHAPES:
+            break
+    return shapes
+
+
+def measure_ceiling(device: str, shapes: list[tuple[int, int, int]], scratch: Path) -> dict[str, Any]:
+    """The matmul ceiling of `device` (bench/worker/ceiling.py), measured in a child; on failure
+    {"reason": why}: a run without a ceiling still runs, its rows' mfu_ceiling empty."""
+    from ..fsio import atomic_write_json
+
+    spec, out = scratch / "ceiling-spec.json", scratch / "ceiling.json"
+    atomic_write_json(spec, {"device": device, "shapes": [list(s) for s in shapes]})
+    result = run_subprocess(
+        [sys.executable, "-m", "bench.worker", "--ceiling", str(spec), str(out)],
+        timeout_s=CEILING_TIMEOUT_S,
+        log_path=scratch / "ceiling.log",
+        env=worker_env(None),
+    )
+    if result.interrupted:
+        raise KeyboardInterrupt
+    if result.returncode != 0 or not out.is_file():
+        why = "timed out" if result.timed_out else f"exit {result.returncode}"
+        return {"reason": f"the ceiling probe failed ({why}): {tail(scratch / 'ceiling.log', 300).strip()}"}
+    data: dict[str, Any] = read_json(out)
+    return data
+
+
+def ceiling_tflops(ceiling: dict[str, Any] | None) -> dict[str, float]:
+    """{format: TFLOP/s} of a measured ceiling (env.json's matmul_ceiling); {} without one."""
+    formats = (ceiling or {}).get("formats") or {}
+    return {k: float(v["tflops"]) for k, v in formats.items() if isinstance(v, dict) and v.get("tflops")}

@@ -172,6 +172,7 @@ def run_one(
             "launched_at": launched_at,
             "timeout_s": timeout_s,
             "shared_dir": str(plan.shared_dir),
+            "trace_path": str(plan.out / "logs" / f"{sc.name}-r{repeat}.trace.json"),  # with profile_steps
         },
     )
     log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"
@@ -197,7 +198,7 @@ def run_one(
     peaks = sampler.stop() if sampler else None
     status, error, figures = _outcome(proc, result_path, timeout_s, kills_before)
     row = _row(sc, repeat, model, plan.device, status, error, figures, peaks)
-    return _finish_row(row, sc, model, gpu_name, figures, launched_at, proc, log_path)
+    return _finish_row(row, sc, model, gpu_name, figures, launched_at, proc, log_path, plan.ceiling_tflops)
 
 
 def _run_distributed(
@@ -237,7 +238,7 @@ def _run_distributed(
     if per_gpu and status != "skipped":
         row["nvml_process_peak_sum_mb"] = sum(p.peak_mb for p in per_gpu)
         row["gpu_peaks_mb"] = ",".join(f"{p.peak_mb:.0f}" for p in per_gpu)
-    return _finish_row(row, sc, model, gpu_name, figures, launched_at, proc, job.log_path)
+    return _finish_row(row, sc, model, gpu_name, figures, launched_at, proc, job.log_path, plan.ceiling_tflops)
 
 
 def _largest(per_gpu: list[MemoryPeaks]) -> MemoryPeaks | None:
@@ -254,12 +255,15 @@ def _finish_row(
     launched_at: float,
     proc: ProcResult,
     log_path: Path,
+    ceiling: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     status = row["status"]
     tf32 = sc.tf32 or figures.get("fp32_matmul_precision") == "tf32"
     gpus = int(figures.get("world_size") or 1) if row.get("device") != "cpu" else 1
     row.update(
-        flops.figures(sc, model, figures.get("model_params"), row.get("samples_per_s"), gpu_name, tf32, gpus, figures)
+        flops.figures(
+            sc, model, figures.get("model_params"), row.get("samples_per_s"), gpu_name, tf32, gpus, figures, ceiling
+        )
     )
     row.update(predict.predicted_columns(sc, model, figures))
     if status == "ok":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -17,7 +18,7 @@ from . import envinfo
 from .childenv import inductor_cache_dir
 from .outdir import check_unused, locked, remove_stale_temps
 from .plan import RunPlan, prepare
-from .probe import probe_torch, resolve_device
+from .probe import ceiling_tflops, gemm_shapes, measure_ceiling, probe_torch, resolve_device
 from .request import RunRequest, check_device_name
 from .runner import Reporter, RunOutcome, execute
 
@@ -81,6 +82,12 @@ def run(
         most = max((s.gpus for s in plan.scenarios if s.distributed and isinstance(s.gpus, int)), default=0)
         if most and plan.device != "cpu":
             env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
+        if plan.device != "cpu" and request.ceiling:  # a GPU run: the matmul ceiling, before any worker
+            with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
+                env["matmul_ceiling"] = measure_ceiling(plan.device, gemm_shapes(plan.scenarios), Path(scratch))
+            plan = dataclasses.replace(plan, ceiling_tflops=ceiling_tflops(env["matmul_ceiling"]))
+        else:
+            env["matmul_ceiling"] = {"reason": "a CPU run" if plan.device == "cpu" else "--no-ceiling"}
         write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
         deadline = None if request.time_limit_s is None else started + request.time_limit_s
         try:

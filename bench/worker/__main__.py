@@ -1,4 +1,5 @@
 """`python -m bench.worker SPEC.json RESULT.json` trains one scenario; `--probe OUT.json` describes torch;
+`--ceiling SPEC.json OUT.json` measures the matmul ceiling (ceiling.py);
 `--serve` is the fork server (forkserver.py) that forks such workers with the imports already done.
 
 The child's only output to the parent is the JSON file it writes atomically at the end; stdout
@@ -44,12 +45,22 @@ def main(argv: list[str]) -> int:
 
         atomic_write_json(Path(argv[1]), probe())
         return 0
+    if argv[:1] == ["--ceiling"] and len(argv) == 3:
+        from ..fsio import read_json
+        from .ceiling import measure
+
+        spec = read_json(Path(argv[1]))
+        atomic_write_json(Path(argv[2]), measure(spec["device"], [tuple(s) for s in spec["shapes"]]))
+        return 0
     if argv[:1] == ["--serve"] and len(argv) <= 2:
         from .forkserver import ENGINES, serve
 
         return serve(engines=[e for e in argv[1].split(",") if e] if len(argv) == 2 else ENGINES)
     if len(argv) != 2:
-        usage = "usage: python -m bench.worker SPEC.json RESULT.json | --probe OUT.json | --serve [ENGINE,...]"
+        usage = (
+            "usage: python -m bench.worker SPEC.json RESULT.json | --probe OUT.json "
+            "| --ceiling SPEC.json OUT.json | --serve [ENGINE,...]"
+        )
         print(usage, file=sys.stderr)
         return 2
     die_with_parent()

@@ -64,6 +64,7 @@ class StepClock:
         barrier: Callable[[], None] | None = None,
         window: WindowRule | None = None,
         agree: Callable[[str | None], str | None] | None = None,
+        profiler: Any = None,
     ) -> None:
         self.cuda = device.type == "cuda"
         self.warmup_steps = warmup_steps
@@ -80,6 +81,12 @@ class StepClock:
         self.window = window or WindowRule()
         # several ranks with window = "auto": every rank's decision at a check point -> rank 0's
         self.agree = agree
+        # `profile = N` (bench/worker/profiling.py): N steps after the window under torch.profiler,
+        # taken from the epoch's end, so the window's last step is N before the epoch's
+        self.profiler = profiler
+        self.profile_steps = profiler.steps if profiler is not None else 0
+        self.profiled = 0  # steps profiled so far
+        self.profile_figures: dict[str, Any] = {}
         self.window_stop: str | None = None  # why the window ended (window.STOPS); None while open
         self.end_step: int | None = None  # the optimizer step that closed the window
         self._known_s: list[float] = []  # step times of completed CUDA events (auto's checks)
@@ -133,14 +140,20 @@ class StepClock:
 
     @property
     def done(self) -> bool:
-        """The window has closed: the engine should stop its epoch."""
-        return self.window_stop is not None
+        """The window has closed (and its profiled steps, if any, have run): the engine should stop."""
+        return self.window_stop is not None and self.profiled >= self.profile_steps
 
     def step_end(self) -> bool:
         """Call once per optimizer step, after the step. True once the window has closed (the
         engine stops training there); no step after that is timed."""
         if self.done:
             return True
+        if self.window_stop is not None:  # profiling, after the window
+            self.steps_seen += 1
+            self.profiled += 1
+            if self.profiled >= self.profile_steps:
+                self.profile_figures = self.profiler.stop()
+            return self.done
         if self.on_step is not None:
             self.on_step()
         self.steps_seen += 1
@@ -155,12 +168,14 @@ class StepClock:
             self._start_window()
         if step > self.warmup_steps:
             timed = step - self.warmup_steps
-            last = step >= self.total_steps  # the epoch's last step: every rank is here, no vote needed
+            last = step >= self.total_steps - self.profile_steps  # the window's last step: no vote needed
             stop = (self.window.fixed_stop(timed) or "epoch_end") if last else self._decide(timed)
             if stop is not None:
                 self.t_window_end = self._edge()
                 self._close_probes()
                 self.window_stop, self.end_step = stop, step
+                if self.profiler is not None:
+                    self.profiler.start()
         return self.done
 
     def _decide(self, window_steps: int) -> str | None:
@@ -209,4 +224,5 @@ class StepClock:
             # every registered probe's columns (None for a probe not given), then any other probe's
             **dict.fromkeys(PROBE_COLUMNS),
             **self.probe_figures,
+            **self.profile_figures,
         }

@@ -16,6 +16,7 @@ import torch
 from ..engines import ENGINES
 from ..families import FAMILIES, Family, family_of, read_config, tokens_per_sample
 from ..measure.probes import make_probes
+from .profiling import StepProfiler, trace_path
 from ..scenario import Scenario
 from . import dist
 from .clock import StepClock
@@ -67,6 +68,7 @@ def build_inputs(
     rank: dist.Rank | None = None,
     timeout_s: float = 3600.0,
     shared: Path | None = None,
+    trace: Path | None = None,
 ) -> EngineInputs:
     """Check the scenario can run here, then build what its engine trains and reports to; `marks`
     gains the wall time of each start-up step. `rank`: this process's place in a torchrun job.
@@ -114,9 +116,21 @@ def build_inputs(
         barrier=dist.barrier if rank is not None else None,
         window=WindowRule(sc.window),
         agree=agree,
+        profiler=_profiler(sc, device, trace, scratch, rank),
     )
     losses = LossTracker(copy=sc.compile and sc.compile_mode == "reduce-overhead")
     return EngineInputs(sc, model, dataset, device, clock, losses, phases, scratch)
+
+
+def _profiler(
+    sc: Scenario, device: torch.device, trace: Path | None, scratch: Path, rank: dist.Rank | None
+) -> StepProfiler | None:
+    """`profile = N`'s profiler, its trace beside the row's log (in scratch when no log is known)."""
+    if not sc.profile_steps:
+        return None
+    path = trace_path(str(trace or scratch / "profile.trace.json"), rank.rank if rank else None)
+    assert path is not None
+    return StepProfiler(sc.profile_steps, device, path, memory=sc.profile_memory)
 
 
 def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = None) -> dict[str, Any]:
@@ -126,7 +140,9 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     rank = dist.from_env() if sc.distributed else None
     device = torch.device(f"cuda:{rank.local_rank}" if rank and spec["device"] != "cpu" else spec["device"])
     shared = Path(spec["shared_dir"]) if spec.get("shared_dir") else None
-    inputs = build_inputs(sc, spec["model"], device, scratch, marks, rank, float(spec.get("timeout_s", 3600.0)), shared)
+    trace = Path(spec["trace_path"]) if spec.get("trace_path") else None
+    timeout_s = float(spec.get("timeout_s", 3600.0))
+    inputs = build_inputs(sc, spec["model"], device, scratch, marks, rank, timeout_s, shared, trace)
     model, clock, losses, phases = inputs.model, inputs.clock, inputs.losses, inputs.phases
     engine_figures = ENGINES[sc.engine].implementation().train(inputs)
     flop_figures = count_flops(sc, spec["model"], model)
