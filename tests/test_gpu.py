@@ -201,3 +201,42 @@ def test_an_auto_window_ends_at_the_same_step_on_every_rank_under_nccl(tmp_path:
         assert row["status"] == "ok" and row["window_stop"] in STOPS, (name, row["window_stop"])
         ranks = json.loads(row["rank_figures"])
         assert len(ranks) == gpu_count() and len({r["window_steps"] for r in ranks}) == 1, (name, ranks)
+
+
+@pytest.fixture(scope="module")
+def watched_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two rows of the guide's recipe, a launch-bound and a busy one, with --profile 2."""
+    out = tmp_path_factory.mktemp("gpu") / "watched"
+    done = gpubench(
+        "run", "--matrix", "quick", "--only", "baseline,bf16", "--device", "cuda", "--model", "bert-base",
+        "--samples", "256", "--seq-len", "512", "--profile", "2", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_every_gpu_row_has_energy_power_clocks_activity_and_a_bound(watched_run: Path) -> None:
+    rows = read_results(watched_run / "results.csv")
+    for r in rows:
+        assert r["status"] == "ok", r
+        assert r["gpu_energy_source"] == "nvml-counter" and r["gpu_energy_j"] > 0, r["gpu_reason"]
+        # the counter and the sampled power agree within 25% over a window of seconds
+        assert abs(r["gpu_energy_sampled_j"] / r["gpu_energy_j"] - 1) < 0.25
+        assert 50 < r["gpu_power_mean_w"] <= r["gpu_power_max_w"] <= 1.1 * r["gpu_power_limit_w"]
+        assert 0 < r["gpu_sm_clock_min_mhz"] <= r["gpu_sm_clock_median_mhz"] <= r["gpu_sm_clock_max_mhz"]
+        assert isinstance(r["gpu_clock_events"], str)
+        if r["gpu_activity_source"] == "gpm":  # Hopper and later
+            assert 0 <= r["gpu_sm_active_pct"] <= 100 and 0 <= r["gpu_tensor_active_pct"] <= 100
+        assert r["energy_per_sample_j"] > 0 and r["samples_per_kwh"] > 0
+        assert r["bound"] in ("compute-bound", "memory-bound", "launch-bound", "throttled", "mixed"), r["bound_basis"]
+        assert r["prof_steps"] == 2 and (watched_run / "logs" / r["prof_trace"]).is_file()
+        assert r["prof_gemm_ms"] > 0
+        assert r["mfu_ceiling"] is not None and 0 < r["mfu_ceiling"] < 1.2
+
+
+def test_the_matmul_ceiling_is_in_env_json(watched_run: Path) -> None:
+    env = json.loads((watched_run / "env.json").read_text())
+    formats = env["matmul_ceiling"]["formats"]
+    assert formats["bf16"]["tflops"] > 100  # any GPU with bf16 tensor cores
+    assert formats["fp32"]["tflops"] < formats["bf16"]["tflops"]
+    assert env["matmul_ceiling"]["sm_clock_mhz"] > 0
