@@ -37,6 +37,7 @@ class RunRequest:
     time_limit_s: float | None = None  # start no worker that would end after this many seconds
     cpu_affinity: str | None = None  # "2-5": the CPUs the workers may use (Linux)
     report: bool = True  # write DIR/report.html at the end (`gpubench report DIR` writes it later)
+    require: tuple[str, ...] = ()  # scenario globs whose skipped row fails the run (exit 5)
 
 
 def check_request(request: RunRequest) -> tuple[int, ...] | None:
