@@ -4,6 +4,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUN_ARGS ?=
+# the pip extras of gpubench installed (pyproject.toml): dev for the tests; the nightly workflow takes
+# postgres,llm. A change needs a fresh .venv (make clean).
+EXTRAS ?= dev
 BENCH_OUT ?= results/h200-bert-large
 BENCH_PARTS ?=  # empty: every part (validation/run_all.py's --parts default)
 BENCH_LIMIT ?=
@@ -21,7 +24,7 @@ $(STAMP): pyproject.toml setup.py tools/torch_spec.py $(if $(CONSTRAINTS),$(CONS
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(PIP_C) "$$($(PYTHON) tools/torch_spec.py)"
-	$(BIN)/python -m pip install -q $(PIP_C) -e ".[dev]"
+	$(BIN)/python -m pip install -q $(PIP_C) -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 FORCE:

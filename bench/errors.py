@@ -11,6 +11,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 2  # bad command line, matrix file or result file (nothing ran); or an output not writable
     INCOMPARABLE = 3  # compare: the two runs come from different GPU models
     TIME_LIMIT = 4  # run: --time-limit reached before every scenario ran; finish with --resume
+    SKIPPED_REQUIRED = 5  # run: a scenario that --require names was skipped (its row is written)
     INTERRUPTED = 130  # Ctrl-C: what finished is saved
 
 

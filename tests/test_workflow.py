@@ -10,12 +10,14 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
-from harness import REPO
+from harness import REPO, results, statuses
+from packaging.requirements import Requirement
 from workflow_support import (
     WORKFLOW,
     Evaluator,
@@ -28,6 +30,7 @@ from workflow_support import (
 from bench.cli import app
 from bench.history import api
 from bench.history.judge import Params
+from bench.run.request import DEFAULT_TIMEOUT_S
 
 ACTIONS = {  # the actions the workflow may use, pinned to a major version
     "actions/checkout@v4",
@@ -66,7 +69,9 @@ def named(name: str) -> dict[str, Any]:
 def test_the_workflow_runs_nightly_and_by_hand_on_a_gpu_runner_with_few_permissions() -> None:
     data = load_workflow()
     assert data["on"]["schedule"][0]["cron"] == "0 2 * * *"
-    assert set(data["on"]["workflow_dispatch"]["inputs"]) == {"matrix", "repeats", "baseline", "accept", "note"}
+    inputs = data["on"]["workflow_dispatch"]["inputs"]
+    assert set(inputs) == {"matrix", "repeats", "baseline", "accept", "note", "resume"}
+    assert (inputs["resume"]["type"], inputs["resume"]["default"]) == ("boolean", False)
     assert data["permissions"] == {"contents": "read", "issues": "write"}
     assert data["concurrency"]["cancel-in-progress"] is False
     assert data["defaults"]["run"]["shell"] == "bash"
@@ -138,6 +143,49 @@ def test_the_caches_key_the_venv_on_what_the_install_reads_and_keep_the_state_ou
     assert upload["if"] == "always()" and upload["with"]["path"].startswith("${{ env.OUT }}")
 
 
+def run_commands() -> list[str]:
+    """The `gpubench run` command lines of the Benchmark step: a new night's and a resume's."""
+    return [c for c in gpubench_commands(named("Benchmark")["run"]) if c.startswith("run ")]
+
+
+def test_every_run_has_a_time_limit_that_ends_before_the_job_does() -> None:
+    benchmark = job(load_workflow())
+    limit = float(benchmark["env"]["TIME_LIMIT"])
+    # a worker that starts just before the limit may run for its --timeout; 20 minutes stay for a cold
+    # install (the multi-GB CUDA torch), the judging and the upload
+    assert limit + DEFAULT_TIMEOUT_S + 20 * 60 <= benchmark["timeout-minutes"] * 60
+    assert len(run_commands()) == 2
+    for command in run_commands():
+        assert '--time-limit "$TIME_LIMIT"' in command and "--record" in command and "--exclusive" in command
+
+
+def test_every_run_requires_every_scenario_unless_told_otherwise() -> None:
+    env = job(load_workflow())["env"]
+    assert Evaluator({"vars": {}}).interpolate(env["REQUIRE"]) == "*"
+    assert Evaluator({"vars": {"GPUBENCH_REQUIRE": "bf16,combo-*"}}).interpolate(env["REQUIRE"]) == "bf16,combo-*"
+    for command in run_commands():
+        assert '"${require[@]}"' in command
+    assert 'require=(--require "$REQUIRE")' in named("Benchmark")["run"]
+
+
+def test_the_install_gets_the_extras_the_matrices_need_and_keys_the_venv_on_them() -> None:
+    env = job(load_workflow())["env"]
+    extras = Evaluator({"vars": {}}).interpolate(env["EXTRAS"]).split(",")
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert set(extras) == {"postgres", "llm"} and set(extras) <= set(declared)
+    assert {"liger-kernel", "torchao"} <= {Requirement(r).name for r in declared["llm"]}  # liger, fp8 rows
+    assert "${{ env.EXTRAS }}" in named("Restore the virtual environment")["with"]["key"]
+    assert "${{ steps.python.outputs.version }}" in named("Restore the virtual environment")["with"]["key"]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_install_installs_the_extras_it_is_given(tmp_path: Path) -> None:
+    args = ["make", "-n", "install", f"VENV={tmp_path / 'venv'}", "EXTRAS=postgres,llm", "PYTHON=python3.12"]
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert '-e ".[postgres,llm]"' in done.stdout and "python3.12 -m venv" in done.stdout
+
+
 @pytest.mark.parametrize(
     "history, gating, compare, opens",
     [
@@ -170,7 +218,7 @@ def gpubench_commands(script: str) -> list[str]:
 
 
 def substituted(command: str, values: dict[str, str]) -> list[str]:
-    command = command.replace('"${args[@]}"', "--scenario bf16")
+    command = command.replace('"${args[@]}"', "--scenario bf16").replace('"${require[@]}"', "--require '*'")
     command = re.sub(r"\$\{?(\w+)\}?", lambda m: values[m.group(1)], command)
     return shlex.split(command)
 
@@ -206,11 +254,13 @@ def test_every_gpubench_command_in_the_workflow_parses_with_the_real_cli(tmp_pat
         "RUN_ARGS": "--only bf16,fp16",
         "NOTE": "torch upgrade",
         "reference": str(out),
+        "TIME_LIMIT": job(load_workflow())["env"]["TIME_LIMIT"],
     }
     parsed = []
     for step in steps():
         for command in gpubench_commands(step.get("run", "")):
             parsed.append(parse(substituted(command, values)))
+    assert parsed.count("gpubench run") == 2  # a new night, and the resume of one stopped at its time limit
     assert sorted(set(parsed)) == [
         "gpubench",
         "gpubench compare",
@@ -284,6 +334,153 @@ def test_the_gpu_pre_flight_stops_a_busy_or_missing_gpu(
         assert job_runner.summary == f"## GPU pre-flight failed\n\n{message}\n"
 
 
+def fake_python(tmp_path: Path, prints: str) -> str:
+    path = tmp_path / "old-python"
+    path.write_text(f"#!/bin/sh\necho {prints}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "python, message",
+    [
+        (None, None),
+        (
+            "3.10",
+            "{python} is Python 3.10, but gpubench needs 3.11 or newer: install it, or name one with the variable "
+            "GPUBENCH_PYTHON",
+        ),
+        ("2.7", "{python} is Python 2.7, but gpubench needs 3.11 or newer"),
+        ("garbage", "{python} prints garbage, not a Python version"),
+        (
+            "missing",
+            "{python} is not on this runner: install Python 3.11 or newer, or name one with the variable "
+            "GPUBENCH_PYTHON",
+        ),
+    ],
+    ids=["this-python", "3.10", "2.7", "garbage", "missing"],
+)
+def test_the_python_check_stops_an_old_or_missing_python(
+    tmp_path: Path, python: str | None, message: str | None
+) -> None:
+    if python is None:
+        interpreter = sys.executable
+    elif python == "missing":
+        interpreter = "python3.99-not-here"
+    else:
+        interpreter = fake_python(tmp_path, python)
+    job_runner = runner(tmp_path, overrides={"PYTHON": interpreter})
+    done = job_runner.run_step(job_runner.step("Python version"))
+    if message is None:
+        version = "{}.{}".format(*sys.version_info[:2])
+        assert done.outcome == "success", done.stdout + done.stderr
+        assert done.outputs == {"version": version}
+        return
+    assert done.outcome == "failure" and "version" not in done.outputs
+    text = message.format(python=interpreter)
+    assert f"::error title=Python::{text}" in done.stdout
+    assert job_runner.summary.startswith(f"## Python check failed\n\n{text}")
+
+
+def test_the_install_builds_the_venv_with_that_python_and_the_extras(tmp_path: Path) -> None:
+    bin_dir = fake_bin(tmp_path)
+    (bin_dir / "make").write_text(
+        '#!/bin/sh\necho "$@" >> "$RUNNER_TEMP/make.log"\nmkdir -p .venv/bin\n'
+        "printf '#!/bin/sh\\necho gpubench 1\\n' > .venv/bin/gpubench\nchmod +x .venv/bin/gpubench\n"
+    )
+    (bin_dir / "make").chmod(0o755)
+    job_runner = runner(tmp_path, overrides={"PYTHON": "python3.12"})
+    done = job_runner.run_step(job_runner.step("Install"))
+    assert done.outcome == "success", done.stdout + done.stderr
+    assert (tmp_path / "runner-temp" / "make.log").read_text() == "install PYTHON=python3.12 EXTRAS=postgres,llm\n"
+
+
+@pytest.mark.parametrize("store", ["", "postgresql://gpubench:secret@db:5432/gpubench"])
+def test_a_history_kept_only_in_the_actions_cache_warns_that_it_can_be_evicted(tmp_path: Path, store: str) -> None:
+    job_runner = runner(tmp_path, secrets={"GPUBENCH_DB": store} if store else {})
+    done = job_runner.run_step(job_runner.step("History store"))
+    assert done.outcome == "success", done.stderr
+    warned = "::warning title=History store::the history is kept only in the Actions cache, which GitHub evicts"
+    assert (warned in done.stdout) is (not store)
+    if store:
+        assert job_runner.env["GPUBENCH_DB"] == store
+    else:
+        assert "set the secret GPUBENCH_DB to a postgresql:// URL" in done.stdout
+        assert job_runner.env["GPUBENCH_DB"].endswith("gpubench-state/history.sqlite")
+
+
+def recording_gpubench(tmp_path: Path) -> Runner:
+    """A job whose gpubench only writes its arguments to $RUNNER_TEMP/gpubench-args and exits $CODE."""
+    bin_dir = tmp_path / "fake"
+    bin_dir.mkdir()
+    script = '#!/bin/sh\nprintf \'%s\\n\' "$@" > "$RUNNER_TEMP/gpubench-args"\nexit "${CODE:-0}"\n'
+    (bin_dir / "gpubench").write_text(script)
+    (bin_dir / "gpubench").chmod(0o755)
+    temp = tmp_path / "runner-temp"
+    (tmp_path / "workspace").mkdir()
+    temp.mkdir()
+    return Runner(tmp_path / "workspace", temp, [str(bin_dir)], overrides={"STATE": str(temp / "state")})
+
+
+@pytest.mark.parametrize(
+    "require, code, ran",
+    [("*", "0", True), ("*", "1", True), ("*", "5", True), ("bf16,fp16", "4", False), ("none", "2", False)],
+)
+def test_the_benchmark_requires_the_scenarios_and_stops_at_the_time_limit(
+    tmp_path: Path, require: str, code: str, ran: bool
+) -> None:
+    job_runner = recording_gpubench(tmp_path)
+    job_runner.env.update({"REQUIRE": require, "CODE": code, "MATRIX": "nightly", "REPEATS": "10"})
+    kept = tmp_path / "runner-temp" / "state" / "unfinished"
+    kept.mkdir(parents=True)  # an older night stopped at its limit: a finished night drops it
+    done = job_runner.run_step(job_runner.step("Benchmark"))
+    args = (tmp_path / "runner-temp" / "gpubench-args").read_text().splitlines()
+    expected = ["run", "--matrix", "nightly", "--repeats", "10", "--out", "results/nightly", "--exclusive", "--record"]
+    expected += ["--time-limit", "10800", *(["--require", require] if require != "none" else [])]
+    assert args == expected
+    assert done.outputs == {"code": code, **({"ran": "true"} if ran else {})}
+    assert kept.exists() is not ran
+    out = tmp_path / "workspace" / "results" / "nightly"
+    out.mkdir(parents=True)
+    (out / "scenarios.json").write_text("{}")
+    keep = job_runner.run_step(job_runner.step("Keep an unfinished night"))
+    assert keep.outcome == ("success" if code == "4" else "skipped"), keep.stderr
+    if code == "4":  # kept in the gate's state for a by-hand resume
+        assert (kept / "scenarios.json").read_text() == "{}"
+        assert "run this workflow by hand with `resume` ticked to finish the night" in job_runner.summary
+
+
+def test_a_resume_without_a_kept_night_says_so(tmp_path: Path) -> None:
+    job_runner = recording_gpubench(tmp_path)
+    job_runner.inputs["resume"] = True  # type: ignore[assignment] # a boolean input
+    done = job_runner.run_step(job_runner.step("Benchmark"))
+    assert done.outcome == "failure" and not (tmp_path / "runner-temp" / "gpubench-args").exists()
+    assert "::error title=resume::no night stopped at its time limit is kept in the gate's state" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "run, history, compare, keeps",
+    [
+        ("0", "0", "0", True),
+        ("1", "0", "0", True),
+        ("5", "0", "0", False),
+        ("0", "1", "0", False),
+        ("4", None, None, False),  # judged nothing: a skipped step's outputs are null, and null == '0'
+        ("2", None, None, False),
+    ],
+)
+def test_a_night_is_kept_green_only_when_nothing_fails_it(
+    run: str, history: str | None, compare: str | None, keeps: bool
+) -> None:
+    ran = {"ran": "true"} if run in ("0", "1", "5") else {}
+    outputs: dict[str, dict[str, Any]] = {"run": {"code": run, **ran}, "history": {}, "compare": {}}
+    if history is not None:
+        outputs["history"] = {"code": history}
+        outputs["compare"] = {"code": compare, "gating": "false"}
+    contexts = {"steps": {key: {"outputs": value} for key, value in outputs.items()}}
+    assert Evaluator(contexts).condition(named("Keep a green night")["if"]) is keeps
+
+
 @pytest.mark.parametrize(
     "run, history, gating, compare, exit_code, line",
     [
@@ -291,6 +488,8 @@ def test_the_gpu_pre_flight_stops_a_busy_or_missing_gpu(
         ("1", "0", "", "0", 0, "::warning title=gpubench run::exit 1: some scenarios failed"),
         ("2", "", "", "", 1, "::error title=gpubench run::exit 2: nothing ran: bad input, or another process"),
         ("130", "", "", "", 1, "::error title=gpubench run::exit 130: interrupted"),
+        ("4", "", "", "", 1, "::error title=gpubench run::exit 4: stopped at its time limit (TIME_LIMIT, 10800 s)"),
+        ("5", "0", "false", "0", 1, "::error title=gpubench run::exit 5: a scenario that must run (REQUIRE: *) was"),
         ("0", "1", "", "0", 1, "::error title=gpubench history::exit 1: a regression or a new failure"),
         ("0", "2", "", "0", 1, "::error title=gpubench history::exit 2: the history store could not be read"),
         ("0", "3", "", "0", 0, "::warning title=gpubench history::exit 3: no earlier night shares this GPU"),
@@ -316,16 +515,16 @@ def test_the_verdict_names_each_exit_code_and_fails_only_on_what_gates(
 
 
 # -- two nights on the CPU -------------------------------------------------------------------------
-def night(tmp_path: Path, skip: tuple[str, ...] = ()) -> Runner:
+def night(tmp_path: Path, skip: tuple[str, ...] = (), inputs: dict[str, Any] | None = None, **overrides: str) -> Runner:
     """One night of the job: a fresh checkout (the results of the night before are gone), the state
     kept in the runner's temp folder as the Actions cache keeps it, and a tiny CPU run. The venv is
     this checkout's (no Install); `gpubench env` is parsed above, not run (it probes the CPU)."""
     shutil.rmtree(tmp_path / "workspace", ignore_errors=True)
     nightly = runner(
         tmp_path,
-        inputs={"repeats": "1"},
+        inputs={"repeats": "1", **(inputs or {})},
         variables={"GPUBENCH_MATRIX": "quick"},
-        overrides={"RUN_ARGS": TINY},
+        overrides={"RUN_ARGS": TINY, "PYTHON": sys.executable, **overrides},
         skip=("Install", "Environment", *skip),
     )
     return nightly.run()
@@ -376,3 +575,35 @@ def test_two_nights_from_a_fresh_fork_the_first_records_the_second_compares(tmp_
     accepting.run(until="History store")
     accepted = accepting.run_step(accepting.step("Accept an intended change"))
     assert accepted.stdout == "accepted: baseline (all metrics) from run 2 on: a new tokenizer, on purpose\n"
+
+
+@pytest.mark.slow
+def test_a_night_stopped_at_its_time_limit_is_resumed_by_hand_and_a_required_skip_fails_it(tmp_path: Path) -> None:
+    state = tmp_path / "runner-temp" / "gpubench-state"
+    out = tmp_path / "workspace" / "results" / "nightly"
+    tf32 = TINY.replace("--only baseline", "--only baseline,tf32")  # tf32: skipped on the CPU
+
+    stopped = night(tmp_path, RUN_ARGS=tf32, TIME_LIMIT="0.001")  # no worker starts
+    assert stopped.steps["run"].outputs == {"code": "4"}
+    assert "stopped at --time-limit 0.001 s with 0 of 2 rows done" in stopped.steps["run"].stderr
+    assert stopped.steps["Keep an unfinished night"].outcome == "success"
+    assert (state / "unfinished" / "scenarios.json").is_file()
+    assert all(stopped.steps[k].outcome == "skipped" for k in ("history", "compare", "Keep a green night"))
+    assert stopped.steps["Verdict"].returncode == 1
+    assert "::error title=gpubench run::exit 4: stopped at its time limit" in stopped.steps["Verdict"].stdout
+    assert not (state / "history.sqlite").exists()  # an unfinished run is not recorded
+
+    resumed = night(tmp_path, inputs={"resume": True}, RUN_ARGS="--no-such-option")  # a resume takes no RUN_ARGS
+    run = resumed.steps["run"]
+    assert run.outputs == {"code": "5", "ran": "true"}, run.stderr
+    line = "required by --require but skipped: tf32 (tf32 is a CUDA matmul mode (Ampere or newer); it has no "
+    assert line in run.stderr
+    assert statuses(results(out)) == {"baseline": "ok", "tf32": "skipped"}
+    assert not (state / "unfinished").exists()  # finished: nothing is left to resume
+    assert resumed.steps["history"].outputs == {"code": "0"}  # the rows that ran are judged
+    [stored] = api.list_runs(str(state / "history.sqlite"))
+    assert stored["scenarios"] == 2 and "--require *" in stored["command"]  # env.json: the first part's command
+    assert resumed.steps["Keep a green night"].outcome == "skipped"
+    verdict = resumed.steps["Verdict"]
+    assert verdict.returncode == 1
+    assert "::error title=gpubench run::exit 5: a scenario that must run (REQUIRE: *) was skipped" in verdict.stdout

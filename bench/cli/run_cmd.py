@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from ..errors import BadInput
 from ..measure import cpuspeed
+from ..run import required
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from ..termtable import stdout_console
@@ -142,6 +143,16 @@ def run(
             "(Linux; the default); spawn: a fresh interpreter per worker.",
         ),
     ] = DEFAULT_LAUNCHER,
+    require: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--require",
+            metavar="PATTERN",
+            help="A scenario that must run, not be skipped (a missing optional package, an unsupported GPU): "
+            "a name or a glob ('combo-*'; '*' for every one), repeatable, commas between several. A skipped "
+            "row of one exits 5, its row still written.",
+        ),
+    ] = None,
     record: Annotated[
         bool,
         typer.Option(
@@ -168,7 +179,7 @@ def run(
 
     Exit codes: 0 every scenario ok or skipped; 1 a scenario failed (results still written);
     2 bad input, nothing ran; 4 stopped at --time-limit and 130 interrupted (finished scenarios
-    saved; finish with --resume DIR).
+    saved; finish with --resume DIR); 5 a scenario --require names was skipped (rows written).
     """
     from .. import api  # pandas and the run's machinery: only when a run starts
     from ..report.html import REPORT_HTML
@@ -208,6 +219,7 @@ def run(
         cpu_affinity=cpu_affinity,
         report=report,
         ceiling=ceiling,
+        require=tuple(name for value in require or () for name in split_names(value, "--require") or ()),
     )
     plan, outcome = api.run(
         request,
@@ -229,6 +241,8 @@ def run(
             err.print(f"report:  {html}", highlight=False, markup=False, soft_wrap=True)
     else:
         err.print(f"no scenario ran; the plan is in {plan.out}", markup=False)
+    if outcome.skipped_required:
+        err.print(required.message(outcome.skipped_required), highlight=False, markup=False, soft_wrap=True)
     if outcome.interrupted:
         err.print(f"interrupted: finish the run with `gpubench run --resume {plan.out}`", markup=False)
     if outcome.time_limited:

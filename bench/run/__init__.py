@@ -9,6 +9,7 @@ childenv.py  the environment every child starts with
 launcher.py  how workers start: a fork server (default) or a fresh interpreter each
 proc.py      the one helper that starts a child process: argument list, timeout, process group
 runner.py    each scenario x repeat in its own worker; a failing worker becomes a row
+required.py  --require: the scenarios whose skip fails the run (exit 5)
 progress.py  the progress lines on stderr
 session.py   all of it end to end (`gpubench run`, `gpubench env`)
 """

@@ -22,6 +22,7 @@ from .launcher import DEFAULT_LAUNCHER
 from .outdir import check_unlocked, check_unused
 from .probe import probe, resolve_device
 from .request import RunRequest, check_device_name, check_request, check_writable
+from .required import check_patterns
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,10 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
     affinity = check_request(request)
     if request.resume is not None:
         return _resume(request, scratch, affinity)
-    # Check matrix, settings, --only, models and --out before starting any child: a typo costs nothing.
-    _scenarios(request, "cpu")
+    # Check matrix, settings, --only, --require, models and --out before starting any child: a typo costs nothing.
+    planned_name, planned, _ = _scenarios(request, "cpu")
+    origin = f"matrix '{planned_name}'" + (" with --only" if request.only else "")
+    check_patterns(request.require, [s.name for s in planned], origin)
     check_device_name(request.device)
     out = request.out or Path("results") / datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
     check_unused(out)  # checked again under the lock (session.run): a run may start meanwhile
@@ -160,6 +163,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         repeats, device, model, timeout_s = (saved[k] for k in ("repeats", "device", "model", "timeout_s"))
     except (ValueError, KeyError, TypeError) as exc:
         raise BadInput(f"{saved_path}: unreadable ({type(exc).__name__}: {exc})") from None
+    check_patterns(request.require, [s.name for s in scenarios], f"the run in {out}")
     if frame is not None:
         unplanned = sorted(set(frame["scenario"].astype(str)) - {s.name for s in scenarios})
         if unplanned:  # the writer keeps the planned scenarios' rows only: resuming would drop these

@@ -20,6 +20,7 @@ from .outdir import check_unused, locked, remove_stale_temps
 from .plan import RunPlan, prepare
 from .probe import ceiling_tflops, gemm_shapes, measure_ceiling, probe_torch, resolve_device
 from .request import RunRequest, check_device_name
+from .required import judge_required
 from .runner import Reporter, RunOutcome, execute
 
 
@@ -94,6 +95,7 @@ def run(
             outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
         finally:
             shutil.rmtree(plan.shared_dir, ignore_errors=True)  # gigabytes of a preset's random weights
+        outcome = judge_required(outcome, request.require)
         if outcome.launcher_fallback:  # env.json says how the workers really started
             note_launcher_fallback(plan.out, outcome.launcher_fallback)
         if outcome.rows and request.report:  # DIR/report.html: a failure only warns; results and exit code stand
