@@ -96,7 +96,7 @@ def test_without_the_counter_energy_is_the_power_integral_and_the_row_says_so() 
     assert out["gpu_activity_source"] == "nvml-utilization" and out["gpu_util_pct"] == 97.0
     assert out["gpu_sm_active_pct"] is None
     assert "no NVML energy counter" in out["gpu_reason"] and "no NVML GPM" in out["gpu_reason"]
-    assert out["gpu_clock_events"] == ""  # sampled, none seen
+    assert out["gpu_clock_events"] == "none"  # sampled, none seen (an empty cell would read as missing)
 
 
 @given(st.integers(min_value=0, max_value=0xFFFF))
@@ -224,3 +224,19 @@ def test_the_sampler_thread_is_gone_after_close() -> None:
     probe.close()
     assert not any(t.name == "gpu-window-sampler" for t in threading.enumerate())
     assert gpuwatch.SAMPLE_HZ <= 20  # the cost measured in docs/methodology.md is at this rate
+
+
+def test_at_the_power_cap_a_busy_row_is_compute_bound() -> None:
+    # bert-large bf16 batch 32 on the H200 (validation/gpu_probe_cost's last window)
+    row = GPM | {"gpu_sm_active_pct": 86.1, "gpu_tensor_active_pct": 32.5, "gpu_dram_bw_pct": 38.9,
+                 "gpu_power_capped_pct": 100.0, "gpu_sm_clock_median_mhz": 1875.0, "gpu_clock_events": "sw_power_cap"}  # fmt: skip
+    found, basis = bound.label(row)
+    assert found == "compute-bound" and "power cap" in basis and "1875 MHz" in basis
+    assert bound.label(row | {"gpu_power_capped_pct": 10.0})[0] == "mixed"
+
+
+def test_a_cpu_shift_is_named_only_where_the_steps_follow_the_cpu() -> None:
+    shifted = {"cpu_loop_start_ms": 10.0, "cpu_loop_end_ms": 18.0, "step_time_p10_ms": 10.0, "step_time_p90_ms": 11.0}
+    assert bound.steadiness(shifted, "compute-bound") == ""
+    assert "CPU speed shifted" in bound.steadiness(shifted, "launch-bound")
+    assert "CPU speed shifted" in bound.steadiness(shifted)  # no GPU figures: the CPU's own row

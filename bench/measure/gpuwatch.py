@@ -93,7 +93,7 @@ def summarise(samples: Samples, window_s: float) -> dict[str, Any]:
         "gpu_power_max_w": max(samples.watts) if samples.watts else None,
         "gpu_sm_clock_median_mhz": statistics.median(samples.sm_mhz) if samples.sm_mhz else None,
         "gpu_sm_clock_min_mhz": min(samples.sm_mhz) if samples.sm_mhz else None,
-        "gpu_clock_events": ";".join(seen) if samples.events else None,  # "" when none was seen
+        "gpu_clock_events": (";".join(seen) or "none") if samples.events else None,
         "gpu_power_capped_pct": 100.0 * sum(capped) / len(capped) if capped else None,
         "gpu_util_pct": mean(samples.util_gpu),
         "gpu_mem_util_pct": mean(samples.util_mem),
@@ -204,7 +204,7 @@ class GpuProbe:
         "gpu_sm_clock_median_mhz",
         "gpu_sm_clock_min_mhz",
         "gpu_sm_clock_max_mhz",  # the GPU's max SM clock (nvmlDeviceGetMaxClockInfo)
-        "gpu_clock_events",  # every slowdown reason seen, ";"-joined ("" none)
+        "gpu_clock_events",  # every slowdown reason seen, ";"-joined ("none": sampled, none seen)
         "gpu_activity_source",  # gpm, or nvml-utilization where the GPU has no GPM
         "gpu_sm_active_pct",
         "gpu_tensor_active_pct",

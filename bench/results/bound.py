@@ -7,6 +7,10 @@ The label, first rule that holds:
 - throttled: a thermal, hardware-slowdown or power-brake clocks event was seen in the window (the
   software power cap is not a throttle: it is where a busy H200 normally runs; its share of the
   window is in gpu_power_capped_pct);
+- compute-bound at the power cap: the software power cap was among the clocks-event reasons in
+  POWER_CAPPED_PCT % of the samples or more, with the SMs busy SM_BUSY_PCT % or more: the chip ran
+  at its power limit, the clock lowered to stay there (bert-large bf16 batch 32 on the H200: 100%
+  of samples capped, 691 W of 700, SM clock 1,875 MHz, SM active 86%, tensor pipe 33%);
 - launch-bound: the SMs were busy less than LAUNCH_SM_PCT % of the window (GPM SM active), or,
   without GPM, a kernel ran less than LAUNCH_UTIL_PCT % of the time (NVML utilization): the GPU
   waited on the host launching its kernels (or on data, or on a collective);
@@ -30,6 +34,8 @@ LAUNCH_SM_PCT = 50.0
 LAUNCH_UTIL_PCT = 80.0
 COMPUTE_PCT = 40.0
 MEMORY_BW_PCT = 50.0
+POWER_CAPPED_PCT = 50.0
+SM_BUSY_PCT = 70.0
 THROTTLES = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 
 # steadiness: a row is flagged when its steps spread this much or its launching CPU shifted
@@ -46,14 +52,19 @@ def _num(row: Mapping[str, Any], key: str) -> float | None:
 
 def label(row: Mapping[str, Any]) -> tuple[str | None, str]:
     """(label, basis): the label (LABELS) and the figures it came from; (None, why) without figures."""
-    events = [e for e in str(row.get("gpu_clock_events") or "").split(";") if e]
+    events = [e for e in str(row.get("gpu_clock_events") or "").split(";") if e and e != "none"]
     throttles = [e for e in events if e in THROTTLES]
     sm, util = _num(row, "gpu_sm_active_pct"), _num(row, "gpu_util_pct")
     pipes = {k: _num(row, f"gpu_{k}_active_pct") for k in ("tensor", "fp32", "fp16")}
     dram = _num(row, "gpu_dram_bw_pct")
     if throttles:
         return "throttled", "clocks events " + ", ".join(throttles)
+    capped = _num(row, "gpu_power_capped_pct")
     if sm is not None:
+        if capped is not None and capped >= POWER_CAPPED_PCT and sm >= SM_BUSY_PCT:
+            clock = _num(row, "gpu_sm_clock_median_mhz")
+            at = f", SM clock {clock:.0f} MHz" if clock is not None else ""
+            return "compute-bound", f"at the power cap in {capped:.0f}% of samples{at}, SM active {sm:.0f}%"
         if sm < LAUNCH_SM_PCT:
             return "launch-bound", f"SM active {sm:.0f}% < {LAUNCH_SM_PCT:g}%"
         known = {k: v for k, v in pipes.items() if v is not None}
@@ -74,15 +85,20 @@ def label(row: Mapping[str, Any]) -> tuple[str | None, str]:
     return None, reason
 
 
-def steadiness(row: Mapping[str, Any]) -> str:
+def steadiness(row: Mapping[str, Any], found: str | None = None) -> str:
     """"" for a steady row, else why its figures should not be read as a finding: its steps spread
-    widely, or the CPU that launches them changed speed across the window."""
+    widely, or (for a launch-bound row, or one with no GPU label: the CPU's own) the CPU that
+    launches them changed speed across the window. A compute-bound row does not follow the CPU."""
     notes = []
+    if found is None and "bound" not in row:
+        found = label(row)[0]
+    found = row.get("bound", found) if found is None else found
     p10, p90 = _num(row, "step_time_p10_ms"), _num(row, "step_time_p90_ms")
     if p10 and p90 and p90 / p10 >= UNSTEADY_P90_OVER_P10:
         notes.append(f"unsteady steps (p90/p10 {p90 / p10:.2f})")
     before, after = _num(row, "cpu_loop_start_ms"), _num(row, "cpu_loop_end_ms")
-    if before and after and max(before, after) / min(before, after) >= CPU_SHIFT:
+    follows_cpu = not isinstance(found, str) or found in ("", "launch-bound")
+    if follows_cpu and before and after and max(before, after) / min(before, after) >= CPU_SHIFT:
         notes.append(f"CPU speed shifted (loop {before:.1f} -> {after:.1f} ms)")
     return "; ".join(notes)
 
@@ -90,5 +106,5 @@ def steadiness(row: Mapping[str, Any]) -> str:
 def columns(row: Mapping[str, Any]) -> dict[str, Any]:
     """The row's bound and bound_basis columns; the basis ends with its steadiness note, if any."""
     found, basis = label(row)
-    note = steadiness(row)
+    note = steadiness(row, found)
     return {"bound": found, "bound_basis": f"{basis}; {note}" if note else basis}

@@ -106,7 +106,7 @@ def _gpu_figures(ranks: list[dict[str, Any]]) -> dict[str, Any]:
         for key in keys:
             values = _numbers(ranks, key)
             out[key] = combine(values) if values else None
-    events = {e for r in ranks for e in str(r.get("gpu_clock_events") or "").split(";") if e}
+    events = {e for r in ranks for e in str(r.get("gpu_clock_events") or "").split(";") if e and e != "none"}
     seen = [r.get("gpu_clock_events") for r in ranks if r.get("gpu_clock_events") is not None]
-    out["gpu_clock_events"] = ";".join(sorted(events)) if seen else None
+    out["gpu_clock_events"] = (";".join(sorted(events)) or "none") if seen else None
     return out
