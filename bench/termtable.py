@@ -1,13 +1,18 @@
 """Terminal tables that fit the console's width, at 80 columns as at 160.
 
 A table is declared as columns and rows of text; it is laid out when rich renders it, at the width
-it is given. Names and statuses are never cut: instead
+it is given. Names, statuses, figures and verdicts are never cut: instead
   - a column empty (or "-") in every row is left out;
   - a note part (notes are split at "; " outside parentheses) that repeats on several rows is printed once, as a
     numbered footnote under the table, and its rows carry the marker [N];
   - while the table is too wide, the note column wraps down to NOTE_MIN columns, then the columns
     with a `drop` rank go, lowest rank first. At the note column's own rank every note becomes a
-    footnote if that alone makes the table fit; otherwise only when nothing is left to drop.
+    footnote if that alone makes the table fit; otherwise only when nothing is left to drop, and
+    then the dropped columns that fit come back, the last dropped first;
+  - a long name (the `name` column: a scenario's) counts as NAME_MIN columns while columns drop,
+    then takes the room that is left (what the notes leave, or half of it): a name wider than its
+    column is folded over lines, after a '-', '_' or '.' or beside a CJK character where it can, so
+    that it shows whole, read down its column, and every other cell of its row keeps its one line.
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rich.cells import cell_len, get_character_cell_size
 from rich.console import Console, ConsoleOptions, JustifyMethod, RenderResult
 from rich.table import Table
 from rich.text import Text
 
 NOTE_MIN = 24  # the note column wraps down to this width before any column is dropped
+NAME_MIN = 24  # a longer name folds down to this width before any column is dropped
+NAME_BREAKS = frozenset(" -_./:,;=+")  # a folded name breaks after one of these where it can
 INLINE_MAX = 24  # a repeated note part longer than this becomes a footnote
 EMPTY = ("", "-")
 PIPE_WIDTH = 160  # the width of a table written to a pipe, a file or a CI log
@@ -34,6 +42,7 @@ class Column:
     right: bool = False  # numbers are right-aligned
     drop: int = 0  # 0: always shown; else dropped when the table is too wide, rank 1 first
     note: bool = False  # the one column that wraps and whose repeated parts become footnotes
+    name: bool = False  # the row's name: folded over lines, never cut, when it is wider than its room
 
 
 @dataclass
@@ -60,22 +69,28 @@ class FitTable:
         cells = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in self.rows]
         shown = [i for i in range(len(self.columns)) if not cells or not all(_blank(row[i]) for row in cells)]
         note = next((i for i in shown if self.columns[i].note), None)
+        name = next((i for i in shown if self.columns[i].name), None)
         texts = [row[note].plain for row in cells] if note is not None else []
         notes, footnotes = footnoted(texts, everything=False)
 
-        def natural(i: int) -> int:
+        def natural(i: int | None) -> int:
+            if i is None:
+                return 0
             values = [Text(n) for n in notes] if i == note else [row[i] for row in cells]
             return max([len(self.columns[i].header), *(v.cell_len for v in values)])
 
         def needed() -> int:
-            widths = [min(natural(i), NOTE_MIN) if i == note else natural(i) for i in shown]
+            least = {note: NOTE_MIN, name: NAME_MIN}
+            widths = [min(natural(i), least[i]) if i in least else natural(i) for i in shown]
             return sum(widths) + 3 * len(shown) + 1  # a cell's padding and border; the last border
 
+        dropped: list[int] = []
         for _rank, i in sorted((self.columns[i].drop, i) for i in shown if self.columns[i].drop):
             if needed() <= width:
                 break
             if i != note:
                 shown.remove(i)
+                dropped.append(i)
                 continue
             inline = notes, footnotes
             notes, footnotes = footnoted(texts, everything=True)
@@ -83,17 +98,52 @@ class FitTable:
                 notes, footnotes = inline
         if note is not None and needed() > width:
             notes, footnotes = footnoted(texts, everything=True)
+            for i in reversed(dropped):  # the notes moved at last: the columns that now fit come back
+                shown.append(i)
+                if needed() > width:
+                    shown.remove(i)
+                    break
+            shown.sort()
+        # what the name and the notes share: the name takes what the notes leave, or half of it
+        room = width - sum(natural(i) for i in shown if i not in (name, note)) - 3 * len(shown) - 1
+        fold = 0 if name is None else max(2, min(natural(name), max(room - natural(note), room // 2)))
         table = Table(header_style="bold")
         for i in shown:
             column = self.columns[i]
             justify: JustifyMethod = "right" if column.right else "left"
             if i == note:
-                table.add_column(column.header, justify=justify, min_width=min(natural(i), NOTE_MIN))
+                least = max(1, min(natural(i), NOTE_MIN, room - fold))
+                table.add_column(column.header, justify=justify, min_width=least)
+            elif i == name:  # exactly as wide as the layout folded the names
+                table.add_column(column.header, justify=justify, width=fold, overflow="fold")
             else:  # never wrapped, never cut: the layout made room
                 table.add_column(column.header, justify=justify, no_wrap=True, min_width=natural(i))
         for r, row in enumerate(cells):
-            table.add_row(*[Text(notes[r]) if i == note else row[i] for i in shown])
+            table.add_row(
+                *[Text(notes[r]) if i == note else folded(row[i], fold) if i == name else row[i] for i in shown]
+            )
         return table, footnotes
+
+
+def folded(name: Text, width: int) -> Text:
+    """The name over lines of at most `width` columns: broken after a NAME_BREAKS character or
+    beside a double-width one where that leaves the line at least half full, else between any two
+    characters (a double-width character is never split). Its lines joined give the name back."""
+    plain = name.plain
+    if cell_len(plain) <= width:
+        return name
+    cuts: list[int] = []
+    start, used, gap = 0, 0, 0  # gap: the last place to break the current line at (0: none yet)
+    for i, char in enumerate(plain):
+        size = get_character_cell_size(char)
+        if i > start and (plain[i - 1] in NAME_BREAKS or size > 1 or get_character_cell_size(plain[i - 1]) > 1):
+            gap = i
+        if used + size > width and i > start:
+            cut = gap if gap > start and 2 * cell_len(plain[start:gap]) >= width else i
+            cuts.append(cut)
+            start, used, gap = cut, cell_len(plain[cut:i]), 0
+        used += size
+    return Text("\n").join(name.divide(cuts))
 
 
 def footnoted(notes: Sequence[str], *, everything: bool) -> tuple[list[str], list[str]]:

@@ -48,7 +48,7 @@ HEADERS = [
 # times, p and n go first, then the notes move under the table if that is enough, else Base, New
 # and Detectable go
 TABLE_COLUMNS = [
-    Column("Scenario"),
+    Column("Scenario", name=True),
     Column("Metric"),
     Column("Base", right=True, drop=5),
     Column("New", right=True, drop=6),
@@ -147,15 +147,20 @@ def print_table(result: CompareResult, console: Console) -> None:
     console.print(f"[bold]new[/]  {escape(result.new_label)} ({escape(result.new_gpu)})")
     for diff in result.env_differences:
         console.print(escape(f"  {diff.key}: {diff.base} -> {diff.new}"), style="dim")
+    console.print(compare_table(result))
+    colour = "yellow" if result.cpu_smoke else "green" if result.exit_code == 0 else "bold red"
+    console.print(escape(gate_line(result)), style=colour, highlight=False)
+
+
+def compare_table(result: CompareResult) -> FitTable:
+    """The rows as the terminal table (TABLE_COLUMNS), the method in short under it."""
     rows = []
     for row in _records(result):
         values: list[str | Text] = list(cells(row))
         values[1] = METRIC_LABELS.get(row["metric"], row["metric"])
         values[VERDICT_CELL] = Text(row["verdict"], style=STYLES.get(row["verdict"], ""))
         rows.append([values[i] for i in TABLE_CELLS])
-    console.print(FitTable(TABLE_COLUMNS, rows, footer=[method_footer(result)]))
-    colour = "yellow" if result.cpu_smoke else "green" if result.exit_code == 0 else "bold red"
-    console.print(escape(gate_line(result)), style=colour, highlight=False)
+    return FitTable(TABLE_COLUMNS, rows, footer=[method_footer(result)])
 
 
 # -- markdown ------------------------------------------------------------------------------------
@@ -247,10 +252,14 @@ def plan_cells(row: dict[str, Any]) -> list[str]:
     ]
 
 
-def print_plan(plan: Plan, console: Console) -> None:
-    columns = [Column(h, right=i > 0) for i, h in enumerate(PLAN_HEADERS)]
+def plan_table(plan: Plan) -> FitTable:
+    columns = [Column(h, right=i > 0, name=i == 0) for i, h in enumerate(PLAN_HEADERS)]
     rows = [plan_cells(row) for row in plan.rows.to_dict("records")]
-    console.print(FitTable(columns, rows, footer=[plan.note]))
+    return FitTable(columns, rows, footer=[plan.note])
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    console.print(plan_table(plan))
 
 
 def render_plan(plan: Plan, fmt: str) -> str:

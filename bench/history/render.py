@@ -219,7 +219,7 @@ def method_text(result: CheckResult) -> str:
 
 
 CHECK_TABLE = [  # at narrow widths the threshold goes first (the method line says it), then p
-    Column("scenario"),
+    Column("scenario", name=True),
     Column("GPU", drop=6),
     Column("metric"),
     Column("value", right=True, drop=5),

@@ -23,7 +23,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
     source = next((s for s in summary.get("peak_mem_source", []) if isinstance(s, str) and s), "")
     cvs = [v for v in summary.get("samples_per_s_cv_pct", []) if isinstance(v, float) and not math.isnan(v)]
     columns = [
-        Column("scenario"),
+        Column("scenario", name=True),
         Column("status"),
         Column("samples/s ± CV" if cvs else "samples/s", right=True),  # CV: over the ok repeats
         Column("vs base", right=True, drop=4),
