@@ -158,6 +158,38 @@ def test_a_rendezvous_that_fails_is_named_from_torchrun_own_words(tmp_path: Path
     )
 
 
+def test_nodes_with_different_settings_fail_at_once_naming_them(tmp_path: Path) -> None:
+    """Two nodes meet with different batch sizes: every rank of both stops right after the process
+    group is up, each node's row naming the setting and the nodes, none blaming the other's silence."""
+    job = {"gpus": 1, "nnodes": 2, "rdzv_endpoint": f"127.0.0.1:{free_port()}", "timeout_s": 60}
+    matrices = [
+        write_matrix(tmp_path / f"m{node}.toml", {"job": {**job, "batch_size": batch}}, base=PARALLEL)
+        for node, batch in ((0, 4), (1, 8))
+    ]
+    node1 = start_gpubench(
+        "run",
+        "--matrix",
+        matrices[1],
+        "--device",
+        "cpu",
+        "--node-rank",
+        "1",
+        "--out",
+        tmp_path / "node1",
+        log_dir=tmp_path / "log1",
+    )
+    done = gpubench("run", "--matrix", matrices[0], "--device", "cpu", "--out", tmp_path / "node0")
+    wait_for("node 1 to finish", lambda: node1.poll() is not None, timeout=120)
+    assert (done.returncode, node1.returncode) == (1, 1), done.stderr[-2000:]
+    differ = (
+        "error: NodesDiffer: the nodes run different scenario settings: batch_size = 4 on node 0, 8 on node 1; "
+        "start every node with the same matrix and options"
+    )
+    for node in (0, 1):
+        row = rows(tmp_path / f"node{node}")["job"]
+        assert (row["status"], row["error"]) == ("error", f"rank {node}: {differ}")
+
+
 # -- in process ------------------------------------------------------------------------------------
 def scenario(**settings: Any) -> Scenario:
     return Scenario(name="s", **{**PARALLEL, **settings})
@@ -284,10 +316,10 @@ def test_failure_on_one_node_speaks_of_its_own_ranks(tmp_path: Path) -> None:
     (one / "rank-0.json").write_text(json.dumps({"status": "ok", "reason": "", "pid": 1}))
     (one / "rank-1.json").write_text(json.dumps({"status": "error", "reason": waited, "pid": 2}))
     assert torchrun.failure(one, scenario(), ProcResult(1, 5.0)) == ("crashed", "rank 1 failed waiting in a collective")
-    raised = "RuntimeError: injected failure"
+    differ = "NodesDiffer: the nodes run different scenario settings: timeout_s = 40 on node 0, 60 on node 1"
     for rank in (2, 3):
-        (tmp_path / f"rank-{rank}.json").write_text(json.dumps({"status": "error", "reason": raised, "pid": 1}))
-    assert torchrun.failure(tmp_path, sc, ProcResult(1, 5.0)) == ("error", f"ranks 2, 3: error: {raised}")
+        (tmp_path / f"rank-{rank}.json").write_text(json.dumps({"status": "error", "reason": differ, "pid": 1}))
+    assert torchrun.failure(tmp_path, sc, ProcResult(1, 5.0)) == ("error", f"ranks 2, 3: error: {differ}")
 
 
 def test_model_states_shard_as_the_zero_paper_says() -> None:

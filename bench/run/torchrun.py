@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fsio import read_json
+from ..nodes import NODES_DIFFER
 from ..scenario import Scenario
 from .proc import Interrupts, ProcResult, run_subprocess
 
@@ -113,8 +114,10 @@ WAIT_WORDS = ("timed out", "timeout", "watchdog", "connection closed", "connecti
 
 
 def _waiting(state: dict[str, Any]) -> bool:
-    """A rank that failed in a collective because another rank stopped answering."""
-    return any(w in str(state.get("reason", "")).lower() for w in WAIT_WORDS)
+    """A rank that failed in a collective because another rank stopped answering (not one that
+    found the nodes' settings differ, whatever words the settings hold)."""
+    reason = str(state.get("reason", ""))
+    return NODES_DIFFER not in reason and any(w in reason.lower() for w in WAIT_WORDS)
 
 
 def root_cause(log_text: str) -> tuple[int, str] | None:
