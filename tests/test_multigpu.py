@@ -20,6 +20,7 @@ from bench.memory.dispatch import load_dims, predict
 from bench.results import read_results
 from bench.results.scaling import add_scaling
 from bench.run import torchrun
+from bench.run.proc import ProcResult
 from bench.scenario import Scenario
 from bench.worker.ranks import combine_ranks
 
@@ -46,7 +47,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     matrix = write_matrix(
         tmp / "m.toml",
         {
-            "ddp": {"gpus": 1, "nnodes": 2, "rdzv_endpoint": f"127.0.0.1:{free_port()}"},  # first: node 1 waits
+            # first: node 1 waits; a 60 s timeout gives the nodes 15 s to meet (torchrun.rendezvous_timeout_s)
+            "ddp": {"gpus": 1, "nnodes": 2, "rdzv_endpoint": f"127.0.0.1:{free_port()}", "timeout_s": 60},
             "fsdp": {"strategy": "fsdp"},
             # the collective timeout is half the scenario's (45 s): it, not the kill at 90 s, must end
             # the job, with 45 s to spare for the ranks' start on a loaded machine
@@ -115,6 +117,79 @@ def test_two_torchrun_agents_are_two_nodes(run: dict[int, Path]) -> None:
     assert node0["samples_per_s"] == node1["samples_per_s"]  # both nodes report the whole job
 
 
+def test_a_rendezvous_that_fails_is_named_from_torchrun_own_words(tmp_path: Path) -> None:
+    """No rank starts: node 0's port is taken, node 1 alone never meets node 0, node 1's node 0 does
+    not resolve. Each row says what torchrun did and why, never that ranks hung."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        nodes, alone = {"gpus": 1, "nnodes": 2}, f"127.0.0.1:{free_port()}"
+        matrix = write_matrix(
+            tmp_path / "m.toml",
+            {
+                "taken": {**nodes, "rdzv_endpoint": f"127.0.0.1:{port}"},
+                # 20 s: torchrun waits 5 s for the other node (torchrun.rendezvous_timeout_s)
+                "alone": {**nodes, "rdzv_endpoint": alone, "timeout_s": 20},
+                # 30 s: a connecting node tries twice, 7 s each, and waits between
+                "unresolved": {**nodes, "node_rank": 1, "rdzv_endpoint": "no-such-host.invalid:29500", "timeout_s": 30},
+            },
+            base=PARALLEL,
+        )
+        done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", tmp_path / "out")
+    assert done.returncode == 1, done.stderr[-2000:]
+    got = rows(tmp_path / "out")
+    for name, row in got.items():
+        assert "hung" not in row["error"] and "rank 0" not in row["error"], row["error"]
+        assert row["exit_code"] == 1 and not list((tmp_path / "out" / "work" / f"{name}-r0").glob("rank-*.json"))
+    assert got["taken"]["status"] == "crashed"
+    assert got["taken"]["error"].startswith(
+        f"torchrun exited with code 1 before starting any rank: port {port} is taken on this node "
+        "(address already in use); torchrun said: DistNetworkError: "
+    )
+    assert got["alone"]["status"] == "timeout"
+    assert got["alone"]["error"].startswith(
+        "torchrun exited with code 1 before starting any rank: the rendezvous timed out waiting for the other "
+        f"node(s): 1 of 2 nodes joined at {alone}; torchrun said: DistStoreError: "
+    )
+    assert got["unresolved"]["status"] == "crashed"
+    assert got["unresolved"]["error"].startswith(
+        "torchrun exited with code 1 before starting any rank: could not resolve host 'no-such-host.invalid'"
+    )
+
+
+def test_nodes_with_different_settings_fail_at_once_naming_them(tmp_path: Path) -> None:
+    """Two nodes meet with different batch sizes: every rank of both stops right after the process
+    group is up, each node's row naming the setting and the nodes, none blaming the other's silence."""
+    job = {"gpus": 1, "nnodes": 2, "rdzv_endpoint": f"127.0.0.1:{free_port()}", "timeout_s": 60}
+    matrices = [
+        write_matrix(tmp_path / f"m{node}.toml", {"job": {**job, "batch_size": batch}}, base=PARALLEL)
+        for node, batch in ((0, 4), (1, 8))
+    ]
+    node1 = start_gpubench(
+        "run",
+        "--matrix",
+        matrices[1],
+        "--device",
+        "cpu",
+        "--node-rank",
+        "1",
+        "--out",
+        tmp_path / "node1",
+        log_dir=tmp_path / "log1",
+    )
+    done = gpubench("run", "--matrix", matrices[0], "--device", "cpu", "--out", tmp_path / "node0")
+    wait_for("node 1 to finish", lambda: node1.poll() is not None, timeout=120)
+    assert (done.returncode, node1.returncode) == (1, 1), done.stderr[-2000:]
+    differ = (
+        "error: NodesDiffer: the nodes run different scenario settings: batch_size = 4 on node 0, 8 on node 1; "
+        "start every node with the same matrix and options"
+    )
+    for node in (0, 1):
+        row = rows(tmp_path / f"node{node}")["job"]
+        assert (row["status"], row["error"]) == ("error", f"rank {node}: {differ}")
+
+
 # -- in process ------------------------------------------------------------------------------------
 def scenario(**settings: Any) -> Scenario:
     return Scenario(name="s", **{**PARALLEL, **settings})
@@ -156,12 +231,15 @@ def test_any_count_is_checked(key: str, value: Any) -> None:
 
 
 def test_torchrun_command_one_node_and_several() -> None:
-    one = torchrun.command(scenario(), Path("s.json"), Path("r.json"))
+    one = torchrun.command(scenario(), Path("s.json"), Path("r.json"), 40)
     assert "--standalone" in one and "--nproc-per-node=2" in one and one[-3:] == ["bench.worker", "s.json", "r.json"]
+    assert not any(a.startswith("--rdzv-conf") for a in one)
     two = torchrun.command(
-        scenario(gpus=1, nnodes=2, node_rank=1, rdzv_endpoint="10.0.0.1:29500"), Path("s"), Path("r")
+        scenario(gpus=1, nnodes=2, node_rank=1, rdzv_endpoint="10.0.0.1:29500"), Path("s"), Path("r"), 1800
     )
     assert {"--nnodes=2", "--node-rank=1", "--master-addr=10.0.0.1", "--master-port=29500"} <= set(two)
+    assert "--rdzv-conf=timeout=450" in two  # a quarter of the scenario's timeout
+    assert torchrun.rendezvous_timeout_s(10) == 5
 
 
 def test_ranks_combine_into_one_row() -> None:
@@ -196,7 +274,7 @@ def test_failure_names_the_root_cause_from_torchrun(tmp_path: Path) -> None:
         "Root Cause (first observed failure):\n[0]:\n"
         "  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 7)  (SIGKILL)\n"
     )
-    status, reason = torchrun.failure(tmp_path, 2, timed_out=False, log_text=log) or ("", "")
+    status, reason = torchrun.failure(tmp_path, scenario(), ProcResult(1, 5.0), log_text=log) or ("", "")
     assert status == "crashed" and reason.startswith("rank 1 died (exit code -9 (SIGKILL))") and "rank 0 gave" in reason
 
 
@@ -205,9 +283,43 @@ def test_failure_puts_the_rank_that_raised_first(tmp_path: Path) -> None:
     (tmp_path / "rank-0.json").write_text(json.dumps({"status": "error", "reason": waited, "pid": 1}))
     raised = 'RuntimeError: injected failure (inject_fault = "raise")'
     (tmp_path / "rank-1.json").write_text(json.dumps({"status": "error", "reason": raised, "pid": 2}))
-    status, reason = torchrun.failure(tmp_path, 2, timed_out=False) or ("", "")
+    status, reason = torchrun.failure(tmp_path, scenario(), ProcResult(1, 5.0)) or ("", "")
     assert status == "error"
     assert reason == f"rank 1: error: {raised}; rank 0 failed waiting for it in a collective"
+
+
+def test_failure_when_torchrun_is_killed_names_its_signal(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        (tmp_path / f"rank-{rank}.json").write_text(json.dumps({"status": "running", "pid": 1}))
+    status, reason = torchrun.failure(tmp_path, scenario(), ProcResult(-9, 5.0)) or ("", "")
+    assert (status, reason) == ("crashed", "ranks 0, 1 gave no result (torchrun was killed by signal SIGKILL)")
+    for stale in tmp_path.glob("rank-*.json"):
+        stale.unlink()
+    told = torchrun.failure(tmp_path, scenario(), ProcResult(-9, 5.0))
+    assert told == ("crashed", "torchrun was killed by signal SIGKILL before starting any rank")
+    (tmp_path / "rank-0.json").write_text(json.dumps({"status": "running", "pid": 1}))
+    told = torchrun.failure(tmp_path, scenario(), ProcResult(None, 40.0, timed_out=True))
+    assert told == ("timeout", "rank 0 never finished (hung); rank 1 did not start (no rank file)")
+
+
+def test_failure_on_one_node_speaks_of_its_own_ranks(tmp_path: Path) -> None:
+    """Node 1 of 2 (ranks 2, 3) sees its own rank files only: ranks 0, 1 are neither hung nor
+    silent here, and ranks that failed alike are one part."""
+    sc = scenario(nnodes=2, node_rank=1, rdzv_endpoint="10.0.0.1:29500")
+    waited = "DistBackendError: [gloo] Timed out waiting 20000ms for recv operation to complete"
+    for rank in (2, 3):
+        (tmp_path / f"rank-{rank}.json").write_text(json.dumps({"status": "error", "reason": waited, "pid": 1}))
+    status, reason = torchrun.failure(tmp_path, sc, ProcResult(1, 5.0)) or ("", "")
+    assert reason == "ranks 2, 3 failed waiting for a rank on another node (that node's row says why) in a collective"
+    one = tmp_path / "one-node"  # no other node to wait for
+    one.mkdir()
+    (one / "rank-0.json").write_text(json.dumps({"status": "ok", "reason": "", "pid": 1}))
+    (one / "rank-1.json").write_text(json.dumps({"status": "error", "reason": waited, "pid": 2}))
+    assert torchrun.failure(one, scenario(), ProcResult(1, 5.0)) == ("crashed", "rank 1 failed waiting in a collective")
+    differ = "NodesDiffer: the nodes run different scenario settings: timeout_s = 40 on node 0, 60 on node 1"
+    for rank in (2, 3):
+        (tmp_path / f"rank-{rank}.json").write_text(json.dumps({"status": "error", "reason": differ, "pid": 1}))
+    assert torchrun.failure(tmp_path, sc, ProcResult(1, 5.0)) == ("error", f"ranks 2, 3: error: {differ}")
 
 
 def test_model_states_shard_as_the_zero_paper_says() -> None:

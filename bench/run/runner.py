@@ -231,7 +231,7 @@ def _run_distributed(
     per_gpu = sampler.stop() if sampler else []
     status, error, figures = _outcome(proc, job.result, job.timeout_s, None)
     if status != "ok" and status != "skipped" and not proc.interrupted:
-        told = torchrun.failure(job.result.parent, sc.world_size, proc.timed_out, tail(job.log_path, 20000))
+        told = torchrun.failure(job.result.parent, sc, proc, tail(job.log_path, 20000))
         if told is not None:
             status, error = told
             figures = {}

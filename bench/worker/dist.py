@@ -1,6 +1,7 @@
 """A worker as one rank of a torchrun job: the process group, the barriers that align the timed
 window on every rank, the broadcast that ends an "auto" window at the same step on every rank, and
-the gather that turns the ranks' figures into one row.
+the gather that turns the ranks' figures into one row. With several nodes, the ranks first check
+that every node runs the same scenario settings.
 
 The group is created here, before the engine, with a timeout of its own: accelerate, the Trainer
 and DeepSpeed all reuse an existing group. A rank that stops answering then makes the others fail
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # torch is imported where it is used: from_env() is read before the worker's imports
     import torch
 
+from ..nodes import check_same
 from .window import STOPS
 
 
@@ -63,6 +65,16 @@ def init(rank: Rank, device: torch.device, timeout_s: float) -> None:
     if device.type == "cuda":
         kwargs["device_id"] = device  # binds the communicator to this rank's GPU at once
     dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
+
+
+def check_same_settings(node_rank: int, settings: dict[str, Any]) -> None:
+    """Every node runs the same scenario settings (bench/nodes.py): each rank gives its node's, all
+    ranks compare them, and every rank of every node raises the same NodesDiffer if they differ."""
+    import torch.distributed as dist
+
+    everyone: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, (node_rank, settings))
+    check_same(dict(everyone))
 
 
 def barrier() -> None:

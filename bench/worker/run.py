@@ -83,6 +83,8 @@ def build_inputs(
     agree = None
     if rank is not None:
         dist.init(rank, device, dist.collective_timeout_s(timeout_s))
+        if sc.nnodes > 1:  # nodes started with different settings would wait on each other
+            dist.check_same_settings(sc.node_rank, sc.settings())
         if sc.window == "auto":
             agree = dist.window_agreement(dist.collective_timeout_s(timeout_s))
         marks["process_group"] = time.time()
