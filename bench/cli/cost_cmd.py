@@ -1,0 +1,63 @@
+"""`gpubench cost`: the time, energy and price of a whole training run, from a run's measured rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..fmt import num
+from ..termtable import Column, FitTable, stdout_console
+from .options import FormatOpt, OutputFileOpt, OutputFormat, existing_path
+from .output import emit, plain
+
+
+def register(app: typer.Typer) -> None:
+    app.command("cost")(cost)
+
+
+def cost(
+    results: Annotated[Path, typer.Argument(parser=existing_path, help="A result directory or its results.csv.")],
+    train_tokens: Annotated[
+        float | None, typer.Option("--train-tokens", help="Tokens to train on (1e12, 2.5e9).")
+    ] = None,
+    train_samples: Annotated[float | None, typer.Option("--train-samples", help="Samples to train on.")] = None,
+    price_per_gpu_hour: Annotated[
+        float | None, typer.Option("--price-per-gpu-hour", help="What one GPU-hour costs you, for the bill.")
+    ] = None,
+    fmt: FormatOpt = OutputFormat.table,
+    output: OutputFileOpt = None,
+) -> None:
+    """Project each scenario's measured rate onto a whole training run.
+
+    Hours and GPU-hours at the scenario's median samples/s (or tokens/s) over its ok repeats,
+    energy from its median J/sample (J/token; GPU rows with NVML's energy counter), the bill at
+    --price-per-gpu-hour, and the seed's C = 6PD (P parameters, D tokens) with the hours those
+    FLOPs take at the row's achieved FLOP rate. Only what the rows measured: a CPU run projects
+    time but no energy.
+
+    Example: gpubench cost results/h200-llm/llm --train-tokens 2e10 --price-per-gpu-hour 3.5
+    """
+    from ..results import load_run
+    from ..results.cost import project
+
+    rows = project(load_run(results).frame, train_tokens, train_samples, price_per_gpu_hour)
+    if fmt is OutputFormat.json:
+        emit(json.dumps({"schema": "gpubench.cost/1", "rows": rows}, indent=2, default=str) + "\n", output)
+        return
+    columns = [Column("scenario", name=True), Column("hours", right=True), Column("GPU-hours", right=True),
+               Column("kWh", right=True), Column("price", right=True, drop=2), Column("6PD FLOPs", right=True, drop=1),
+               Column("hours at 6PD", right=True, drop=1)]  # fmt: skip
+    cells = [
+        [r["scenario"], num(r["hours"], 2), num(r["gpu_hours"], 2), num(r["energy_kwh"], 2), num(r["price"], 2),
+         "-" if r["flops_6pd"] is None else f"{r['flops_6pd']:.3g}", num(r["hours_6pd"], 2)]
+        for r in rows
+    ]  # fmt: skip
+    unit = rows[0]["unit"]
+    table = FitTable(columns, cells, title=f"training {rows[0]['work']:.3g} {unit}")
+    if output is None and fmt is OutputFormat.table:
+        stdout_console().print(table)
+        return
+    emit(plain(lambda console: console.print(table)), output)

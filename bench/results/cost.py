@@ -1,0 +1,61 @@
+"""What training a whole run would take, from a row's measured throughput and energy: the time
+and energy to train D tokens (or samples) at the row's own rate, the GPU-hours and, given a price
+per GPU-hour, the bill; beside it the seed's C = 6PD (P: the model's parameters, D: tokens) and the
+time that many FLOPs take at the row's achieved FLOP rate. Pure arithmetic on measured figures
+(medians over a scenario's ok repeats): nothing here is argued from a datasheet."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from ..errors import BadInput
+
+FIGURES = ("samples_per_s", "tokens_per_s", "energy_per_sample_j", "energy_per_token_j", "achieved_tflops",
+           "model_params", "world_size")  # fmt: skip
+
+
+def _median(frame: pd.DataFrame, column: str) -> float | None:
+    if column not in frame:
+        return None
+    values = pd.to_numeric(frame[column], errors="coerce").dropna()
+    return float(values.median()) if len(values) else None
+
+
+def project(
+    frame: pd.DataFrame, tokens: float | None = None, samples: float | None = None, price_per_gpu_hour: float | None = None
+) -> list[dict[str, Any]]:
+    """One projection per scenario with ok rows (matrix order); exactly one of tokens and samples."""
+    if (tokens is None) == (samples is None):
+        raise BadInput("give the work to project: --train-tokens N or --train-samples N (one of them)")
+    for name, value in (("--train-tokens", tokens), ("--train-samples", samples), ("--price-per-gpu-hour", price_per_gpu_hour)):
+        if value is not None and (not math.isfinite(value) or value <= 0):
+            raise BadInput(f"{name} {value!r}: must be a positive number")
+    out = []
+    for scenario, group in frame.groupby("scenario", sort=False):
+        ok = group[group["status"] == "ok"]
+        if ok.empty:
+            continue
+        f = {k: _median(ok, k) for k in FIGURES}
+        unit, work = ("tokens", tokens) if tokens is not None else ("samples", samples)
+        rate = f["tokens_per_s"] if unit == "tokens" else f["samples_per_s"]
+        per_j = f["energy_per_token_j"] if unit == "tokens" else f["energy_per_sample_j"]
+        gpus = f["world_size"] or 1.0
+        row: dict[str, Any] = {"scenario": scenario, "unit": unit, "work": work, "gpus": gpus}
+        hours = work / rate / 3600 if rate else None
+        row["hours"] = hours
+        row["gpu_hours"] = hours * gpus if hours is not None else None
+        row["energy_kwh"] = per_j * work / 3.6e6 if per_j else None
+        row["price"] = row["gpu_hours"] * price_per_gpu_hour if price_per_gpu_hour and row["gpu_hours"] else None
+        d_tokens = tokens if tokens is not None else (
+            samples * f["tokens_per_s"] / f["samples_per_s"] if f["tokens_per_s"] and f["samples_per_s"] else None
+        )  # fmt: skip
+        row["flops_6pd"] = 6 * f["model_params"] * d_tokens if f["model_params"] and d_tokens else None
+        achieved = f["achieved_tflops"]
+        row["hours_6pd"] = row["flops_6pd"] / (achieved * 1e12) / 3600 if row["flops_6pd"] and achieved else None
+        out.append(row)
+    if not out:
+        raise BadInput("no scenario has an ok row to project from")
+    return out

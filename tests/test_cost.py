@@ -1,0 +1,60 @@
+"""`gpubench cost`: a run's measured rates projected onto a whole training run (bench/results/cost.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench.errors import BadInput
+from bench.results.cost import project
+from history_support import env, reps, write_run
+
+
+def frame(speed: float = 50.0, tokens_per_sample: float = 512.0, params: float = 3.35e8) -> pd.DataFrame:
+    rows = reps("baseline", [speed * 0.99, speed, speed * 1.01])
+    for r in rows:
+        r.update(tokens_per_s=r["samples_per_s"] * tokens_per_sample, energy_per_token_j=0.01,
+                 achieved_tflops=6 * params * tokens_per_sample * r["samples_per_s"] / 1e12, model_params=params)  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+@given(st.floats(min_value=1e3, max_value=1e15), st.floats(min_value=0.1, max_value=1e4))
+def test_hours_are_the_work_over_the_measured_rate(tokens: float, speed: float) -> None:
+    (row,) = project(frame(speed), tokens=tokens, price_per_gpu_hour=2.0)
+    rate = speed * 512.0  # the median repeat's tokens/s
+    assert row["hours"] * 3600 * rate == pytest.approx(tokens)
+    assert row["energy_kwh"] == pytest.approx(tokens * 0.01 / 3.6e6)
+    assert row["price"] == pytest.approx(row["gpu_hours"] * 2.0)
+    # the achieved FLOP rate was made from 6P per token, so C = 6PD takes the measured time
+    assert row["hours_6pd"] == pytest.approx(row["hours"])
+
+
+@pytest.mark.parametrize(
+    ("tokens", "samples", "price"),
+    [(None, None, None), (1e9, 1e6, None), (-1.0, None, None), (float("nan"), None, None), (1e9, None, 0.0)],
+)
+def test_bad_work_is_refused(tokens: float | None, samples: float | None, price: float | None) -> None:
+    with pytest.raises(BadInput):
+        project(frame(), tokens=tokens, samples=samples, price_per_gpu_hour=price)
+
+
+def test_the_command_projects_a_run_and_refuses_bad_input(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "run", frame().to_dict("records"), env(1))
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "cost", str(run_dir), "--train-samples", "1e6", "-f", "json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)["rows"]
+    assert row["scenario"] == "baseline" and row["hours"] == pytest.approx(1e6 / 50.0 / 3600)
+    bad = subprocess.run(
+        [sys.executable, "-m", "bench", "cost", str(run_dir)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert bad.returncode == 2 and "--train-tokens" in bad.stderr and "Traceback" not in bad.stderr
