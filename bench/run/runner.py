@@ -193,12 +193,8 @@ def run_one(
             sampler.start(pid)
 
     # peft and torchao are kept out of the fork server's imports: a scenario that can run here and
-    # uses one starts afresh; so does a Liger scenario on a GPU: its Triton kernels, launched in a
-    # worker forked from the server, stopped with "an illegal memory access" on the H200 (llama-1b,
-    # liger-kernel 0.8.5, torch 2.11), where the same rows ran in spawned workers on 2026-11-30
-    fresh = (bool(sc.cuda_at_import) or (sc.liger and plan.device != "cpu")) and not (
-        plan.device == "cpu" and sc.needs_cuda
-    )
+    # uses one starts afresh
+    fresh = bool(sc.cuda_at_import) and not (plan.device == "cpu" and sc.needs_cuda)
     proc = launcher.run(WorkerJob(spec_path, result_path, timeout_s, log_path, started, interrupts, fresh=fresh))
     peaks = sampler.stop() if sampler else None
     status, error, figures = _outcome(proc, result_path, timeout_s, kills_before)
