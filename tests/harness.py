@@ -119,12 +119,18 @@ def gpubench_in_process(*args: str | Path) -> Done:
     return Done(code, out.getvalue(), err.getvalue())
 
 
-def start_gpubench(*args: str | Path, log_dir: Path) -> subprocess.Popen[bytes]:
-    """`python -m bench ARGS` in the background; stdout/stderr to files (a full pipe would block it)."""
+def start_gpubench(*args: str | Path, log_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`python -m bench ARGS` in the background; stdout/stderr to files (a full pipe would block it).
+    `env`: variables set on top of the user's environment."""
     log_dir.mkdir(parents=True, exist_ok=True)
     with open(log_dir / "stdout.txt", "wb") as out, open(log_dir / "stderr.txt", "wb") as err:
         return subprocess.Popen(
-            gpubench_cmd(*args), cwd=REPO, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=user_env()
+            gpubench_cmd(*args),
+            cwd=REPO,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env={**user_env(), **(env or {})},
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -122,11 +123,12 @@ def test_the_files_workers_share_are_deleted_when_the_run_ends(
     fake_gpu: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool
 ) -> None:
     """work/shared holds gigabytes (a QLoRA preset's random weights): gone after the run, even one
-    that ends by an exception; the rest of the run's folder stays."""
+    that ends by an exception; the rest of the run's folder stays (a row was saved)."""
 
     def execute(plan: RunPlan, *args: Any, **kwargs: Any) -> runner.RunOutcome:
         (plan.shared_dir / "llama-1b-bfloat16-seed42").mkdir(parents=True)
         (plan.shared_dir / "llama-1b-bfloat16-seed42" / "model.safetensors").write_bytes(b"x" * 1000)
+        plan.results_csv.write_text("a row\n")
         if fails:
             raise KeyboardInterrupt
         return runner.RunOutcome([], ExitCode.OK, False)
@@ -139,3 +141,32 @@ def test_the_files_workers_share_are_deleted_when_the_run_ends(
         api.run(RunRequest())
     assert not (tmp_path / "out" / "work" / "shared").exists()
     assert (tmp_path / "out" / "env.json").is_file()
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "existing"])
+def test_a_run_interrupted_before_its_first_row_leaves_its_out_folder_as_it_was(
+    fake_gpu: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existing: bool
+) -> None:
+    """A Ctrl-C held until the first scenario would start: nothing measured, so neither what the
+    run wrote (env.json, scenarios.json, logs, its lock file) nor the folders it made for --out stay;
+    a folder that was there keeps what it held."""
+    out = tmp_path / "runs" / "out"
+    plan = session.prepare(RunRequest(), tmp_path)[0]  # the fixture's plan
+    made = () if existing else (out, out.parent)
+    out.mkdir(parents=True)  # as prepare's check of --out leaves it
+    if existing:
+        (out / "notes.txt").write_text("mine")
+    monkeypatch.setattr(session, "prepare", lambda request, scratch: (replace(plan, out=out, made=made), {}))
+
+    def execute(plan: RunPlan, *args: Any, **kwargs: Any) -> runner.RunOutcome:
+        (plan.out / "logs").mkdir()
+        (plan.out / "logs" / "forkserver.log").write_text("started\n")
+        return runner.RunOutcome([], ExitCode.INTERRUPTED, True)
+
+    monkeypatch.setattr(session, "execute", execute)
+    _, outcome = api.run(RunRequest())
+    assert outcome.discarded and outcome.exit_code == ExitCode.INTERRUPTED
+    if existing:
+        assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    else:
+        assert not (tmp_path / "runs").exists()

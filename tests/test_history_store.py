@@ -3,13 +3,16 @@ writers, and refusing corrupt, foreign or newer databases without touching them.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import shutil
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -23,9 +26,12 @@ from history_support import (
     store_target,
     write_run,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bench.errors import BadInput
 from bench.history import api, schema, store
+from bench.history.ingest import read_result_dir
 from bench.history.judge import Params
 from bench.history.store import open_store
 
@@ -110,6 +116,95 @@ def test_a_changed_results_file_is_another_run(db: str, tmp_path: Path) -> None:
     (copy / "results.csv").write_text(text.replace("33.786536661515704", "30.0"))
     ids = [i.run_id for i in api.import_dirs(db, [H200_RUN, copy])]
     assert ids == [1, 2]
+
+
+# -- a results.csv re-saved by another tool is the same run ---------------------------------------
+def resaved(directory: Path, to: Path, how: dict[str, Any], columns: list[int], rows: list[int]) -> Path:
+    """A copy of a result directory whose results.csv pandas read and wrote back: the same cells
+    (`how`: to_csv's quoting, line endings, float format), the columns and rows in another order."""
+    shutil.copytree(directory, to)
+    numeric = how.pop("numeric")  # read as numbers (written back in the float format) or as text
+    frame = pd.read_csv(directory / "results.csv", **({} if numeric else {"dtype": str, "keep_default_na": False}))
+    frame = frame.iloc[rows, columns]
+    (to / "results.csv").write_text(frame.to_csv(index=False, **how), newline="")
+    return to
+
+
+RESAVES = st.fixed_dictionaries(
+    {
+        "numeric": st.booleans(),
+        "quoting": st.sampled_from([csv.QUOTE_MINIMAL, csv.QUOTE_ALL, csv.QUOTE_NONNUMERIC]),
+        "lineterminator": st.sampled_from(["\n", "\r\n"]),
+        "float_format": st.sampled_from([None, "%.17g", "%.17e"]),  # each reads back as the same float
+    }
+)
+SPEEDS = st.lists(st.floats(1e-3, 1e6, allow_nan=False), min_size=1, max_size=4)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(how=RESAVES, speeds=SPEEDS, loss=st.floats(allow_nan=False, allow_infinity=False), data=st.data())
+def test_a_resaved_results_csv_is_the_same_run_and_a_changed_value_another(
+    tmp_path_factory: pytest.TempPathFactory, how: dict[str, Any], speeds: list[float], loss: float, data: st.DataObject
+) -> None:
+    root = tmp_path_factory.mktemp("resaved")
+    rows = reps("baseline", speeds) + reps("fp16", [0.0], status="oom")
+    for row in rows:
+        row["final_loss"] = loss if row["status"] == "ok" else None
+    original = write_run(root / "run", rows, env(1))
+    width, length = len(pd.read_csv(original / "results.csv").columns), len(rows)
+    columns = data.draw(st.permutations(range(width)), label="columns")
+    order = data.draw(st.permutations(range(length)), label="rows")
+    copy = resaved(original, root / "copy", dict(how), columns, order)
+    assert read_result_dir(copy).run_key == read_result_dir(original).run_key
+
+    changed = [dict(r) for r in rows]
+    changed[data.draw(st.integers(0, len(speeds) - 1), label="row")]["samples_per_s"] *= 1.5
+    other = resaved(write_run(root / "changed", changed, env(1)), root / "changed-copy", dict(how), columns, order)
+    assert read_result_dir(other).run_key != read_result_dir(original).run_key
+
+
+def test_importing_a_resaved_results_csv_stores_nothing(db: str, tmp_path: Path) -> None:
+    width, length = len(pd.read_csv(H200_RUN / "results.csv").columns), 11
+    how = {"numeric": True, "quoting": csv.QUOTE_NONNUMERIC, "lineterminator": "\r\n", "float_format": "%.17e"}
+    copy = resaved(H200_RUN, tmp_path / "resaved", how, list(range(width))[::-1], list(range(length))[::-1])
+    assert (copy / "results.csv").read_bytes() != (H200_RUN / "results.csv").read_bytes()
+    first, again = api.import_dirs(db, [H200_RUN, copy])
+    assert (first.created, again.created, again.run_id) == (True, False, first.run_id)
+    assert (count(db, "runs"), count(db, "repeats")) == (1, 11)
+
+
+def test_version_1_keys_are_made_again_from_the_stored_rows(db: str, tmp_path: Path) -> None:
+    """A store written by version 1 (run_key: the sha256 of the file's bytes) is migrated: the
+    unchanged file and a re-saved copy are both the run it holds."""
+    api.import_dirs(db, [H200_RUN])
+    created_at, host, sha = execute(db, "SELECT created_at, host, results_sha256 FROM runs")[0]
+    moment = created_at if isinstance(created_at, datetime) else datetime.fromisoformat(str(created_at))
+    old_key = hashlib.sha256(f"{moment.isoformat()}|{host}|{sha}".encode()).hexdigest()
+    execute(db, f"UPDATE runs SET run_key = '{old_key}'")
+    execute(db, "UPDATE schema_version SET version = 1")
+    how = {"numeric": False, "quoting": csv.QUOTE_ALL, "lineterminator": "\r\n", "float_format": None}
+    copy = resaved(
+        H200_RUN,
+        tmp_path / "resaved",
+        how,
+        list(range(len(pd.read_csv(H200_RUN / "results.csv").columns))),
+        list(range(11)),
+    )
+    again = api.import_dirs(db, [copy, H200_RUN])
+    assert [(i.run_id, i.created) for i in again] == [(1, False), (1, False)]
+    assert execute(db, "SELECT run_key FROM runs") == [(read_result_dir(H200_RUN).run_key,)]
+    assert execute(db, "SELECT version FROM schema_version") == [(schema.SCHEMA_VERSION,)]
+
+
+def test_an_unchanged_file_is_its_stored_run_whatever_its_stored_rows_give(db: str) -> None:
+    """A run stored by a gpubench whose reader read the file otherwise (other rows, so another
+    key after the migration) is still found by the file's bytes."""
+    api.import_dirs(db, [H200_RUN])
+    execute(db, 'UPDATE repeats SET row_json = \'{"read": "otherwise"}\'')
+    execute(db, "UPDATE schema_version SET version = 1")
+    [again] = api.import_dirs(db, [H200_RUN])
+    assert (again.run_id, again.created) == (1, False)
+    assert execute(db, "SELECT run_key FROM runs") != [(read_result_dir(H200_RUN).run_key,)]
 
 
 def test_the_series_key_ignores_software_versions_but_not_settings_or_gpu(db: str, tmp_path: Path) -> None:
@@ -291,7 +386,8 @@ def test_a_schema_from_a_newer_release_is_refused_untouched(db: str, tmp_path: P
     later = write_run(tmp_path / "later", reps("baseline", [100.0]), env(2))
     for attempt in (lambda: api.import_dirs(db, [later]), lambda: api.list_runs(db), lambda: api.check(db, Params())):
         with pytest.raises(
-            BadInput, match=r"written by a newer gpubench \(schema version 99; this release reads up to 1\)"
+            BadInput,
+            match=rf"newer gpubench \(schema version 99; this release reads up to {schema.SCHEMA_VERSION}\)",
         ):
             attempt()
     assert count(db, "runs") == 1
@@ -302,12 +398,13 @@ def test_an_older_schema_is_migrated_by_a_writer(db: str, tmp_path: Path, monkey
     api.import_dirs(db, [write_run(tmp_path / "run", reps("baseline", [100.0]), env(1))])
     from sqlalchemy import text
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(store.MIGRATIONS, 1, lambda conn: conn.execute(text("ALTER TABLE runs ADD COLUMN note TEXT")))
-    with pytest.raises(BadInput, match="schema version 1 is older than 2"):
+    now = schema.SCHEMA_VERSION
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", now + 1)
+    monkeypatch.setitem(store.MIGRATIONS, now, lambda conn: conn.execute(text("ALTER TABLE runs ADD COLUMN note TEXT")))
+    with pytest.raises(BadInput, match=f"schema version {now} is older than {now + 1}"):
         api.list_runs(db)
     api.import_dirs(db, [write_run(tmp_path / "later", reps("baseline", [100.0]), env(2))])
-    assert execute(db, "SELECT version FROM schema_version") == [(2,)]
+    assert execute(db, "SELECT version FROM schema_version") == [(now + 1,)]
     assert execute(db, "SELECT COUNT(note) FROM runs") == [(0,)]
     assert len(api.list_runs(db)) == 2
 

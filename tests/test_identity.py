@@ -7,8 +7,17 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
-from bench.results.identity import LATE_SETTINGS, series_key, series_settings, setting_differences
+from bench.results.identity import (
+    LATE_SETTINGS,
+    content_sha256,
+    plain,
+    series_key,
+    series_settings,
+    setting_differences,
+)
 
 ROW: dict[str, Any] = {
     "scenario": "bf16",
@@ -59,3 +68,28 @@ def test_compare_refuses_exactly_what_history_keeps_apart(change: dict[str, Any]
     differences = setting_differences(pd.DataFrame([ROW]), pd.DataFrame([changed]))
     assert (len(keys) == 1) is same
     assert (differences == ()) is same
+
+
+# -- a run's content -------------------------------------------------------------------------------
+CELLS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=False), st.text(max_size=8)
+)
+TABLES = st.lists(st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), CELLS, min_size=1), min_size=1, max_size=5)
+
+
+@given(rows=TABLES, seed=st.randoms())
+def test_a_run_s_content_is_its_cells_whatever_their_order_or_spelling(rows: list[dict[str, Any]], seed: Any) -> None:
+    shuffled = [dict(sorted(r.items(), key=lambda _: seed.random())) for r in rows]
+    seed.shuffle(shuffled)
+    as_read = [{k: float(v) if type(v) is int else v for k, v in r.items()} for r in shuffled]  # 4 read as 4.0
+    assert content_sha256(as_read) == content_sha256(rows)
+    assert content_sha256([{**r, "e": None} for r in rows]) == content_sha256(rows)  # an empty cell: absent
+
+
+@given(rows=TABLES, row=st.integers(0, 4), value=CELLS.filter(lambda v: v is not None))
+def test_a_changed_cell_changes_a_run_s_content(rows: list[dict[str, Any]], row: int, value: Any) -> None:
+    changed = [dict(r) for r in rows]
+    target = changed[row % len(rows)]
+    assume(plain(target.get("a")) != plain(value))
+    target["a"] = value
+    assert content_sha256(changed) != content_sha256(rows)

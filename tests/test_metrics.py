@@ -25,7 +25,10 @@ from bench.worker.ranks import combine_ranks
 IDS = [m.name for m in METRICS]
 # The history store's figure columns at each schema version: a metric judged in the history is a
 # new column there, so it needs SCHEMA_VERSION raised and a step in bench/history/store.py MIGRATIONS.
-FIGURES_BY_VERSION = {1: ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss")}
+FIGURES_BY_VERSION = {
+    1: ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss"),
+    2: ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss"),  # 2 changed run_key
+}
 # combined from the parent's measurement, not by combine_ranks: the largest GPU's NVML peak
 # energy per sample: the parent divides the ranks' summed gpu_energy_j by the job's window samples
 # (bench/measure/gpuwatch.per_work; the sum is test_gpuwatch's)

@@ -22,7 +22,7 @@ from bench.results.scaling import add_scaling
 from bench.run import torchrun
 from bench.run.proc import ProcResult
 from bench.scenario import Scenario
-from bench.worker.ranks import combine_ranks
+from bench.worker.ranks import combine_ranks, loss_outcome
 
 PARALLEL = {**BASE, "engine": "accelerate", "gpus": 2, "strategy": "ddp", "timeout_s": 40}
 
@@ -38,10 +38,11 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     """One job on two nodes (two `gpubench run`s, a torchrun agent each: DDP across the nodes), then
-    on node 0 alone FSDP2 and a rank that hangs, two processes each. The ranks' own import of torch
-    and transformers costs about 15 s of CPU a scenario, so the other failures are tested on their
-    rank files: a rank that raises, test_failure_puts_the_rank_that_raised_first; one killed by a
-    signal, test_failure_names_the_root_cause_from_torchrun; the scaling reference,
+    on node 0 alone FSDP2, a rank that hangs and a rank whose weights are NaN, two processes each.
+    The ranks' own import of torch and transformers costs about 15 s of CPU a scenario, so the
+    other failures are tested on their rank files: a rank that raises,
+    test_failure_puts_the_rank_that_raised_first; one killed by a signal,
+    test_failure_names_the_root_cause_from_torchrun; the scaling reference,
     test_scaling_prefers_the_same_strategy_on_one_gpu. Node 0's results directory is run[0]."""
     tmp = tmp_path_factory.mktemp("multigpu")
     matrix = write_matrix(
@@ -53,6 +54,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
             # the collective timeout is half the scenario's (45 s): it, not the kill at 90 s, must end
             # the job, with 45 s to spare for the ranks' start on a loaded machine
             "hang1": {"inject_fault": "hang", "fault_rank": 1, "timeout_s": 90},
+            "nan1": {"inject_fault": "nan", "fault_rank": 1},  # DDP made rank 1's weights rank 0's
         },
         base=PARALLEL,
     )
@@ -73,7 +75,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", tmp / "node0", timeout=600)
     wait_for("node 1 to finish", lambda: node1.poll() is not None, timeout=120)
     assert node1.returncode == 0, (tmp / "log1" / "stderr.txt").read_text()[-800:]
-    assert done.returncode == 1, done.stderr  # the hanging rank
+    assert done.returncode == 1, done.stderr  # the hanging rank, the diverged one
     return {0: tmp / "node0", 1: tmp / "node1"}
 
 
@@ -103,6 +105,14 @@ def test_a_failing_rank_is_named_with_its_reason(run: dict[int, Path]) -> None:
     assert hung["status"] == "timeout" and hung["error"].startswith("rank 1 never finished (hung)")
     assert "rank 0 failed waiting for it in a collective" in hung["error"]
     assert hung["worker_wall_s"] < 90  # the waiting rank's collective timeout ended it, not the kill
+
+
+def test_a_non_finite_loss_on_rank_1_is_diverged_and_names_the_rank(run: dict[int, Path]) -> None:
+    row = rows(run[0])["nan1"]
+    assert (row["status"], row["loss_finite"], row["world_size"]) == ("diverged", False, 2)
+    assert row["error"].startswith("rank 1: ") and "non-finite losses; final loss nan" in row["error"]
+    ranks = json.loads(row["rank_figures"])
+    assert ranks[1]["nonfinite_losses"] > 0 and ranks[1]["loss_finite"] is False
 
 
 def test_no_rank_outlives_its_scenario(run: dict[int, Path]) -> None:
@@ -252,6 +262,31 @@ def test_ranks_combine_into_one_row() -> None:
     assert row["samples_per_s"] == 80 / 2.5 and row["window_s"] == 2.5 and row["slowest_rank"] == 1
     assert (row["torch_max_allocated_mb"], row["torch_max_allocated_sum_mb"]) == (100.0, 180.0)
     assert row["step_time_median_ms"] == 12.0 and "host" not in row and row["world_size"] == 2
+
+
+RANK_LOSSES = st.fixed_dictionaries(
+    {
+        "final_loss": st.floats(allow_nan=True),
+        "loss_finite": st.booleans(),
+        "nonfinite_losses": st.integers(0, 1000),
+    }
+)
+
+
+@given(ranks=st.lists(RANK_LOSSES, min_size=1, max_size=8))
+def test_a_non_finite_loss_on_any_rank_makes_the_row_diverged_and_the_reason_names_it(
+    ranks: list[dict[str, Any]],
+) -> None:
+    status, reason = loss_outcome(ranks)
+    bad = {i for i, r in enumerate(ranks) if not r["loss_finite"] or r["nonfinite_losses"]}
+    assert status == ("diverged" if bad else "ok") and bool(reason) == bool(bad)
+    if len(ranks) > 1:
+        named = [int(part.split(":")[0].removeprefix("rank ")) for part in reason.split("; rank ")] if bad else []
+        assert sorted(named) == sorted(bad)
+        counts = [ranks[i]["nonfinite_losses"] for i in named]
+        assert counts == sorted(counts, reverse=True)  # the most first
+    combined = combine_ranks([{**r, "window_s": 1.0} for r in ranks], "accelerate")
+    assert combined["loss_finite"] == all(r["loss_finite"] for r in ranks)  # not rank 0's alone
 
 
 def test_scaling_prefers_the_same_strategy_on_one_gpu() -> None:

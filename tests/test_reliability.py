@@ -33,6 +33,8 @@ from harness import (
     write_matrix,
 )
 
+from bench.results.dirlock import LOCK_FILE
+
 pytestmark = pytest.mark.slow
 
 HANG_TIMEOUT_S = 10
@@ -227,6 +229,66 @@ def test_a_second_ctrl_c_exits_at_once_leaving_a_valid_results_file(tmp_path: Pa
     assert leftover_temp_files(run.out) == []
     assert "Traceback" not in run.stderr()
     assert wait_for("no survivor", lambda: not worker_pids(run.out, "hang"), timeout=10)
+
+
+# -- Ctrl-C while the run is still planning ---------------------------------------------------------
+def tree(folder: Path) -> dict[str, bytes | None]:
+    """Every entry under `folder` (a folder as None, a file as its bytes, the lock file as b"": it
+    holds the pid of the last run that took it); {} when it is absent."""
+    if not folder.exists():
+        return {}
+
+    def content(p: Path) -> bytes | None:
+        return None if p.is_dir() else b"" if p.name == LOCK_FILE else p.read_bytes()
+
+    return {str(p.relative_to(folder)): content(p) for p in sorted(folder.rglob("*"))}
+
+
+def planning(tmp_path: Path, out: Path, *args: str | Path) -> Watched:
+    """`gpubench run ARGS` stopped where it plans under the lock: writing env.json, which asks git
+    about the checkout. A `git` first on PATH leaves a marker and waits there (env.json gives up on
+    a git that takes over 5 s, so each of its 3 calls is a 5 s window for the test's Ctrl-C)."""
+    bin_dir, marker = tmp_path / "bin", tmp_path / "planning"
+    bin_dir.mkdir(exist_ok=True)
+    git = bin_dir / "git"
+    git.write_text(f'#!/bin/sh\n: > "{marker}"\nexec sleep 30\n')
+    git.chmod(0o755)
+    marker.unlink(missing_ok=True)
+    logs = tmp_path / f"parent-{len(list(tmp_path.glob('parent-*')))}"
+    proc = start_gpubench(*args, log_dir=logs, env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    run = Watched(proc, out, logs)
+
+    def there() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"gpubench run ended early ({proc.returncode}): {run.stderr()[-2000:]}")
+        return marker.exists()
+
+    wait_for("the run to plan under its lock", there, timeout=180)
+    os.kill(proc.pid, signal.SIGINT)
+    assert run.wait(timeout=60) == 130, run.stderr()[-2000:]
+    assert "Traceback" not in run.stderr()
+    return run
+
+
+@pytest.mark.parametrize("where", ["new", "existing", "resumed"])
+def test_ctrl_c_while_planning_leaves_the_out_folder_as_it_was(tmp_path: Path, where: str) -> None:
+    """Nothing measured, nothing left: a new --out (and the parents made for it) goes; a folder that
+    was there, or one --resume finishes, keeps exactly what it held (its lock file too)."""
+    matrix = write_matrix(tmp_path / "m.toml", {"a": {}}, base=LOOP)
+    out = tmp_path / "new" / "nested" / "out" if where == "new" else tmp_path / "out"
+    if where == "existing":
+        out.mkdir()
+        (out / "notes.txt").write_text("the user's own file\n")
+    if where == "resumed":  # a run that planned, ran nothing and stopped: --resume finishes it
+        stopped = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", out, "--time-limit", "0.001")
+        assert stopped.returncode == 4, stopped.stderr[-2000:]
+    before = tree(tmp_path / "new" if where == "new" else out)
+    args = ("--resume", out) if where == "resumed" else ("--matrix", matrix, "--device", "cpu", "--out", out)
+    planning(tmp_path, out, "run", *args)
+    if where == "new":
+        assert not (tmp_path / "new").exists()
+    else:
+        assert tree(out) == before
 
 
 # -- the parent killed outright, then --resume -----------------------------------------------------

@@ -239,11 +239,14 @@ def run(
         html = plan.out / REPORT_HTML
         if report and html.is_file():  # not an older run's report under --no-report
             err.print(f"report:  {html}", highlight=False, markup=False, soft_wrap=True)
+    elif outcome.discarded:
+        left = "is as it was before the run" if plan.out.exists() else "is removed"
+        err.print(f"interrupted before any scenario ran: nothing was measured, and {plan.out} {left}", markup=False)
     else:
         err.print(f"no scenario ran; the plan is in {plan.out}", markup=False)
     if outcome.skipped_required:
         err.print(required.message(outcome.skipped_required), highlight=False, markup=False, soft_wrap=True)
-    if outcome.interrupted:
+    if outcome.interrupted and not outcome.discarded:
         err.print(f"interrupted: finish the run with `gpubench run --resume {plan.out}`", markup=False)
     if outcome.time_limited:
         err.print(

@@ -164,7 +164,7 @@ def _resolve_run(conn: Any, store: Store, run: str | None) -> dict[str, Any]:
             raise BadInput(f"{store.name}: no run {run}", hint="see `gpubench history list`")
         return found
     record = read_result_dir(Path(run))
-    found = queries.run_by_key(conn, record.run_key)
+    found = queries.stored_run(conn, record)
     if found is None:
         raise BadInput(
             f"{run}: this result directory is not in {store.name}", hint=f"add it with `gpubench history import {run}`"

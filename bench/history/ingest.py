@@ -1,7 +1,9 @@
 """A result directory read into the rows the history stores: pure data, no database here.
 
 The run's identity (run_key) is the sha256 of env.json's created_at, its host and the sha256 of
-results.csv, so importing the same directory twice stores it once. A result's series key is the
+the rows of results.csv as the results reader reads them (bench.results.identity.content_sha256),
+so importing the same directory twice, or its results.csv re-saved by another tool, stores it
+once; results_sha256 keeps the sha256 of the file's bytes. A result's series key is the
 sha256 of its scenario name, settings, GPU model and model (bench.results.identity, which
 `compare` shares); the software versions under test are not part of it, so an upgrade shows as
 a step in the same series.
@@ -22,7 +24,7 @@ import pandas as pd
 
 from ..errors import BadInput
 from ..results import FAILED_STATUSES, RESULTS_CSV, SETTING_COLUMNS, load_run, scenario_status
-from ..results.identity import gpu_model, plain, series_key, series_settings
+from ..results.identity import content_sha256, gpu_model, plain, series_key, series_settings
 from .schema import FIGURES, REPEAT_EXTRAS
 
 PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes")  # each has its own column
@@ -56,12 +58,11 @@ def read_result_dir(path: Path) -> RunRecord:
     if not isinstance(host, str) or not host:
         raise BadInput(f"{loaded.csv_path.parent}/env.json: no host")
     results_sha = hashlib.sha256(loaded.csv_path.read_bytes()).hexdigest()
-    identity = f"{created_at.isoformat()}|{host}|{results_sha}"
     gpu = gpu_model(env) or "unknown"
     frame = loaded.frame
     run = {
         **run_columns(env, gpu),
-        "run_key": hashlib.sha256(identity.encode()).hexdigest(),
+        "run_key": run_key(created_at, host, content_sha256(frame.to_dict("records"))),
         "created_at": created_at,
         "host": host,
         "status": run_status(list(frame["status"])),
@@ -72,6 +73,11 @@ def read_result_dir(path: Path) -> RunRecord:
     groups = frame.groupby("scenario", sort=False)
     results = tuple(_result(str(name), group, gpu) for name, group in groups)
     return RunRecord(run["run_key"], run, results)
+
+
+def run_key(created_at: datetime, host: str, content_sha: str) -> str:
+    """A run's identity: when (naive UTC) and where it ran, and what its results.csv holds."""
+    return hashlib.sha256(f"{created_at.isoformat()}|{host}|{content_sha}".encode()).hexdigest()
 
 
 def run_columns(env: dict[str, Any], gpu: str) -> dict[str, Any]:

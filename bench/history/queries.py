@@ -6,7 +6,7 @@ import json
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Select, and_, case, func, or_, select
 
@@ -16,6 +16,9 @@ from ..results import FAILED_STATUSES, row_cpu_loop_ms
 from . import schema
 from .judge import Point, Series, Step
 
+if TYPE_CHECKING:
+    from .ingest import RunRecord
+
 RUN_INFO = ("git_commit", "git_branch", "host", "driver", "cuda", "torch", "transformers", "accelerate", "bitsandbytes")
 
 
@@ -24,8 +27,16 @@ def run_by_id(conn: Connection, run_id: int) -> dict[str, Any] | None:
     return dict(row) if row else None
 
 
-def run_by_key(conn: Connection, run_key: str) -> dict[str, Any] | None:
-    query = select(schema.runs).where(schema.runs.c.run_key == run_key)
+def stored_run(conn: Connection, record: RunRecord) -> dict[str, Any] | None:
+    """The stored run that `record` is: the one with its key, or one from the same results.csv
+    (its time, host and bytes), which a gpubench whose reader read that file otherwise stored."""
+    runs, run = schema.runs, record.run
+    same_file = and_(
+        runs.c.created_at == run["created_at"],
+        runs.c.host == run["host"],
+        runs.c.results_sha256 == run["results_sha256"],
+    )
+    query = select(runs).where(or_(runs.c.run_key == record.run_key, same_file)).order_by(runs.c.id)
     row = conn.execute(query).mappings().first()
     return dict(row) if row else None
 

@@ -23,7 +23,7 @@ from sqlalchemy import (
 
 from ..metrics import metrics_in, names
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: run_key hashes the rows of results.csv, not its bytes
 APP = "gpubench"
 # the figures kept per repeat and judged per result (median over ok repeats, spread in %): the
 # metrics judged in the history (bench.metrics); a new one is a new column, so a migration
@@ -44,7 +44,8 @@ runs = Table(
     "runs",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    # identity: sha256 of env.json created_at + host + the sha256 of results.csv
+    # identity: sha256 of env.json created_at + host + the sha256 of results.csv's rows as read
+    # (bench.results.identity.content_sha256), so a re-saved copy of the file is the same run
     Column("run_key", String(64), nullable=False, unique=True),
     Column("created_at", DateTime, nullable=False),  # env.json created_at, UTC
     Column("recorded_at", DateTime, nullable=False),
@@ -66,7 +67,7 @@ runs = Table(
     Column("command", Text),
     Column("status", String(16), nullable=False),  # ok, failed, interrupted
     Column("source", Text),  # the result directory it was read from
-    Column("results_sha256", String(64), nullable=False),
+    Column("results_sha256", String(64), nullable=False),  # of the file's bytes
     Column("env_json", Text, nullable=False),  # the whole env.json
 )
 Index("ix_runs_created_at", runs.c.created_at)

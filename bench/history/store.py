@@ -10,27 +10,65 @@ corrupt or was written by a newer release is refused before anything in it is to
 from __future__ import annotations
 
 import getpass
+import json
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, CursorResult, Engine, create_engine, event, insert, inspect, select, text
+from sqlalchemy import (
+    Connection,
+    CursorResult,
+    Engine,
+    create_engine,
+    event,
+    insert,
+    inspect,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
 from ..errors import BadInput
-from . import DEFAULT_DB, schema
-from .ingest import RunRecord
+from ..results.identity import content_sha256
+from . import DEFAULT_DB, queries, schema
+from .ingest import RunRecord, run_key
 
 SQLITE_BUSY_TIMEOUT_S = 60.0
 PG_CONNECT_TIMEOUT_S = 10
 PG_LOCK_KEY = 0x6770_7562_656E_6368  # "gpubench": serializes schema creation and migration
 WRITE_ATTEMPTS = 5
-# version v -> the step that upgrades a database from v to v + 1 (none yet: version 1 is first)
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+
+def _content_run_keys(conn: Connection) -> None:
+    """1 -> 2: a run's key hashes the rows of its results.csv as read, no longer the file's bytes
+    (bench.history.ingest), so a re-saved copy of a run stored before is that run too. Each key is
+    made again from the run's stored rows (repeats.row_json: each row as it was read); a run whose
+    new key an earlier run already took (a re-saved copy that version 1 stored as a second run)
+    keeps its old key, so nothing is merged or lost. An unchanged file is found by its bytes
+    whatever its rows give (queries.stored_run)."""
+    runs, results, repeats = schema.runs, schema.results, schema.repeats
+    rows: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    stored = select(results.c.run_id, repeats.c.row_json).join(repeats, repeats.c.result_id == results.c.id)
+    for run_id, row_json in conn.execute(stored):
+        rows[int(run_id)].append(json.loads(row_json))
+    taken: set[str] = set()
+    for run_id, created_at, host in conn.execute(
+        select(runs.c.id, runs.c.created_at, runs.c.host).order_by(runs.c.id)
+    ).all():
+        key = run_key(created_at, host, content_sha256(rows[int(run_id)]))
+        if key not in taken:
+            taken.add(key)
+            conn.execute(update(runs).where(runs.c.id == run_id).values(run_key=key))
+
+
+# version v -> the step that upgrades a database from v to v + 1
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _content_run_keys}
 
 T = TypeVar("T")
 
@@ -122,7 +160,7 @@ class Store:
         """Store a run (its results and repeats); (run id, False) when it was there already."""
 
         def store(conn: Connection) -> tuple[int, bool]:
-            existing = _run_id(conn, record.run_key)
+            existing = _run_id(conn, record)
             if existing is not None:
                 return existing, False
             values = {**record.run, "recorded_at": _now()}
@@ -141,7 +179,7 @@ class Store:
             except IntegrityError:
                 # another writer stored the same run between our look-up and our insert
                 with self.engine.connect() as conn:
-                    existing = _run_id(conn, record.run_key)
+                    existing = _run_id(conn, record)
                 if existing is None:
                     raise
                 return existing, False
@@ -264,9 +302,9 @@ def _use_wal(store: Store) -> None:
         conn.connection.driver_connection.execute("PRAGMA journal_mode = WAL")  # type: ignore[union-attr]
 
 
-def _run_id(conn: Connection, run_key: str) -> int | None:
-    value = conn.execute(select(schema.runs.c.id).where(schema.runs.c.run_key == run_key)).scalar()
-    return None if value is None else int(value)
+def _run_id(conn: Connection, record: RunRecord) -> int | None:
+    found = queries.stored_run(conn, record)
+    return None if found is None else int(found["id"])
 
 
 def _new_id(result: CursorResult[Any]) -> int:

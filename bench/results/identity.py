@@ -7,6 +7,10 @@ its two sides (`setting_differences`), where it also checks the number of proces
 source of the peak memory. The software versions under test are not part of it, so an upgrade
 shows as a step in the same series, or as a change in a comparison.
 
+A run's content (`content_sha256`) is its rows as the results reader reads them, not the bytes of
+its results.csv: the same rows re-saved with other float formatting, quoting, column order or line
+endings are the same run to `history import`.
+
 A setting added after older result sets were written (LATE_SETTINGS) counts as its default where
 it is missing, and enters a series key only when set to something else, so a series recorded
 before the setting existed keeps its key. Pure data: no pandas import here (frames are only read).
@@ -17,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +79,20 @@ def series_key(settings: dict[str, Any]) -> str:
     """The first 16 hex digits of the sha256 of series_settings' JSON."""
     text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def content_sha256(rows: Iterable[Mapping[str, Any]]) -> str:
+    """The sha256 of a results table's content: each row (a frame's records, or rows stored as
+    JSON) as JSON with its keys sorted, its values as `plain` makes them (a float by its repr,
+    4.0 as 4) and its empty cells left out (a column the file lacks reads as empty), the rows
+    sorted. Any changed value changes it; how the file spelled the values does not."""
+    texts = sorted(
+        json.dumps(
+            {k: v for k, v in ((k, plain(v)) for k, v in row.items()) if v is not None}, sort_keys=True, default=str
+        )
+        for row in rows
+    )
+    return hashlib.sha256("\n".join(texts).encode()).hexdigest()
 
 
 def plain(value: Any) -> Any:

@@ -5,7 +5,6 @@ child what torch sees; a resumed run replays its own scenarios.json."""
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +18,7 @@ from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..results.columns import KNOWN_COLUMNS
 from ..scenario import Scenario
 from .launcher import DEFAULT_LAUNCHER
-from .outdir import check_unlocked, check_unused
+from .outdir import check_unlocked, check_unused, missing_folders, remove_folders
 from .probe import probe, resolve_device
 from .request import RunRequest, check_device_name, check_request, check_writable
 from .required import check_patterns
@@ -42,6 +41,7 @@ class RunPlan:
     cpu_affinity: tuple[int, ...] | None = None
     gpu_uuids: tuple[str, ...] = ()  # the chosen GPU and those after it: a multi-GPU scenario's
     ceiling_tflops: dict[str, float] = field(default_factory=dict)  # measured per format (env.json matmul_ceiling)
+    made: tuple[Path, ...] = ()  # the folders this run made for `out` (it and new parents), deepest first
 
     @property
     def results_csv(self) -> Path:
@@ -85,19 +85,17 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
     check_device_name(request.device)
     out = request.out or Path("results") / datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
     check_unused(out)  # checked again under the lock (session.run): a run may start meanwhile
-    created = not out.exists()
+    made = missing_folders(out)
     check_writable(out)
-    check_unlocked(out)
     try:
+        check_unlocked(out)
         seen = probe(request.device, scratch)
         device, uuid = resolve_device(request.device, seen)
         uuids = gpu_uuids(device, seen)
         name, scenarios, model = _scenarios(request, device)
         scenarios = resolve_gpus(scenarios, device, uuids)
     except BaseException:
-        if created:  # leave no empty result directory behind
-            with contextlib.suppress(OSError):
-                out.rmdir()
+        remove_folders(made)  # leave no empty result directory behind
         raise
     plan = RunPlan(
         name,
@@ -112,6 +110,7 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         launcher=request.launcher,
         cpu_affinity=affinity,
         gpu_uuids=uuids,
+        made=made,
     )
     return plan, seen
 

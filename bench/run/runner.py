@@ -50,6 +50,7 @@ class RunOutcome:
     launcher_fallback: str | None = None  # the fork server gave way to spawn: why
     time_limited: bool = False  # --time-limit stopped the run before every scenario ran
     skipped_required: tuple[tuple[str, str], ...] = ()  # (scenario, why): skipped, but --require names it
+    discarded: bool = False  # interrupted before its first row: what the run wrote in --out is gone
 
 
 def over_limit(deadline: float | None, sc: Scenario, rows: list[dict[str, Any]], now: float) -> bool:

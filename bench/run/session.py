@@ -16,7 +16,7 @@ from ..measure.nvml import open_nvml
 from ..results import note_launcher_fallback, write_plan
 from . import envinfo
 from .childenv import inductor_cache_dir
-from .outdir import check_unused, locked, remove_stale_temps
+from .outdir import check_unused, discard_unmeasured, entries, locked, remove_folders, remove_stale_temps
 from .plan import RunPlan, prepare
 from .probe import ceiling_tflops, gemm_shapes, measure_ceiling, probe_torch, resolve_device
 from .request import RunRequest, check_device_name
@@ -57,47 +57,28 @@ def run(
     started = time.monotonic()  # --time-limit counts from here, the probe included
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         plan, probe = prepare(request, Path(scratch))
-    gpu, procs = _gpu(plan.gpu_uuid, probe, warn)
-    if procs:
-        listing = ", ".join(f"pid {p['pid']} ({p['used_mb'] or 0:.0f} MB)" for p in procs)
-        if request.exclusive:
-            raise BadInput(f"--exclusive: the GPU is in use by other processes: {listing}")
-        warn(f"the GPU is in use by other processes ({listing}); figures will be disturbed")
+    made = () if plan.resume else plan.made  # a resumed run's folder is never taken away
+    before = entries(plan.out)
+    try:
+        gpu, procs = _gpu(plan.gpu_uuid, probe, warn)
+        if procs:
+            listing = ", ".join(f"pid {p['pid']} ({p['used_mb'] or 0:.0f} MB)" for p in procs)
+            if request.exclusive:
+                raise BadInput(f"--exclusive: the GPU is in use by other processes: {listing}")
+            warn(f"the GPU is in use by other processes ({listing}); figures will be disturbed")
+    except BaseException:
+        remove_folders(made)  # refused or interrupted before the lock: nothing was written
+        raise
     with locked(plan.out):  # until the run ends: a second run here is refused (outdir.py)
-        if plan.resume:
-            remove_stale_temps(plan.out)
-        else:
-            check_unused(plan.out)
-        env = envinfo.collect(
-            device=plan.device,
-            probe=probe,
-            gpu=gpu,
-            gpu_processes=procs,
-            command=request.command,
-            matrix=plan.matrix,
-            cpu_affinity=plan.cpu_affinity,
-        )
-        env["launcher"] = plan.launcher
-        env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
-        env["inductor_cache"] = inductor_cache_dir(plan.inductor_cache)
-        most = max((s.gpus for s in plan.scenarios if s.distributed and isinstance(s.gpus, int)), default=0)
-        if most and plan.device != "cpu":
-            env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
-        if plan.device != "cpu" and request.ceiling:  # a GPU run: the matmul ceiling, before any worker
-            with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
-                env["matmul_ceiling"] = measure_ceiling(plan.device, gemm_shapes(plan.scenarios), Path(scratch))
-            plan = dataclasses.replace(plan, ceiling_tflops=ceiling_tflops(env["matmul_ceiling"]))
-        else:
-            env["matmul_ceiling"] = {"reason": "a CPU run" if plan.device == "cpu" else "--no-ceiling"}
-        write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
-        deadline = None if request.time_limit_s is None else started + request.time_limit_s
         try:
-            outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
-        finally:
-            shutil.rmtree(plan.shared_dir, ignore_errors=True)  # gigabytes of a preset's random weights
-        outcome = judge_required(outcome, request.require)
-        if outcome.launcher_fallback:  # env.json says how the workers really started
-            note_launcher_fallback(plan.out, outcome.launcher_fallback)
+            plan, outcome = _measure(plan, request, probe, gpu, procs, started, reporter, warn)
+        except KeyboardInterrupt:  # a Ctrl-C while planning, or a second one: before the first row?
+            if not plan.resume:
+                discard_unmeasured(plan.out, before, made)
+            raise
+        if outcome.interrupted and not outcome.rows and not plan.resume:  # nothing measured: nothing kept
+            discarded = discard_unmeasured(plan.out, before, made)
+            return plan, dataclasses.replace(outcome, discarded=discarded)
         if outcome.rows and request.report:  # DIR/report.html: a failure only warns; results and exit code stand
             try:
                 from ..report.html import write_report
@@ -111,6 +92,55 @@ def run(
             unfinished = outcome.interrupted or outcome.time_limited
             record_after_run(record_db, plan.out, unfinished=unfinished, warn=warn, info=info)
         return plan, outcome
+
+
+def _measure(
+    plan: RunPlan,
+    request: RunRequest,
+    probe: dict[str, Any],
+    gpu: dict[str, Any] | None,
+    procs: list[dict[str, Any]],
+    started: float,
+    reporter: Reporter | None,
+    warn: Callable[[str], None],
+) -> tuple[RunPlan, RunOutcome]:
+    """Under the lock: env.json and scenarios.json, then every scenario x repeat; the plan gains
+    the measured matmul ceiling."""
+    if plan.resume:
+        remove_stale_temps(plan.out)
+    else:
+        check_unused(plan.out)
+    env = envinfo.collect(
+        device=plan.device,
+        probe=probe,
+        gpu=gpu,
+        gpu_processes=procs,
+        command=request.command,
+        matrix=plan.matrix,
+        cpu_affinity=plan.cpu_affinity,
+    )
+    env["launcher"] = plan.launcher
+    env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
+    env["inductor_cache"] = inductor_cache_dir(plan.inductor_cache)
+    most = max((s.gpus for s in plan.scenarios if s.distributed and isinstance(s.gpus, int)), default=0)
+    if most and plan.device != "cpu":
+        env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
+    if plan.device != "cpu" and request.ceiling:  # a GPU run: the matmul ceiling, before any worker
+        with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
+            env["matmul_ceiling"] = measure_ceiling(plan.device, gemm_shapes(plan.scenarios), Path(scratch))
+        plan = dataclasses.replace(plan, ceiling_tflops=ceiling_tflops(env["matmul_ceiling"]))
+    else:
+        env["matmul_ceiling"] = {"reason": "a CPU run" if plan.device == "cpu" else "--no-ceiling"}
+    write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
+    deadline = None if request.time_limit_s is None else started + request.time_limit_s
+    try:
+        outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
+    finally:
+        shutil.rmtree(plan.shared_dir, ignore_errors=True)  # gigabytes of a preset's random weights
+    outcome = judge_required(outcome, request.require)
+    if outcome.launcher_fallback:  # env.json says how the workers really started
+        note_launcher_fallback(plan.out, outcome.launcher_fallback)
+    return plan, outcome
 
 
 def environment(device: str = "auto") -> dict[str, Any]:

@@ -5,7 +5,8 @@ Every rank opens and closes its timed window at the same step behind a barrier (
 the job's samples/s is all ranks' window samples over the longest window; window_steps,
 window_ci_pct and window_stop are rank 0's (each rank's window_steps is in rank_figures).
 Step times come from the slowest rank (a step ends for everyone when its slowest rank is done);
-memory is given as the largest rank (what must fit on one GPU) and as the sum over ranks.
+memory is given as the largest rank (what must fit on one GPU) and as the sum over ranks. A
+non-finite loss on any rank makes the row diverged (`loss_outcome`), whatever rank 0's loss was.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ PER_RANK_KEYS = (
     "torch_max_reserved_mb",
     "rss_peak_mb",
     "final_loss",
+    "loss_finite",
+    "nonfinite_losses",
     "gpu_energy_j",
     "gpu_sm_active_pct",
     "gpu_sm_clock_median_mhz",
@@ -110,3 +113,20 @@ def _gpu_figures(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     seen = [r.get("gpu_clock_events") for r in ranks if r.get("gpu_clock_events") is not None]
     out["gpu_clock_events"] = (";".join(sorted(events)) or "none") if seen else None
     return out
+
+
+def loss_outcome(ranks: list[dict[str, Any]]) -> tuple[str, str]:
+    """(status, reason) from every rank's loss figures (rank order; one entry without ranks):
+    "diverged" when any rank saw a non-finite loss, or none, with the reason naming each such rank,
+    the one with the most first (where ranks share gradients, the NaN spreads from it to the others)."""
+    bad = [(i, r) for i, r in enumerate(ranks) if not r.get("loss_finite") or r.get("nonfinite_losses")]
+    bad.sort(key=lambda item: -int(item[1].get("nonfinite_losses") or 0))
+    if not bad:
+        return "ok", ""
+
+    def what(r: dict[str, Any]) -> str:
+        return f"{int(r.get('nonfinite_losses') or 0)} non-finite losses; final loss {r.get('final_loss')}"
+
+    if len(ranks) == 1:
+        return "diverged", what(ranks[0])
+    return "diverged", "; ".join(f"rank {i}: {what(r)}" for i, r in bad)

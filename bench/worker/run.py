@@ -25,7 +25,7 @@ from .engines.base import EngineInputs
 from .llm import build_trained
 from .model import count_parameters, count_trainable, task_of
 from .precision import matmul_precision, set_tf32
-from .ranks import combine_ranks
+from .ranks import combine_ranks, loss_outcome
 from .skips import check_runnable
 from .tracking import MB, LossTracker, MemoryPhases
 from .window import WindowRule
@@ -46,6 +46,13 @@ def inject(fault: str) -> None:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 EiB (injected)")
     elif fault == "exit3":
         os._exit(3)
+
+
+def poison(model: torch.nn.Module) -> None:
+    """inject_fault = "nan": the model's weights (this rank's shards, when sharded) become NaN."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(float("nan"))
 
 
 def preload(engine: str, model_family: Family | None = None) -> None:
@@ -96,10 +103,8 @@ def build_inputs(
     model, task = build_trained(sc, model_name, device, shared or scratch)
     phases.mark("model_built")
     marks["model_built"] = time.time()
-    if fault == "nan":
-        with torch.no_grad():
-            for p in model.parameters():
-                p.fill_(float("nan"))
+    if fault == "nan" and rank is None:
+        poison(model)  # every loss is non-finite
     if not sc.compile:
         phases.mark_first_forward(model)
     # `samples` is per process: each rank's share of the data set is the single-GPU epoch (weak scaling)
@@ -112,7 +117,9 @@ def build_inputs(
         total_steps=sc.optimizer_steps,
         samples_per_step=sc.samples_per_step,
         tokens_per_sample=tokens_per_sample(read_config(model_name), family_of(model_name), sc.seq_len),
-        on_first_step=lambda: inject(fault),
+        # with several ranks the wrapper (DDP, FSDP, DeepSpeed) gives every rank rank 0's weights
+        # when it is built, so a faulty rank's NaN weights are made once the first step is done
+        on_first_step=lambda: poison(model) if fault == "nan" and rank is not None else inject(fault),
         probes=make_probes(str(device)),
         on_step=(lambda: time.sleep(SLOW_STEP_S)) if fault == "slow" else None,
         barrier=dist.barrier if rank is not None else None,
@@ -164,15 +171,12 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         "fp32_matmul_precision": matmul_precision() if device.type == "cuda" else "",
     }
     figures.update(memory_figures(device))
+    ranks = [figures]
     if rank is not None:
         figures["host"] = os.uname().nodename
-        figures = combine_ranks(dist.gather(figures), sc.engine)
-    status = "ok" if figures["loss_finite"] and figures["nonfinite_losses"] == 0 else "diverged"
-    reason = (
-        ""
-        if status == "ok"
-        else (f"{figures['nonfinite_losses']} non-finite losses; final loss {figures['final_loss']}")
-    )
+        ranks = dist.gather(figures)
+        figures = combine_ranks(ranks, sc.engine)
+    status, reason = loss_outcome(ranks)
     return {"status": status, "reason": reason, "figures": figures}
 
 
