@@ -142,7 +142,13 @@ ENERGY_PER_SAMPLE = Metric(
     label="J/sample",
     decimals=None,
 )
-METRICS = (SAMPLES_PER_S, STEP_TIME_MEDIAN, PEAK_MEM, FINAL_LOSS, ENERGY_PER_SAMPLE)  # the order of every list made from it
+METRICS = (
+    SAMPLES_PER_S,
+    STEP_TIME_MEDIAN,
+    PEAK_MEM,
+    FINAL_LOSS,
+    ENERGY_PER_SAMPLE,
+)  # the order of every list made from it
 BY_NAME = {m.name: m for m in METRICS}
 
 

@@ -197,9 +197,11 @@ class Scenario:
             raise bad("window", self.window, 'must be "epoch", "auto" or a whole number of optimizer steps (1 or more)')
         if self.profile_memory and not self.profile_steps:
             raise bad("profile_memory", self.profile_memory, "needs profile_steps (the snapshot covers them)")
-        if self.profile_steps and self.warmup_steps + max(self.window if isinstance(self.window, int) else 1, 1) + (
+        if (
             self.profile_steps
-        ) > self.optimizer_steps:
+            and self.warmup_steps + max(self.window if isinstance(self.window, int) else 1, 1) + (self.profile_steps)
+            > self.optimizer_steps
+        ):
             raise bad(
                 "profile_steps",
                 self.profile_steps,

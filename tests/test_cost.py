@@ -9,19 +9,20 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from history_support import env, reps, write_run
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.errors import BadInput
 from bench.results.cost import project
-from history_support import env, reps, write_run
 
 
 def frame(speed: float = 50.0, tokens_per_sample: float = 512.0, params: float = 3.35e8) -> pd.DataFrame:
     rows = reps("baseline", [speed * 0.99, speed, speed * 1.01])
     for r in rows:
-        r.update(tokens_per_s=r["samples_per_s"] * tokens_per_sample, energy_per_token_j=0.01,
-                 achieved_tflops=6 * params * tokens_per_sample * r["samples_per_s"] / 1e12, model_params=params)  # fmt: skip
+        rate = r["samples_per_s"] * tokens_per_sample
+        r.update(tokens_per_s=rate, energy_per_token_j=0.01, achieved_tflops=6 * params * rate / 1e12)
+        r["model_params"] = params
     return pd.DataFrame(rows)
 
 

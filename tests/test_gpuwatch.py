@@ -213,7 +213,10 @@ def test_steadiness_flags_spread_steps_and_a_shifted_cpu() -> None:
     assert bound.steadiness(spread).startswith("unsteady steps")
     shifted = steady | {"cpu_loop_end_ms": 20.0}
     assert "CPU speed shifted" in bound.steadiness(shifted)
-    assert "unsteady" in bound.columns(GPM | spread | {"gpu_sm_active_pct": 95.0, "gpu_tensor_active_pct": 80})["bound_basis"]
+    assert (
+        "unsteady"
+        in bound.columns(GPM | spread | {"gpu_sm_active_pct": 95.0, "gpu_tensor_active_pct": 80})["bound_basis"]
+    )
 
 
 def test_the_sampler_thread_is_gone_after_close() -> None:
@@ -228,8 +231,8 @@ def test_the_sampler_thread_is_gone_after_close() -> None:
 
 def test_at_the_power_cap_a_busy_row_is_compute_bound() -> None:
     # bert-large bf16 batch 32 on the H200 (validation/gpu_probe_cost's last window)
-    row = GPM | {"gpu_sm_active_pct": 86.1, "gpu_tensor_active_pct": 32.5, "gpu_dram_bw_pct": 38.9,
-                 "gpu_power_capped_pct": 100.0, "gpu_sm_clock_median_mhz": 1875.0, "gpu_clock_events": "sw_power_cap"}  # fmt: skip
+    row = GPM | {"gpu_sm_active_pct": 86.1, "gpu_tensor_active_pct": 32.5, "gpu_dram_bw_pct": 38.9}
+    row |= {"gpu_power_capped_pct": 100.0, "gpu_sm_clock_median_mhz": 1875.0, "gpu_clock_events": "sw_power_cap"}
     found, basis = bound.label(row)
     assert found == "compute-bound" and "power cap" in basis and "1875 MHz" in basis
     assert bound.label(row | {"gpu_power_capped_pct": 10.0})[0] == "mixed"

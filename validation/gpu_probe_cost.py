@@ -13,7 +13,6 @@ a launch-bound one (the sampler shares the GIL with the thread launching the ker
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 

@@ -72,7 +72,9 @@ ThresholdOpt = Annotated[
 MemoryThresholdOpt = Annotated[float, typer.Option("--memory-threshold", min=0.0, help="Peak memory threshold in %.")]
 EnergyThresholdOpt = Annotated[
     float,
-    typer.Option("--energy-threshold", min=0.0, help="Energy per sample threshold in % (GPU rows with NVML's counter)."),
+    typer.Option(
+        "--energy-threshold", min=0.0, help="Energy per sample threshold in % (GPU rows with NVML's counter)."
+    ),
 ]
 DbOpt = Annotated[
     str | None,

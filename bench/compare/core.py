@@ -325,7 +325,10 @@ def profile_note(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> str:
     when a side has no profile."""
 
     def medians(frame: pd.DataFrame) -> dict[str, float | None]:
-        return {n: _median(_values(frame, f"prof_{n}_ms")) if _values(frame, f"prof_{n}_ms") else None for n in kernels.NAMES}
+        return {
+            n: _median(_values(frame, f"prof_{n}_ms")) if _values(frame, f"prof_{n}_ms") else None
+            for n in kernels.NAMES
+        }
 
     base, new = medians(ok_base), medians(ok_new)
     if any(v is None for v in [*base.values(), *new.values()]):

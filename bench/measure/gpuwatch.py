@@ -22,6 +22,7 @@ process on the same GPU is counted too (the run warns when the GPU is in use at 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import threading
@@ -63,7 +64,9 @@ def power_integral_j(times_s: Sequence[float], watts: Sequence[float]) -> float 
     """Joules under the sampled power curve (trapezoids); None with fewer than two samples."""
     if len(times_s) < 2 or len(times_s) != len(watts):
         return None
-    return math.fsum((t1 - t0) * (w0 + w1) / 2 for t0, t1, w0, w1 in zip(times_s, times_s[1:], watts, watts[1:]))
+    return math.fsum(
+        (t1 - t0) * (w0 + w1) / 2 for t0, t1, w0, w1 in zip(times_s, times_s[1:], watts, watts[1:], strict=False)
+    )
 
 
 @dataclass
@@ -257,18 +260,21 @@ class GpuProbe:
             self._sample()
 
     def _sample(self) -> None:
+        """One sample of each figure; a failed read leaves a gap, not a wrong zero."""
         s, reader, now = self.samples, self.reader, time.monotonic()
         s.times_s.append(now)
-        for read, keep in (
-            (reader.power_w, lambda w: (s.watts.append(w), s.watt_times_s.append(now))),
-            (reader.sm_mhz, s.sm_mhz.append),
-            (reader.events, s.events.append),
-            (reader.utilization, lambda u: (s.util_gpu.append(u[0]), s.util_mem.append(u[1]))),
-        ):
-            try:
-                keep(read())
-            except Exception:  # one failed read leaves a gap, not a wrong zero
-                pass
+        with contextlib.suppress(Exception):
+            watts = reader.power_w()
+            s.watts.append(watts)
+            s.watt_times_s.append(now)
+        with contextlib.suppress(Exception):
+            s.sm_mhz.append(reader.sm_mhz())
+        with contextlib.suppress(Exception):
+            s.events.append(reader.events())
+        with contextlib.suppress(Exception):
+            gpu, mem = reader.utilization()
+            s.util_gpu.append(gpu)
+            s.util_mem.append(mem)
 
     def close(self) -> dict[str, Any]:
         if self.reader is None:  # as probes.unmeasured: every column None, the reason in gpu_reason

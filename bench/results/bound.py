@@ -86,7 +86,7 @@ def label(row: Mapping[str, Any]) -> tuple[str | None, str]:
 
 
 def steadiness(row: Mapping[str, Any], found: str | None = None) -> str:
-    """"" for a steady row, else why its figures should not be read as a finding: its steps spread
+    """ "" for a steady row, else why its figures should not be read as a finding: its steps spread
     widely, or (for a launch-bound row, or one with no GPU label: the CPU's own) the CPU that
     launches them changed speed across the window. A compute-bound row does not follow the CPU."""
     notes = []

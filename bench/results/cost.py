@@ -25,12 +25,19 @@ def _median(frame: pd.DataFrame, column: str) -> float | None:
 
 
 def project(
-    frame: pd.DataFrame, tokens: float | None = None, samples: float | None = None, price_per_gpu_hour: float | None = None
+    frame: pd.DataFrame,
+    tokens: float | None = None,
+    samples: float | None = None,
+    price_per_gpu_hour: float | None = None,
 ) -> list[dict[str, Any]]:
     """One projection per scenario with ok rows (matrix order); exactly one of tokens and samples."""
     if (tokens is None) == (samples is None):
         raise BadInput("give the work to project: --train-tokens N or --train-samples N (one of them)")
-    for name, value in (("--train-tokens", tokens), ("--train-samples", samples), ("--price-per-gpu-hour", price_per_gpu_hour)):
+    for name, value in (
+        ("--train-tokens", tokens),
+        ("--train-samples", samples),
+        ("--price-per-gpu-hour", price_per_gpu_hour),
+    ):
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise BadInput(f"{name} {value!r}: must be a positive number")
     out = []
@@ -40,18 +47,18 @@ def project(
             continue
         f = {k: _median(ok, k) for k in FIGURES}
         unit, work = ("tokens", tokens) if tokens is not None else ("samples", samples)
+        assert work is not None
         rate = f["tokens_per_s"] if unit == "tokens" else f["samples_per_s"]
         per_j = f["energy_per_token_j"] if unit == "tokens" else f["energy_per_sample_j"]
         gpus = f["world_size"] or 1.0
         row: dict[str, Any] = {"scenario": scenario, "unit": unit, "work": work, "gpus": gpus}
-        hours = work / rate / 3600 if rate else None
+        hours: float | None = work / rate / 3600 if rate else None
         row["hours"] = hours
         row["gpu_hours"] = hours * gpus if hours is not None else None
         row["energy_kwh"] = per_j * work / 3.6e6 if per_j else None
         row["price"] = row["gpu_hours"] * price_per_gpu_hour if price_per_gpu_hour and row["gpu_hours"] else None
-        d_tokens = tokens if tokens is not None else (
-            samples * f["tokens_per_s"] / f["samples_per_s"] if f["tokens_per_s"] and f["samples_per_s"] else None
-        )  # fmt: skip
+        tps, sps = f["tokens_per_s"], f["samples_per_s"]
+        d_tokens = tokens if tokens is not None else (work * tps / sps if tps and sps else None)
         row["flops_6pd"] = 6 * f["model_params"] * d_tokens if f["model_params"] and d_tokens else None
         achieved = f["achieved_tflops"]
         row["hours_6pd"] = row["flops_6pd"] / (achieved * 1e12) / 3600 if row["flops_6pd"] and achieved else None

@@ -17,7 +17,7 @@ from ..fsio import atomic_write_json, read_json
 from ..measure import flops, gpuwatch, hostmem
 from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, TreeSampler, open_nvml
 from ..models import resolve_model
-from ..results import FAILED_STATUSES, bound, FINAL_STATUSES, SETTING_COLUMNS, read_results, write_results
+from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, bound, read_results, write_results
 from ..results.rowcheck import usable
 from ..results.scaling import add_scaling
 from ..scenario import Scenario

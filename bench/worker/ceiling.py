@@ -72,7 +72,7 @@ def time_shape(fmt: str, shape: tuple[int, int, int], device: Any) -> float:
 
 
 def supported(fmt: str) -> str:
-    """"" when this GPU runs the format, else why not."""
+    """ "" when this GPU runs the format, else why not."""
     import torch
 
     if fmt == "fp8":
@@ -95,7 +95,7 @@ def measure(device: str, shapes: list[tuple[int, int, int]]) -> dict[str, Any]:
         reader: NvmlReader | None = NvmlReader(cuda_uuid(device) or "")
     except Exception:
         reader = None
-    all_shapes = list(dict.fromkeys([*SQUARES, *[tuple(s) for s in shapes]]))
+    all_shapes: list[tuple[int, int, int]] = list(dict.fromkeys([*SQUARES, *[(s[0], s[1], s[2]) for s in shapes]]))
     formats: dict[str, Any] = {}
     clocks: list[float] = []
     watts: list[float] = []

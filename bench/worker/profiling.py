@@ -70,7 +70,9 @@ class StepProfiler:
         self.trace_path.parent.mkdir(parents=True, exist_ok=True)
         self._prof.export_chrome_trace(str(self.trace_path))
         if self.memory:
-            torch.cuda.memory._dump_snapshot(str(self.trace_path.with_name(self.trace_path.name.replace(".trace.json", ".memory.pickle"))))
+            torch.cuda.memory._dump_snapshot(
+                str(self.trace_path.with_name(self.trace_path.name.replace(".trace.json", ".memory.pickle")))
+            )
             torch.cuda.memory._record_memory_history(enabled=None)
         per_step = breakdown(self._prof.key_averages(), self.steps, wall_s, self.cuda)
         out: dict[str, Any] = {"prof_steps": self.steps, "prof_step_ms": wall_s * 1000.0 / self.steps}

@@ -16,7 +16,6 @@ import torch
 from ..engines import ENGINES
 from ..families import FAMILIES, Family, family_of, read_config, tokens_per_sample
 from ..measure.probes import make_probes
-from .profiling import StepProfiler, trace_path
 from ..scenario import Scenario
 from . import dist
 from .clock import StepClock
@@ -25,6 +24,7 @@ from .engines.base import EngineInputs
 from .llm import build_trained
 from .model import count_parameters, count_trainable, task_of
 from .precision import matmul_precision, set_tf32
+from .profiling import StepProfiler, trace_path
 from .ranks import combine_ranks, loss_outcome
 from .skips import check_runnable
 from .tracking import MB, LossTracker, MemoryPhases
