@@ -147,10 +147,15 @@ class Outcome:
 
 
 def gate(base: Night, new: Night, thresholds: Thresholds) -> Outcome:
-    """Two nights judged as `gpubench compare BASE NEW` judges them."""
+    """Two nights judged as `gpubench compare BASE NEW` judges them: speed and memory, the two
+    quantities the published rows have figures of, sharing alpha."""
+    quantities = (SPEED_METRIC, MEMORY_METRIC)
     speed, mem = (
-        judge([Sample(list(a), list(b)) for a, b in zip(base[q], new[q], strict=True)], thresholds.rule(metric))
-        for q, metric in enumerate((SPEED_METRIC, MEMORY_METRIC))
+        judge(
+            [Sample(list(a), list(b)) for a, b in zip(base[q], new[q], strict=True)],
+            thresholds.rule(metric, len(quantities)),
+        )
+        for q, metric in enumerate(quantities)
     )
     failed = any(j.verdict == "regression" for j in [*speed, *mem])
     return Outcome(failed, [j.verdict for j in speed], [j.detectable_pct for j in speed])
