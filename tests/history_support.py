@@ -78,7 +78,7 @@ def reps(
                     "step_time_median_ms": 4000.0 / speed,
                     "final_loss": 0.5,
                     "loss_finite": True,
-                    "energy_per_sample_j": 70000.0 / speed,  # a 700 W GPU
+                    "energy_per_sample_j": 70000.0 / speed,  # a GPU at 700 W whatever its speed
                     "gpu_energy_j": 70000.0 / speed * 512,
                     "gpu_energy_source": "nvml-counter",
                 }

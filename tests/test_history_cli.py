@@ -182,7 +182,7 @@ def test_show_names_an_unknown_scenario(regressed: str) -> None:
 def test_check_fails_on_two_slow_nights_with_exit_1(regressed: str) -> None:
     done = gpubench("history", "check", "--db", regressed)
     assert done.returncode == 1, done.stderr
-    assert "FAIL (exit 1): run 8 of 2026-11-08 02:00 on NVIDIA H200: REGRESSION 2, unchanged 4" in done.stdout
+    assert "FAIL (exit 1): run 8 of 2026-11-08 02:00 on NVIDIA H200: REGRESSION 3, unchanged 5" in done.stdout
     row = next(line for line in done.stdout.splitlines() if "regression" in line)
     assert "bf16" in row and "samples/s" in row and "-20.0%" in row and "2/2" in row
 
@@ -192,7 +192,7 @@ def test_check_passes_after_one_slow_night_unless_consecutive_is_1(tmp_path: Pat
     api.import_dirs(target, nights(tmp_path / "nights", [STEADY] * 6 + [SLOWER]))
     code, out = cli("check", "--db", target, "--format", "json")
     data = json.loads(out)
-    assert code == 0 and data["gate"] == "pass" and data["counts"]["watch"] == 2  # samples_per_s and step time
+    assert code == 0 and data["gate"] == "pass" and data["counts"]["watch"] == 3  # samples/s, step time, energy
     assert cli("check", "--db", target, "--consecutive", "1")[0] == 1
 
 

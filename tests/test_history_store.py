@@ -196,6 +196,28 @@ def test_version_1_keys_are_made_again_from_the_stored_rows(db: str, tmp_path: P
     assert execute(db, "SELECT version FROM schema_version") == [(schema.SCHEMA_VERSION,)]
 
 
+def test_version_2_gains_energy_per_sample_filled_from_the_stored_rows(db: str, tmp_path: Path) -> None:
+    """A store written by version 2 has no energy columns: a writer adds them and fills them from
+    each repeat's stored row (median and spread over the ok repeats)."""
+    rows = reps("bf16", [100.0, 50.0])
+    for row, joules in zip(rows, (700.0, 1400.0), strict=True):
+        row["energy_per_sample_j"] = joules
+    api.import_dirs(db, [write_run(tmp_path / "run", rows, env(1))])
+    for table, column in (
+        ("results", "energy_per_sample_j"),
+        ("results", "energy_per_sample_j_spread_pct"),
+        ("repeats", "energy_per_sample_j"),
+    ):
+        execute(db, f"ALTER TABLE {table} DROP COLUMN {column}")
+    execute(db, "UPDATE schema_version SET version = 2")
+    api.import_dirs(db, [write_run(tmp_path / "later", reps("bf16", [100.0]), env(2))])
+    assert execute(db, "SELECT version FROM schema_version") == [(schema.SCHEMA_VERSION,)]
+    got = execute(db, "SELECT energy_per_sample_j, energy_per_sample_j_spread_pct FROM results ORDER BY run_id")
+    assert got[0] == pytest.approx((1050.0, 100 * (1400.0 - 700.0) / 1050.0))
+    assert got[1][0] == pytest.approx(700.0) and got[1][1] is None  # one repeat at 100/s: no spread
+    assert sorted(v for (v,) in execute(db, "SELECT energy_per_sample_j FROM repeats")) == [700.0, 700.0, 1400.0]
+
+
 def test_an_unchanged_file_is_its_stored_run_whatever_its_stored_rows_give(db: str) -> None:
     """A run stored by a gpubench whose reader read the file otherwise (other rows, so another
     key after the migration) is still found by the file's bytes."""

@@ -28,6 +28,7 @@ IDS = [m.name for m in METRICS]
 FIGURES_BY_VERSION = {
     1: ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss"),
     2: ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss"),  # 2 changed run_key
+    3: ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss", "energy_per_sample_j"),
 }
 # combined from the parent's measurement, not by combine_ranks: the largest GPU's NVML peak
 # energy per sample: the parent divides the ranks' summed gpu_energy_j by the job's window samples

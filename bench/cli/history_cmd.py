@@ -18,10 +18,12 @@ from ..errors import BadInput
 from ..metrics import SAMPLES_PER_S, metrics_in, names
 from ..termtable import stdout_console
 from .options import (
+    ENERGY_PCT,
     MEMORY_PCT,
     SPEED_PCT,
     DbOpt,
     FormatOpt,
+    EnergyThresholdOpt,
     MemoryThresholdOpt,
     OutputFileOpt,
     OutputFormat,
@@ -91,6 +93,7 @@ def _params(
     window: int,
     threshold: float,
     memory_threshold: float,
+    energy_threshold: float = ENERGY_PCT,
     consecutive: int = 2,
     drift_nights: int = 10,
     noise_factor: float = 3.0,
@@ -101,7 +104,7 @@ def _params(
     return Params(
         window=window,
         consecutive=consecutive,
-        thresholds=Thresholds(speed_pct=threshold, memory_pct=memory_threshold),
+        thresholds=Thresholds(speed_pct=threshold, memory_pct=memory_threshold, energy_pct=energy_threshold),
         drift_nights=drift_nights,
         noise_factor=noise_factor,
     )
@@ -138,6 +141,7 @@ def show_command(
     window: WindowOpt = 7,
     threshold: ThresholdOpt = SPEED_PCT,
     memory_threshold: MemoryThresholdOpt = MEMORY_PCT,
+    energy_threshold: EnergyThresholdOpt = ENERGY_PCT,
     drift_nights: DriftOpt = 10,
     noise_factor: NoiseOpt = 3.0,
     fmt: FormatOpt = OutputFormat.table,
@@ -162,7 +166,9 @@ def show_command(
         raise BadInput(
             f"-o/--output {output} writes the {fmt.value} document, not a chart: draw the chart with --svg {output}"
         )
-    params = _params(window, threshold, memory_threshold, drift_nights=drift_nights, noise_factor=noise_factor)
+    params = _params(
+        window, threshold, memory_threshold, energy_threshold, drift_nights=drift_nights, noise_factor=noise_factor
+    )
     views = api.show(db_target(db), scenario, metric.value, params, gpu=gpu, last=last or None)
     if svg is not None:
         chart.write_svg(views, svg, f"{scenario}: {metric.value}")
@@ -187,6 +193,7 @@ def check_command(
     window: WindowOpt = 7,
     threshold: ThresholdOpt = SPEED_PCT,
     memory_threshold: MemoryThresholdOpt = MEMORY_PCT,
+    energy_threshold: EnergyThresholdOpt = ENERGY_PCT,
     drift_nights: DriftOpt = 10,
     noise_factor: NoiseOpt = 3.0,
     fmt: FormatOpt = OutputFormat.table,
@@ -212,7 +219,7 @@ def check_command(
     """
     from ..history import api, render
 
-    params = _params(window, threshold, memory_threshold, consecutive, drift_nights, noise_factor)
+    params = _params(window, threshold, memory_threshold, energy_threshold, consecutive, drift_nights, noise_factor)
     result = api.check(db_target(db), params, run=run)
     for text in result.notes:
         say(f"note: {text}")

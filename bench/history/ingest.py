@@ -106,6 +106,23 @@ def run_status(statuses: list[str]) -> str:
     return "failed" if any(s in FAILED_STATUSES for s in statuses) else "ok"
 
 
+def figure_values(ok: list[dict[str, Any]], figures: tuple[str, ...]) -> dict[str, float | None]:
+    """Each figure's median over the ok rows and its spread ((max - min) / median x 100, with 2 or more)."""
+    values: dict[str, float | None] = {}
+    for figure in figures:
+        numbers = [v for v in (_number(r.get(figure)) for r in ok) if v is not None]
+        median = statistics.median(numbers) if numbers else None
+        values[figure] = median
+        spread = (max(numbers) - min(numbers)) / abs(median) * 100 if median else None
+        values[f"{figure}_spread_pct"] = spread if len(numbers) >= 2 else None
+    return values
+
+
+def number(value: Any) -> float | None:
+    """A stored figure: a finite number, else None."""
+    return _number(value)
+
+
 def _result(name: str, group: pd.DataFrame, gpu: str) -> ResultRecord:
     rows = [{k: plain(v) for k, v in row.items()} for row in group.to_dict("records")]
     settings = series_settings(name, rows[0], gpu)
@@ -120,12 +137,7 @@ def _result(name: str, group: pd.DataFrame, gpu: str) -> ResultRecord:
         "repeats": len(rows),
         "ok_repeats": len(ok),
     }
-    for figure in FIGURES:
-        numbers = [v for v in (_number(r.get(figure)) for r in ok) if v is not None]
-        median = statistics.median(numbers) if numbers else None
-        values[figure] = median
-        spread = (max(numbers) - min(numbers)) / abs(median) * 100 if median else None
-        values[f"{figure}_spread_pct"] = spread if len(numbers) >= 2 else None
+    values.update(figure_values(ok, FIGURES))
     repeats = tuple(
         {
             "repeat": int(r["repeat"]),

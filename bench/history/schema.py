@@ -23,7 +23,7 @@ from sqlalchemy import (
 
 from ..metrics import metrics_in, names
 
-SCHEMA_VERSION = 2  # 2: run_key hashes the rows of results.csv, not its bytes
+SCHEMA_VERSION = 3  # 2: run_key hashes the rows of results.csv, not its bytes; 3: energy_per_sample_j
 APP = "gpubench"
 # the figures kept per repeat and judged per result (median over ok repeats, spread in %): the
 # metrics judged in the history (bench.metrics); a new one is a new column, so a migration
