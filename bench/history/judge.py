@@ -265,7 +265,9 @@ def _series_rows(series: Series, run_id: int, params: Params, metrics: Sequence[
     if j is None:
         return []
     point = series.points[j]
-    judged = [STATUS_METRIC] if point.status != OK else list(metrics)
+    # a metric the series never measured up to this run (energy on the CPU, or before the GPU probe) has no row
+    measured = [m for m in metrics if any(p.values.get(m) is not None for p in series.points[: j + 1])]
+    judged = [STATUS_METRIC] if point.status != OK else measured
     return [_verdict_row(series, j, metric, params) for metric in judged]
 
 
