@@ -26,13 +26,18 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The modules that run many real `gpubench run`s go first, so that `make test`'s processes
 # (pytest-xdist, a file each) end together instead of waiting on one long file at the end.
-HEAVY_FIRST = (
-    "test_reliability.py",
+HEAVY_FIRST = (  # longest first (make test --durations on an idle 2-core machine)
     "test_multigpu.py",
+    "test_reliability.py",
+    "test_families.py",
     "test_run_e2e.py",
     "test_workflow.py",
+    "test_required.py",
     "test_launcher.py",
     "test_llm.py",
+    "test_history_store.py",
+    "test_engines.py",
+    "test_input_classes.py",
     "test_history_cli.py",
     "test_predict_cli.py",
     "test_readme.py",

@@ -529,3 +529,23 @@ def test_broken_env_json(tmp_path: Path) -> None:
 def test_negative_threshold_is_bad_input() -> None:
     with pytest.raises(BadInput, match="speed_pct = -1.0 must be a number of at least 0"):
         Thresholds(speed_pct=-1.0)
+
+
+# -- a speed change put on the kernel-time categories that moved (run --profile) -----------------
+def profiled(rows: list[dict[str, Any]], **ms: float) -> list[dict[str, Any]]:
+    base = {"gemm": 30.0, "attention": 5.0, "elementwise": 10.0, "optimizer": 3.0, "copy": 1.0, "comm": 0.0, "idle": 1.0}
+    return [r | {f"prof_{k}_ms": v for k, v in (base | ms).items()} | {"prof_steps": 2} for r in rows]
+
+
+def test_a_profiled_slow_down_names_the_categories_that_moved(tmp_path: Path) -> None:
+    result = run_compare(
+        tmp_path, profiled(reps("baseline", TIGHT)), profiled(reps("baseline", SLOW_TIGHT), optimizer=8.0, idle=4.0)
+    )
+    speed = row(result, "baseline", "samples_per_s")
+    assert speed["verdict"] == "regression"
+    assert "profiled step +8.0 ms: +5.0 ms optimizer, +3.0 ms idle" in speed["note"]
+
+
+def test_an_unprofiled_side_gives_no_attribution(tmp_path: Path) -> None:
+    result = run_compare(tmp_path, reps("baseline", TIGHT), profiled(reps("baseline", SLOW_TIGHT), optimizer=8.0))
+    assert "profiled" not in row(result, "baseline", "samples_per_s")["note"]
