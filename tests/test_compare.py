@@ -533,7 +533,8 @@ def test_negative_threshold_is_bad_input() -> None:
 
 # -- a speed change put on the kernel-time categories that moved (run --profile) -----------------
 def profiled(rows: list[dict[str, Any]], **ms: float) -> list[dict[str, Any]]:
-    base = {"gemm": 30.0, "attention": 5.0, "elementwise": 10.0, "optimizer": 3.0, "copy": 1.0, "comm": 0.0, "idle": 1.0}
+    base = {"gemm": 30.0, "attention": 5.0, "elementwise": 10.0, "optimizer": 3.0, "copy": 1.0, "comm": 0.0}
+    base["idle"] = 1.0
     return [r | {f"prof_{k}_ms": v for k, v in (base | ms).items()} | {"prof_steps": 2} for r in rows]
 
 
