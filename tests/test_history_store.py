@@ -141,7 +141,7 @@ RESAVES = st.fixed_dictionaries(
 SPEEDS = st.lists(st.floats(1e-3, 1e6, allow_nan=False), min_size=1, max_size=4)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(how=RESAVES, speeds=SPEEDS, loss=st.floats(allow_nan=False, allow_infinity=False), data=st.data())
 def test_a_resaved_results_csv_is_the_same_run_and_a_changed_value_another(
     tmp_path_factory: pytest.TempPathFactory, how: dict[str, Any], speeds: list[float], loss: float, data: st.DataObject

@@ -40,6 +40,10 @@ def test_quick_run_exits_0_and_prints_a_summary(quick: tuple[subprocess.Complete
     assert f"report:  {out / 'report.html'}" in done.stderr and (out / "report.html").is_file()
     assert "a smoke test of the harness, not findings about any hardware" in done.stderr  # on the CPU
     assert "quick on cpu (tiny)" in done.stdout
+    spent = json.loads((out / ENV_JSON).read_text())["harness_time"]  # where the run's wall time went
+    assert spent["rows"] == len(load_matrix("quick").names()) - 1  # tf32 is skipped: no training loop
+    assert 0 < spent["window_s"] < spent["train_loop_s"] < spent["wall_s"]
+    assert f"{spent['training_share']:.0%} of it in the training loops" in done.stderr
     for name in load_matrix("quick").names():
         assert name in done.stdout
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from report_fixtures import cpu_rows, gpu_rows
 from rich.cells import cell_len
@@ -296,6 +296,7 @@ def published_compare(pair: tuple[str, str]) -> CompareResult:
     return compare(base.frame, new.frame, base.env, new.env, allow_env_mismatch=True)
 
 
+@settings(max_examples=30)  # each example renders whole tables: make test's time
 @given(names=NAME_LISTS, width=WIDTH)
 def test_run_summary_keeps_every_status_and_figure_whole_whatever_the_names(names: list[str], width: int) -> None:
     summary = renamed(gpu_summary(), names)
@@ -304,6 +305,7 @@ def test_run_summary_keeps_every_status_and_figure_whole_whatever_the_names(name
     assert [r[0][1] for r in rows] == list(summary["status"])
 
 
+@settings(max_examples=30)  # each example renders whole tables: make test's time
 @given(pair=st.sampled_from(COMPARE_PAIRS), names=NAME_LISTS, width=WIDTH)
 def test_compare_keeps_every_figure_and_verdict_whole_whatever_the_names(
     pair: tuple[str, str], names: list[str], width: int
@@ -319,6 +321,7 @@ def published_plan() -> Plan:
     return plan(frames, 2.0, Thresholds(), ["a", "full"])
 
 
+@settings(max_examples=30)  # each example renders whole tables: make test's time
 @given(names=NAME_LISTS, width=WIDTH)
 def test_compare_detect_keeps_every_figure_whole_whatever_the_names(names: list[str], width: int) -> None:
     result = published_plan()
@@ -330,6 +333,7 @@ def judged(store: str) -> CheckResult:
     return history_api.check(store, Params())
 
 
+@settings(max_examples=30)  # each example renders whole tables: make test's time
 @given(names=NAME_LISTS, width=WIDTH)
 def test_history_check_keeps_every_figure_and_verdict_whole_whatever_the_names(
     judged: CheckResult, names: list[str], width: int

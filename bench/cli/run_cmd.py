@@ -235,6 +235,14 @@ def run(
             err.print(f"{label}: {caveat}", highlight=False, markup=False, soft_wrap=True)
         summary = summarize(frame)
         stdout_console().print(summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})"))
+        spent = (read_env(plan.out) or {}).get("harness_time") or {}
+        if spent.get("training_share") is not None and spent.get("rows"):
+            err.print(
+                f"time: {spent['wall_s']:.0f} s, {spent['training_share']:.0%} of it in the training loops "
+                f"({spent['rows']} rows; the rest: start-up, imports, probes, between workers)",
+                highlight=False,
+                markup=False,
+            )
         err.print(f"results: {plan.results_csv}", highlight=False, markup=False, soft_wrap=True)
         html = plan.out / REPORT_HTML
         if report and html.is_file():  # not an older run's report under --no-report

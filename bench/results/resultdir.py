@@ -221,6 +221,13 @@ def write_plan(result_dir: Path, plan: dict[str, Any], env: dict[str, Any], resu
         atomic_write_json(env_path, env)
 
 
+def note_harness_time(result_dir: Path, figures: dict[str, Any]) -> None:
+    """env.json: where the run's wall time went (bench/run/session.harness_time)."""
+    env = read_env(result_dir) or {}
+    env["harness_time"] = figures
+    atomic_write_json(result_dir / ENV_JSON, env)
+
+
 def note_launcher_fallback(result_dir: Path, why: str) -> None:
     """env.json: the fork server could not serve and workers were spawned afresh (bench/run/launcher.py)."""
     env_path = result_dir / ENV_JSON

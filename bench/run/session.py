@@ -13,7 +13,7 @@ from typing import Any
 from .. import cpus
 from ..errors import BadInput
 from ..measure.nvml import open_nvml
-from ..results import note_launcher_fallback, write_plan
+from ..results import note_harness_time, note_launcher_fallback, write_plan
 from . import envinfo
 from .childenv import inductor_cache_dir
 from .outdir import check_unused, discard_unmeasured, entries, locked, remove_folders, remove_stale_temps
@@ -133,6 +133,7 @@ def _measure(
         env["matmul_ceiling"] = {"reason": "a CPU run" if plan.device == "cpu" else "--no-ceiling"}
     write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
     deadline = None if request.time_limit_s is None else started + request.time_limit_s
+    workers_from = time.time()
     try:
         outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
     finally:
@@ -140,7 +141,34 @@ def _measure(
     outcome = judge_required(outcome, request.require)
     if outcome.launcher_fallback:  # env.json says how the workers really started
         note_launcher_fallback(plan.out, outcome.launcher_fallback)
+    note_harness_time(plan.out, harness_time(outcome.rows, time.monotonic() - started, workers_from))
     return plan, outcome
+
+
+def harness_time(rows: list[dict[str, Any]], wall_s: float, since: float) -> dict[str, Any]:
+    """Where this invocation's wall time went (env.json `harness_time`): the training loops of the
+    rows it ran (start of training to last step, warm-up included), their timed windows, and the
+    rest (start-up, imports, the probes, the ceiling, between workers)."""
+    mine = [r for r in rows if _started(r) >= since - 1]  # --resume: not the rows an earlier run made
+    trained = [r for r in mine if isinstance(r.get("train_loop_s"), int | float)]  # not a skipped row
+    train = sum(float(r["train_loop_s"]) for r in trained)
+    window = sum(float(r["window_s"]) for r in trained if isinstance(r.get("window_s"), int | float))
+    return {
+        "wall_s": wall_s,
+        "train_loop_s": train,
+        "window_s": window,
+        "training_share": train / wall_s if wall_s > 0 else None,
+        "rows": len(trained),
+    }
+
+
+def _started(row: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(row.get("started_at"))).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def environment(device: str = "auto") -> dict[str, Any]:
