@@ -128,10 +128,8 @@ OTHER_COLUMNS = [
     "started_at",
     "stderr_tail",
 ]
-COLUMNS = (
-    ID_COLUMNS
-    + SETTING_COLUMNS
-    + SPEED_COLUMNS
+FIGURE_COLUMNS = (  # what a row measured or derived, after its identity and settings
+    SPEED_COLUMNS
     + PARALLEL_COLUMNS
     + MEMORY_COLUMNS
     + GPU_COLUMNS
@@ -140,16 +138,10 @@ COLUMNS = (
     + FLOP_COLUMNS
     + OTHER_COLUMNS
 )
+COLUMNS = ID_COLUMNS + SETTING_COLUMNS + FIGURE_COLUMNS
 NUMERIC_COLUMNS = [
     c
-    for c in SPEED_COLUMNS
-    + PARALLEL_COLUMNS
-    + MEMORY_COLUMNS
-    + GPU_COLUMNS
-    + PROFILE_COLUMNS
-    + PREDICTED_COLUMNS
-    + FLOP_COLUMNS
-    + OTHER_COLUMNS
+    for c in FIGURE_COLUMNS
     if c
     not in (
         "parallel_wrapper",
