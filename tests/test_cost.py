@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from harness import gpubench_in_process
 from history_support import env, reps, write_run
 from hypothesis import given
 from hypothesis import strategies as st
@@ -48,12 +49,9 @@ def test_bad_work_is_refused(tokens: float | None, samples: float | None, price:
 
 def test_the_command_projects_a_run_and_refuses_bad_input(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path / "run", frame().to_dict("records"), env(1))
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "cost", str(run_dir), "--train-samples", "1e6", "-f", "json"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (row,) = json.loads(done.stdout)["rows"]
+    done = gpubench_in_process("cost", run_dir, "--train-samples", "1e6", "-f", "json")
+    assert done.code == 0, done.err
+    (row,) = json.loads(done.out)["rows"]
     assert row["scenario"] == "baseline" and row["hours"] == pytest.approx(1e6 / 50.0 / 3600)
     bad = subprocess.run(
         [sys.executable, "-m", "bench", "cost", str(run_dir)], capture_output=True, text=True, timeout=120, check=False
