@@ -32,8 +32,10 @@ ModelOpt = Annotated[
     str | None,
     typer.Option(
         "--model",
-        help="bert-large, bert-base, tiny, llama-1b, llama-3b, llama-tiny, a local checkpoint directory, or auto "
-        "(bert-large on a GPU, tiny on the CPU; predict takes bert-large). Overrides the matrix.",
+        help="A preset (docs/models.md: bert-*, llama-*, qwen2-*, qwen3-0.6b, mistral-7b, mixtral-*, vit-*, tiny), "
+        "a local checkpoint directory, a directory or .json file holding only config.json (random weights), "
+        "an org/name already in the local Hugging Face cache (never downloaded), or auto (bert-large on a GPU, "
+        "tiny on the CPU; predict takes bert-large). Overrides the matrix and its [model] table.",
     ),
 ]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
