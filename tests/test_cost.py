@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.errors import BadInput
+from bench.results import load_run
 from bench.results.cost import project
 
 
@@ -57,3 +58,20 @@ def test_the_command_projects_a_run_and_refuses_bad_input(tmp_path: Path) -> Non
         [sys.executable, "-m", "bench", "cost", str(run_dir)], capture_output=True, text=True, timeout=120, check=False
     )
     assert bad.returncode == 2 and "--train-tokens" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_report_s_cost_columns_agree_with_the_cost_command(tmp_path: Path) -> None:
+    from bench.report import data as report_data
+    from bench.report.markdown import render
+
+    rows = frame().to_dict("records")
+    for r in rows:
+        r["energy_per_sample_j"] = 0.01 * 512  # the fixture's J/token over 512 tokens
+    run_dir = write_run(tmp_path / "run", rows, env(1))
+    run = load_run(run_dir)
+    (projected,) = project(run.frame, tokens=1e9)
+    summary = report_data.build(run.frame, run.env, run_dir / "results.csv").summary.iloc[0]
+    assert summary["gpu_hours_per_1b_tokens"] == pytest.approx(projected["gpu_hours"])
+    assert summary["kwh_per_1b_tokens"] == pytest.approx(projected["energy_kwh"])
+    text = render(report_data.build(run.frame, run.env, run_dir / "results.csv"))
+    assert "GPU-h / 1B tokens" in text and f"{projected['gpu_hours']:.2f}" in text

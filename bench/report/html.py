@@ -205,6 +205,8 @@ def _summary(report: Report) -> str:
         ("MFU", "of measured ceiling", report.has("mfu_ceiling")),
         ("energy", "J/sample", report.has("energy_per_sample_j")),
         ("power", "W mean", report.has("gpu_power_mean_w")),
+        ("1B tokens", "GPU-hours", report.has("energy_per_sample_j")),
+        ("1B tokens", "kWh", report.has("energy_per_sample_j")),
         ("bound", "its counters", report.has("bound")),
     ]
     shown = [c[2] for c in columns]
@@ -228,6 +230,8 @@ def _summary(report: Report) -> str:
             "–" if missing(r.get("mfu_ceiling")) else f"{r['mfu_ceiling'] * 100:.1f}%",
             fmt_num(r.get("energy_per_sample_j"), 3),
             fmt_num(r.get("gpu_power_mean_w"), 0),
+            fmt_num(r.get("gpu_hours_per_1b_tokens"), 2),
+            fmt_num(r.get("kwh_per_1b_tokens"), 2),
             str(r.get("bound") or "–"),
         ]
         row = [

@@ -71,6 +71,8 @@ def _summary(report: Report) -> tuple[list[str], list[list[str]], list[bool]]:
         ("of ceiling (%)", True, report.has("mfu_ceiling")),
         ("J/sample", True, report.has("energy_per_sample_j")),
         ("W", True, report.has("gpu_power_mean_w")),
+        ("GPU-h / 1B tokens", True, report.has("energy_per_sample_j")),
+        ("kWh / 1B tokens", True, report.has("energy_per_sample_j")),
         ("bound", False, report.has("bound")),
     ]
     rows = []
@@ -89,6 +91,8 @@ def _summary(report: Report) -> tuple[list[str], list[list[str]], list[bool]]:
             "–" if missing(r.get("mfu_ceiling")) else f"{r['mfu_ceiling'] * 100:.1f}",
             fmt_num(r.get("energy_per_sample_j"), 3),
             fmt_num(r.get("gpu_power_mean_w"), 0),
+            fmt_num(r.get("gpu_hours_per_1b_tokens"), 2),
+            fmt_num(r.get("kwh_per_1b_tokens"), 2),
             str(r.get("bound") or "–"),
         ]
         rows.append([c for c, (_, _, show) in zip(cells, columns, strict=True) if show])

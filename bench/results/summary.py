@@ -81,9 +81,24 @@ def _bound(ok: pd.DataFrame) -> dict[str, Any]:
         "bound": Counter(labels).most_common(1)[0][0] if labels else "",
         "steadiness": next((n for n in notes if n), ""),
         "energy_per_sample_j": _median(ok, "energy_per_sample_j"),
+        **_per_billion_tokens(ok),
         "gpu_power_mean_w": _median(ok, "gpu_power_mean_w"),
         "gpu_sm_clock_median_mhz": _median(ok, "gpu_sm_clock_median_mhz"),
         "mfu_ceiling": _median(ok, "mfu_ceiling"),
+    }
+
+
+def _per_billion_tokens(ok: pd.DataFrame) -> dict[str, float]:
+    """What 1e9 training tokens would take at the median measured rate (the report's cost columns;
+    `gpubench cost` projects any amount): hours, GPU-hours and kWh."""
+    tokens_per_s, per_token = _median(ok, "tokens_per_s"), _median(ok, "energy_per_token_j")
+    gpus = _median(ok, "world_size")
+    gpus = 1.0 if math.isnan(gpus) else gpus
+    hours = 1e9 / tokens_per_s / 3600 if tokens_per_s and not math.isnan(tokens_per_s) else math.nan
+    return {
+        "hours_per_1b_tokens": hours,
+        "gpu_hours_per_1b_tokens": hours * gpus,
+        "kwh_per_1b_tokens": per_token * 1e9 / 3.6e6,
     }
 
 
