@@ -466,3 +466,19 @@ def _vs(row: pd.Series, metric: str, *, worth: bool = True) -> str:
         else f"; {judged}: cannot tell"
     )
     return f" ({fmt_pct(value)} vs baseline{tail})"
+
+
+def gpu_cells(r: dict[str, Any], unit: str = "") -> list[str]:
+    """A summary row's GPU cells, in the tables' order: MFU of the measured ceiling (in %, followed
+    by `unit`), J/sample, mean W, GPU-hours and kWh per 1e9 tokens, the bound label."""
+    from ..fmt import fmt_num
+
+    ceiling = r.get("mfu_ceiling")
+    return [
+        "–" if ceiling is None or ceiling != ceiling else f"{ceiling * 100:.1f}{unit}",
+        fmt_num(r.get("energy_per_sample_j"), 3),
+        fmt_num(r.get("gpu_power_mean_w"), 0),
+        fmt_num(r.get("gpu_hours_per_1b_tokens"), 2),
+        fmt_num(r.get("kwh_per_1b_tokens"), 2),
+        str(r.get("bound") or "–"),
+    ]

@@ -16,7 +16,7 @@ from .. import __version__
 from ..fmt import fmt_date, fmt_num, fmt_pct, missing, noise_legend, noise_tag, sentence
 from ..fsio import atomic_write_text
 from ..results import NOISE_COLUMNS
-from .data import Problem, Report, device_name, env_part, findings, load_many
+from .data import Problem, Report, device_name, env_part, findings, gpu_cells, load_many
 from .scaling import ScalingLine, workloads
 
 REPORT_HTML = "report.html"
@@ -227,12 +227,7 @@ def _summary(report: Report) -> str:
             fmt_num(r["torch_max_reserved_mb"], 0),
             fmt_num(r["torch_max_allocated_mb"], 0),
             "–" if missing(r["mfu"]) else f"{r['mfu'] * 100:.1f}%",
-            "–" if missing(r.get("mfu_ceiling")) else f"{r['mfu_ceiling'] * 100:.1f}%",
-            fmt_num(r.get("energy_per_sample_j"), 3),
-            fmt_num(r.get("gpu_power_mean_w"), 0),
-            fmt_num(r.get("gpu_hours_per_1b_tokens"), 2),
-            fmt_num(r.get("kwh_per_1b_tokens"), 2),
-            str(r.get("bound") or "–"),
+            *gpu_cells(r, "%"),
         ]
         row = [
             f'<td class="name">{_scenario_cell(r)}</td>',

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..fmt import fmt_date, fmt_num, md_table, md_text, missing, noise_legend, noise_tag, sentence
 from ..results import NOISE_COLUMNS
-from .data import Report, device_name, env_part, findings
+from .data import Report, device_name, env_part, findings, gpu_cells
 
 BASE_MARK, FRONT_MARK = "★", "◆"
 
@@ -88,12 +88,7 @@ def _summary(report: Report) -> tuple[list[str], list[list[str]], list[bool]]:
             fmt_num(r["peak_mem_mb"], 0),
             _delta(r, "peak_mem_mb"),
             "–" if missing(r["mfu"]) else f"{r['mfu'] * 100:.1f}",
-            "–" if missing(r.get("mfu_ceiling")) else f"{r['mfu_ceiling'] * 100:.1f}",
-            fmt_num(r.get("energy_per_sample_j"), 3),
-            fmt_num(r.get("gpu_power_mean_w"), 0),
-            fmt_num(r.get("gpu_hours_per_1b_tokens"), 2),
-            fmt_num(r.get("kwh_per_1b_tokens"), 2),
-            str(r.get("bound") or "–"),
+            *gpu_cells(r, ""),
         ]
         rows.append([c for c, (_, _, show) in zip(cells, columns, strict=True) if show])
     shown = [c for c in columns if c[2]]

@@ -90,9 +90,8 @@ def steadiness(row: Mapping[str, Any], found: str | None = None) -> str:
     widely, or (for a launch-bound row, or one with no GPU label: the CPU's own) the CPU that
     launches them changed speed across the window. A compute-bound row does not follow the CPU."""
     notes = []
-    if found is None and "bound" not in row:
-        found = label(row)[0]
-    found = row.get("bound", found) if found is None else found
+    if found is None:
+        found = row["bound"] if "bound" in row else label(row)[0]
     p10, p90 = _num(row, "step_time_p10_ms"), _num(row, "step_time_p90_ms")
     if p10 and p90 and p90 / p10 >= UNSTEADY_P90_OVER_P10:
         notes.append(f"unsteady steps (p90/p10 {p90 / p10:.2f})")
