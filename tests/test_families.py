@@ -267,3 +267,23 @@ def test_a_model_table_in_the_matrix_trains_with_random_weights(tmp_path: Path) 
     path.write_text(path.read_text().replace('"qwen2"', '"qwen9"'))
     with pytest.raises(BadInput, match=r"\[model\]: model_type 'qwen9'"):
         matrix_mod.load_matrix(str(path))
+
+
+def test_a_liger_row_never_runs_the_meta_cross_check() -> None:
+    """Liger patches the transformers classes, so a meta copy would launch Triton kernels on null
+    pointers (an illegal memory access on the H200 after the window): the cross-check is left out,
+    with its reason, and the generic count still stands."""
+    import torch
+
+    from bench.families.build import build_on_meta
+    from bench.measure.flopcount import figures
+
+    def never() -> None:
+        raise AssertionError("the meta model was built")
+
+    model = build_on_meta("llama-tiny")
+    ids = torch.zeros((1, 32), dtype=torch.long, device="meta")
+    fam = families.family_of("llama-tiny")
+    out = figures(model, fam, "causal-lm", 32, never, {"input_ids": ids}, no_check="Liger")
+    assert out["flops_generic_per_sample"] > 0 and out["flops_check_per_sample"] is None
+    assert out["flops_check_note"] == "FlopCounterMode cross-check not run: Liger"
