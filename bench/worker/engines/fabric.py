@@ -57,14 +57,23 @@ class FabricLoop:
 
 
 def fabric_arguments(inputs: EngineInputs) -> dict[str, Any]:
-    """`Fabric(...)`'s accelerator, devices and nodes: torchrun's processes of this node, or the
-    worker's one device."""
+    """`Fabric(...)`'s accelerator, devices, nodes and cluster: torchrun's processes of this node,
+    or the worker's one device. The cluster is said, not detected: Fabric would look for SLURM
+    (and warn where `srun` is on PATH) though torchrun started the job."""
+    from lightning_fabric.plugins.environments import LightningEnvironment, TorchElasticEnvironment
+
     device, sc = inputs.device, inputs.sc
     accelerator = "cuda" if device.type == "cuda" else "cpu"
     rank = dist.from_env() if sc.distributed else None
     if rank is not None:
-        return {"accelerator": accelerator, "devices": rank.local_world_size, "num_nodes": sc.nnodes}
-    return {"accelerator": accelerator, "devices": [device.index or 0] if device.type == "cuda" else 1}
+        return {
+            "accelerator": accelerator,
+            "devices": rank.local_world_size,
+            "num_nodes": sc.nnodes,
+            "plugins": [TorchElasticEnvironment()],
+        }
+    one = [device.index or 0] if device.type == "cuda" else 1
+    return {"accelerator": accelerator, "devices": one, "plugins": [LightningEnvironment()]}
 
 
 def setup(inputs: EngineInputs) -> FabricLoop:
