@@ -209,12 +209,13 @@ class Scenario:
             raise bad("precision", value, f'is {owner.label}\'s {kind} (engine = "{owner.name}"); {row.label}{takes}')
         choices = (*PRECISIONS, *(p.name for p in engines.ENGINE_PRECISIONS))
         hint = did_you_mean(str(value), choices)
-        theirs_list = "; ".join(
-            f'{", ".join(p.name for p in e.precisions)} with engine = "{e.name}"' for e in engines.ENGINES.values() if e.precisions
+        others = "; ".join(
+            f'{", ".join(p.name for p in e.precisions)} with engine = "{e.name}"'
+            for e in engines.ENGINES.values()
+            if e.precisions
         )
-        raise bad(
-            "precision", value, f"is not one of {', '.join(PRECISIONS)}, nor {theirs_list}" + (f"; {hint}" if hint else "")
-        )
+        why = f"is not one of {', '.join(PRECISIONS)}, nor {others}" + (f"; {hint}" if hint else "")
+        raise bad("precision", value, why)
 
     def _check_window(self, bad: Any) -> None:
         if not (

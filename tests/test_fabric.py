@@ -152,3 +152,23 @@ def test_half_weights_are_not_predicted_but_said_so() -> None:
         prediction_of(sc, "tiny")
     assert predicted_columns(sc, "tiny", {}) == {}
     assert predicted_columns(sc.replace(precision="bf16"), "tiny", {})["pred_peak_allocated_mb"] > 0
+
+
+def test_the_fabric_vit_matrix_is_the_talks_table() -> None:
+    from bench.matrix import load_matrix
+
+    rows = {sc.name: sc for sc in load_matrix("fabric-vit").scenarios}
+    assert {n: (sc.engine, sc.precision, sc.compile, sc.strategy) for n, sc in rows.items()} == {
+        "plain": ("accelerate", "fp32", False, "none"),
+        "compile": ("accelerate", "fp32", True, "none"),
+        "fabric-32": ("fabric", "fp32", False, "none"),
+        "fabric-bf16": ("fabric", "bf16", False, "none"),
+        "fabric-fp16": ("fabric", "fp16", False, "none"),
+        "fabric-ddp": ("fabric", "bf16", False, "ddp"),
+        "fabric-fsdp": ("fabric", "bf16", False, "fsdp"),
+        "fabric-bf16-b64": ("fabric", "bf16", False, "none"),
+    }
+    assert {(sc.model, sc.optimizer, sc.batch_size) for n, sc in rows.items() if n != "fabric-bf16-b64"} == {
+        ("vit-b16", "adamw", 16)
+    }
+    assert rows["fabric-bf16-b64"].batch_size == 64 and rows["fabric-ddp"].gpus == rows["fabric-fsdp"].gpus == "all"

@@ -115,11 +115,11 @@ def setup(inputs: EngineInputs) -> FabricLoop:
         pin_memory=sc.pin_memory,
         generator=torch.Generator().manual_seed(sc.seed),
     )
-    loader = fabric.setup_dataloaders(loader)  # a DistributedSampler under torchrun; batches onto the device
+    prepared: Any = fabric.setup_dataloaders(loader)  # a DistributedSampler under torchrun; batches onto the device
     if device.type == "cuda":
         set_tf32(sc.tf32)  # what the scenario says, whatever a library set meanwhile
     model.train()
-    return FabricLoop(inputs, fabric, model, optimizer, loader)
+    return FabricLoop(inputs, fabric, model, optimizer, prepared)
 
 
 def wrapped(model: Any) -> Any:
