@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from .errors import did_you_mean
 from .optimizer_names import OPTIMIZERS
+from .precisions import FABRIC_PRECISIONS, EnginePrecision, half_weights, matmul_format
 
 if TYPE_CHECKING:
     from .scenario import Scenario
@@ -61,6 +62,7 @@ class Engine:
     rank_rule: str = "sum"  # RANK_RULES
     memory: MemoryTraits = MemoryTraits()
     rules: tuple[Rule, ...] = ()
+    precisions: tuple[EnginePrecision, ...] = ()  # its own precision strings beyond fp32, fp16, bf16
 
     def __post_init__(self) -> None:
         if self.rank_rule not in RANK_RULES:
@@ -113,7 +115,55 @@ ACCELERATE = Engine(
     rank_rule="sum",  # the loop's own figure is this rank's
 )
 
-ENGINES: dict[str, Engine] = {e.name: e for e in (TRAINER, ACCELERATE)}
+FABRIC = Engine(
+    name="fabric",
+    label="the Fabric loop",
+    module="bench.worker.engines.fabric",
+    package="lightning-fabric",
+    preload=("lightning_fabric",),
+    rank_rule="sum",  # the loop's own figure is this rank's
+    precisions=FABRIC_PRECISIONS,
+    rules=(
+        Rule(
+            "grad_accum_steps",
+            lambda sc: sc.strategy == "deepspeed" and sc.grad_accum_steps > 1,
+            "is not wired through Fabric's DeepSpeed strategy here (DeepSpeed counts the micro-batches "
+            'itself); use ddp or fsdp, or engine = "accelerate"',
+        ),
+        Rule(
+            "strategy",
+            lambda sc: sc.strategy == "fsdp",
+            "Lightning Fabric runs FSDP only on GPUs (it refuses accelerator='cpu')",
+            cuda_only=True,
+        ),
+        Rule(
+            "precision",
+            lambda sc: sc.precision == "fp16",
+            "Lightning Fabric trains 16-mixed as bf16-mixed on the CPU (fp16 autocast is CUDA's)",
+            cuda_only=True,
+        ),
+        Rule(
+            "precision",
+            lambda sc: sc.precision == "transformer-engine",
+            "transformer-engine's fp8 layers need an NVIDIA GPU (Hopper or newer)",
+            cuda_only=True,
+        ),
+    ),
+)
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (TRAINER, ACCELERATE, FABRIC)}
+# every engine's own precision strings (an engine's precision, wherever a stored precision is read)
+ENGINE_PRECISIONS: tuple[EnginePrecision, ...] = tuple(p for e in ENGINES.values() for p in e.precisions)
+
+
+def precision_matmuls(precision: str) -> str:
+    """The number format a scenario's stored precision runs its matmuls in (fp32, fp16, bf16, fp8)."""
+    return matmul_format(precision, ENGINE_PRECISIONS)
+
+
+def precision_half_weights(precision: str) -> bool:
+    """Whether a scenario's stored precision keeps the parameters in half precision."""
+    return half_weights(precision, ENGINE_PRECISIONS)
 
 
 def engine(name: str) -> Engine:

@@ -11,9 +11,9 @@ from .checks import MAX_SECONDS, bounded, host_port
 from .errors import BadInput, did_you_mean
 from .families import TASKS, refusal
 from .optimizer_names import OPTIMIZERS  # our name -> the Trainer's `optim`; None: gpubench builds it
+from .precisions import PRECISIONS
 
 ENGINES = tuple(engines.ENGINES)  # the registry's names (bench/engines.py)
-PRECISIONS = ("fp32", "fp16", "bf16")
 BNB_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit", "adam8bit_manual")
 # Decoder LLM techniques (docs/llm.md)
 PEFTS = ("none", "lora")
@@ -136,7 +136,6 @@ class Scenario:
             )
         for key, choices in (
             ("engine", ENGINES),
-            ("precision", PRECISIONS),
             ("optimizer", tuple(OPTIMIZERS)),
             ("attn_implementation", ATTENTION),
             ("compile_scope", COMPILE_SCOPES),
@@ -153,6 +152,7 @@ class Scenario:
                 hint = did_you_mean(str(value), choices)
                 why = f"is not one of {', '.join(choices)}" + (f"; {hint}" if hint else "")
                 raise bad(key, value, why)
+        self._check_precision(bad)
         for key, (least, most) in WHOLE_RANGES.items():
             bounded(getattr(self, key), what(key, getattr(self, key)), least, most, whole=True)
         for key in (
@@ -189,6 +189,33 @@ class Scenario:
                 "steps; raise samples or lower warmup_steps",
             )
         self._check_window(bad)
+
+    def _check_precision(self, bad: Any) -> None:
+        """gpubench's precisions, or the engine's own strings (bench/precisions.py); one of the
+        engine's that is one of gpubench's is stored as gpubench's."""
+        value, row = self.precision, engines.ENGINES[self.engine]
+        if isinstance(value, str) and value in PRECISIONS:
+            return
+        mine = next((p for p in row.precisions if p.name == value), None)
+        if mine is not None:
+            if mine.same_as is not None:
+                object.__setattr__(self, "precision", mine.same_as)
+            return
+        owner = next((e for e in engines.ENGINES.values() for p in e.precisions if p.name == value), None)
+        if owner is not None:
+            theirs = next(p for p in owner.precisions if p.name == value)
+            takes = f'\'s is "{theirs.same_as}"' if theirs.same_as else f" takes {', '.join(PRECISIONS)}"
+            kind = "spelling" if theirs.same_as else "own precision"
+            raise bad("precision", value, f'is {owner.label}\'s {kind} (engine = "{owner.name}"); {row.label}{takes}')
+        choices = (*PRECISIONS, *(p.name for p in engines.ENGINE_PRECISIONS))
+        hint = did_you_mean(str(value), choices)
+        others = "; ".join(
+            f'{", ".join(p.name for p in e.precisions)} with engine = "{e.name}"'
+            for e in engines.ENGINES.values()
+            if e.precisions
+        )
+        why = f"is not one of {', '.join(PRECISIONS)}, nor {others}" + (f"; {hint}" if hint else "")
+        raise bad("precision", value, why)
 
     def _check_window(self, bad: Any) -> None:
         if not (

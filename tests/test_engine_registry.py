@@ -31,6 +31,9 @@ REFUSALS: list[tuple[str, dict[str, Any], str | None]] = [
     ("trainer", {"optimizer": "adamw_foreach"}, None),
     ("accelerate", {**FSDP, "model": "llama-tiny", "optimizer": "adam8bit_manual"}, None),
     ("accelerate", {**FSDP, "optimizer": "adamw_foreach"}, None),
+    ("fabric", {"strategy": "deepspeed", "zero_stage": 2, "gpus": 2, "grad_accum_steps": 2}, "grad_accum_steps"),
+    ("fabric", {"strategy": "deepspeed", "zero_stage": 2, "gpus": 2}, None),
+    ("fabric", {"strategy": "ddp", "gpus": 2, "grad_accum_steps": 2}, None),  # no_backward_sync
 ]
 # (engine, settings, the start of needs_cuda's reason, or None: it runs on the CPU)
 CUDA_ONLY: list[tuple[str, dict[str, Any], str | None]] = [
@@ -39,6 +42,11 @@ CUDA_ONLY: list[tuple[str, dict[str, Any], str | None]] = [
     ("trainer", {"strategy": "ddp", "gpus": 2}, None),
     ("accelerate", FSDP, None),
     ("accelerate", {**FSDP, "offload": "params"}, "offloading to the CPU"),  # not an engine rule
+    ("fabric", FSDP, "Lightning Fabric runs FSDP only on GPUs"),
+    ("fabric", {"precision": "16-mixed"}, "Lightning Fabric trains 16-mixed as bf16-mixed on the CPU"),
+    ("fabric", {"precision": "transformer-engine"}, "transformer-engine's fp8 layers need an NVIDIA GPU"),
+    ("fabric", {"strategy": "ddp", "gpus": 2, "precision": "bf16-true"}, None),
+    ("accelerate", {"precision": "fp16"}, None),
 ]
 
 
@@ -60,7 +68,7 @@ def test_every_row_names_an_implementation_with_train(row: Engine) -> None:
 def test_an_unknown_engine_is_named_with_the_closest() -> None:
     with pytest.raises(ValueError, match="unknown engine 'trainr'.*did you mean 'trainer'"):
         engines.engine("trainr")
-    with pytest.raises(BadInput, match="engine = 'trainr' is not one of trainer, accelerate; did you mean"):
+    with pytest.raises(BadInput, match="engine = 'trainr' is not one of trainer, accelerate, fabric; did you mean"):
         Scenario(name="s", engine="trainr")
 
 

@@ -46,7 +46,10 @@ def test_fp16_and_bf16_flags_are_accepted_as_the_guide_writes_them(tmp_path: Pat
     assert [s.precision for s in load_matrix(str(path)).scenarios] == ["fp16", "bf16", "fp32"]
 
 
-@pytest.mark.parametrize("name", ["full", "quick", "throughput", "nightly", "multi-gpu", "precision", "llm"])
+SHIPPED = ["full", "quick", "throughput", "nightly", "multi-gpu", "precision", "llm", "fabric-vit"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_matrices_load(name: str) -> None:
     m = load_matrix(name)
     assert m.scenarios and m.description
@@ -94,7 +97,11 @@ def test_unknown_key_in_base_and_at_top_level(tmp_path: Path) -> None:
         ({"batch_size": True}, "scenario 'bad': batch_size = True must be a whole number of at least 1"),
         ({"samples": 1.5}, "scenario 'bad': samples = 1.5 must be a whole number of at least 1"),
         ({"dataloader_workers": -1}, "dataloader_workers = -1 must be a whole number of at least 0"),
-        ({"precision": "bfloat16"}, "precision = 'bfloat16' is not one of fp32, fp16, bf16; did you mean 'bf16'?"),
+        (
+            {"precision": "bfloat16"},
+            "precision = 'bfloat16' is not one of fp32, fp16, bf16, nor 32-true, 16-mixed, bf16-mixed, 16-true, "
+            "bf16-true, transformer-engine with engine = \"fabric\"; did you mean 'bf16'?",
+        ),
         (
             {"optimizer": "adam"},
             "optimizer = 'adam' is not one of adamw, adamw_fused, adamw_foreach, adafactor, adamw_8bit, "

@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..engines import precision_matmuls
 from ..errors import GpubenchError
 from ..families import family_of, read_config
 from ..memory.decoder import DecoderDims, decoder_dims_from_config, is_layer_linear, param_tensors
@@ -65,11 +66,13 @@ PEAKS: list[tuple[str, dict[str, float], str]] = [
 
 def precision_class(precision: str, tf32: bool, fp8: bool = False) -> str:
     """The number format the matmuls run in: fp8 (torchao), autocast precision, else tf32 or fp32.
-    A quantized base (QLoRA) dequantizes to the compute dtype, so it is the autocast precision."""
-    if fp8:
+    A quantized base (QLoRA) dequantizes to the compute dtype, so it is the autocast precision; an
+    engine's own precision (Fabric's bf16-true, transformer-engine) is the format its matmuls run in."""
+    matmuls = precision_matmuls(precision)
+    if fp8 or matmuls == "fp8":
         return "fp8"
-    if precision in ("fp16", "bf16"):
-        return precision
+    if matmuls in ("fp16", "bf16"):
+        return matmuls
     return "tf32" if tf32 else "fp32"
 
 

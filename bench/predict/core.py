@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import matrix as matrix_mod
+from ..engines import precision_half_weights
 from ..errors import BadInput
 from ..families import family_of
 from ..memory.dispatch import load_dims, predict
@@ -62,7 +63,13 @@ class PredictReport:
 def prediction_of(sc: Scenario, resolved: str, assumed_gpus: int = 2) -> Prediction:
     """A scenario's prediction on a resolved model: its family's memory model where it has one
     (BERT, Llama: activations too), else the tensors of the model built on the meta device with
-    activations not predicted (predict/generic.py)."""
+    activations not predicted (predict/generic.py). Parameters kept in half precision (Fabric's
+    bf16-true, 16-true, transformer-engine) are not in the memory model: BadInput."""
+    if precision_half_weights(sc.precision):
+        raise BadInput(
+            f"scenario '{sc.name}': precision = {sc.precision!r} keeps the parameters in half precision, which "
+            "the memory model does not count; predict it with the mixed precision of the same dtype (bf16, fp16)"
+        )
     if family_of(resolved).activations:
         return predict(sc, load_dims(resolved), assumed_gpus)
     return predict_generic(sc, resolved, assumed_gpus)

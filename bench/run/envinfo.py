@@ -18,6 +18,7 @@ PACKAGES = (
     "torch",
     "transformers",
     "accelerate",
+    "lightning-fabric",
     "bitsandbytes",
     "peft",
     "liger-kernel",

@@ -1,8 +1,11 @@
 """A scenario's strategy (ddp, fsdp, deepspeed) as each engine's own settings: accelerate's FSDP
-and DeepSpeed plugins, and the Trainer's `fsdp`/`fsdp_config` and `deepspeed` arguments. DDP needs
-nothing: both engines wrap the model in DistributedDataParallel when torchrun started them.
+and DeepSpeed plugins, the Trainer's `fsdp`/`fsdp_config` and `deepspeed` arguments, and Lightning
+Fabric's strategies. DDP needs nothing more: every engine wraps the model in
+DistributedDataParallel when torchrun started them (Fabric reads torchrun's environment).
 
-FSDP is FSDP2 (`fully_shard`), wrapped per transformer block (the model's repeated layer class).
+FSDP is FSDP2 (`fully_shard`), wrapped per transformer block (the model's repeated layer class),
+but under Fabric: its FSDPStrategy is FSDP1 (FullyShardedDataParallel, use_orig_params=True), wrapped
+per block alike (the row's parallel_wrapper says which).
 DeepSpeed takes the scenario's own optimizer, as DDP and FSDP do, except with ZeRO-Offload: there
 the optimizer is DeepSpeed's CPU Adam (named in the config), the recipe ZeRO-Offload is built on.
 """
@@ -13,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ..engines import precision_matmuls
 from ..scenario import Scenario
 from .compiling import repeated_blocks
 
@@ -37,8 +41,8 @@ def deepspeed_config(sc: Scenario, auto: bool) -> dict[str, Any]:
         "train_micro_batch_size_per_gpu": "auto" if auto else sc.batch_size,
         "gradient_accumulation_steps": "auto" if auto else sc.grad_accum_steps,
         "zero_optimization": zero,
-        "bf16": {"enabled": "auto" if auto else sc.precision == "bf16"},
-        "fp16": {"enabled": "auto" if auto else sc.precision == "fp16"},
+        "bf16": {"enabled": "auto" if auto else precision_matmuls(sc.precision) == "bf16"},
+        "fp16": {"enabled": "auto" if auto else precision_matmuls(sc.precision) == "fp16"},
         "gradient_clipping": "auto" if auto else 0.0,  # the loop does not clip; the Trainer does (max_grad_norm)
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
@@ -107,3 +111,22 @@ def trainer_arguments(sc: Scenario, model: torch.nn.Module) -> dict[str, Any]:
     if sc.strategy == "deepspeed":
         return {"deepspeed": deepspeed_config(sc, auto=True)}
     return {}
+
+
+def fabric_strategy(sc: Scenario, model: torch.nn.Module) -> Any:
+    """`Fabric(strategy=...)`: "auto" for one process, else Fabric's own strategy."""
+    if sc.strategy == "fsdp":
+        from lightning_fabric.strategies import FSDPStrategy
+
+        return FSDPStrategy(
+            auto_wrap_policy={type(repeated_blocks(model)[0])} if repeated_blocks(model) else None,
+            sharding_strategy="FULL_SHARD" if sc.fsdp_sharding == "full" else "SHARD_GRAD_OP",
+            cpu_offload=sc.offload == "params",
+        )
+    if sc.strategy == "deepspeed":
+        from lightning_fabric.strategies import DeepSpeedStrategy
+
+        config = deepspeed_config(sc, auto=False)
+        config.pop("optimizer", None)  # Fabric sets a model up with its optimizer: DeepSpeed's CPU Adam is built
+        return DeepSpeedStrategy(config=config)
+    return "ddp" if sc.strategy == "ddp" else "auto"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import resource
@@ -62,6 +63,8 @@ def preload(engine: str, model_family: Family | None = None) -> None:
         for module in fam.preload:
             importlib.import_module(module)
     row = ENGINES[engine]
+    if row.package is not None and importlib.util.find_spec(row.package.replace("-", "_")) is None:
+        return  # not installed: its workers are skipped, saying so (skips.py)
     for module in (*row.preload, row.module):
         importlib.import_module(module)
 

@@ -8,7 +8,7 @@ import shutil
 
 import torch
 
-from ..engines import ENGINES
+from ..engines import ENGINES, precision_matmuls
 from ..scenario import Scenario
 
 
@@ -35,6 +35,9 @@ def optional_packages(sc: Scenario) -> list[tuple[str, str, str]]:
     package = ENGINES[sc.engine].package  # beyond gpubench's own dependencies (bench/engines.py)
     if package is not None:
         needed.append((package.replace("-", "_"), f'engine = "{sc.engine}"', package))
+    for p in ENGINES[sc.engine].precisions:  # an engine's own precision may need a package of its own
+        if p.name == sc.precision and p.package is not None:
+            needed.append((p.package.replace("-", "_"), f'precision = "{p.name}"', p.package))
     if sc.peft == "lora":
         needed.append(("peft", 'LoRA (peft = "lora")', "peft"))
     if sc.quantize_base != "none":
@@ -53,8 +56,8 @@ def optional_packages(sc: Scenario) -> list[tuple[str, str, str]]:
 def check_runnable(sc: Scenario, device: torch.device) -> None:
     if device.type == "cpu" and sc.needs_cuda:
         raise Skip(sc.needs_cuda)
-    if device.type == "cuda" and sc.precision == "bf16" and not torch.cuda.is_bf16_supported():
-        raise Skip(f"bf16 is not supported by {torch.cuda.get_device_name(device)}")
+    if device.type == "cuda" and precision_matmuls(sc.precision) == "bf16" and not torch.cuda.is_bf16_supported():
+        raise Skip(f"{sc.precision} is not supported by {torch.cuda.get_device_name(device)}")
     if sc.tf32 and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 8:
         raise Skip(f"tf32 needs an Ampere or newer GPU, not {torch.cuda.get_device_name(device)}")
     if sc.fp8 and device.type == "cuda" and torch.cuda.get_device_capability(device) < FP8_CAPABILITY:

@@ -1,0 +1,149 @@
+"""The Lightning Fabric loop, as the Fabric talk's scripts write it (rasbt/cvpr2023):
+`Fabric(accelerator, precision, devices, strategy)`, `launch`, `setup_module`, `setup_optimizers`,
+`setup_dataloaders`, `fabric.backward`; gradient accumulation with `no_backward_sync`.
+
+`setup` prepares it and `FabricLoop.step` trains one micro-batch; `train` runs them over the data
+set and stops when the clock's window has closed, as the Accelerate loop does (accelerate.py).
+Under torchrun, Fabric finds the job in torchrun's environment (its TorchElastic cluster) and keeps
+the process group the worker made (bench/worker/dist.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ...precisions import TO_FABRIC
+from .. import dist, parallel
+from ..compiling import compiled
+from ..dist import wrapper_name
+from ..llm import apply_liger, fused_loss_eager
+from ..offload import offload_forward
+from ..optimizers import make_optimizer
+from ..precision import set_tf32
+from .base import EngineInputs
+
+
+@dataclass
+class FabricLoop:
+    """The set-up model, optimizer and loader, and one micro-batch of training over them."""
+
+    inputs: EngineInputs
+    fabric: Any
+    model: Any
+    optimizer: Any
+    loader: Any
+    micro_batches: int = 0
+
+    def step(self, batch: dict[str, torch.Tensor]) -> None:
+        fabric, model, optimizer, sc = self.fabric, self.model, self.optimizer, self.inputs.sc
+        phases = self.inputs.phases
+        self.micro_batches += 1
+        boundary = self.micro_batches % sc.grad_accum_steps == 0
+        with fabric.no_backward_sync(model, enabled=not boundary):  # no all-reduce inside the accumulation
+            loss = model(**batch).loss
+            phases.mark("after_forward")
+            fabric.backward(loss / sc.grad_accum_steps)  # as accelerate's backward scales it
+            phases.mark("after_backward")
+        self.inputs.losses.track(loss)
+        if boundary:
+            optimizer.step()
+            phases.mark_optimizer_step(optimizer)
+            optimizer.zero_grad(set_to_none=True)
+            self.inputs.clock.step_end()
+
+
+def fabric_arguments(inputs: EngineInputs) -> dict[str, Any]:
+    """`Fabric(...)`'s accelerator, devices, nodes and cluster: torchrun's processes of this node,
+    or the worker's one device. The cluster is said, not detected: Fabric would look for SLURM
+    (and warn where `srun` is on PATH) though torchrun started the job."""
+    from lightning_fabric.plugins.environments import LightningEnvironment, TorchElasticEnvironment
+
+    device, sc = inputs.device, inputs.sc
+    accelerator = "cuda" if device.type == "cuda" else "cpu"
+    rank = dist.from_env() if sc.distributed else None
+    if rank is not None:
+        return {
+            "accelerator": accelerator,
+            "devices": rank.local_world_size,
+            "num_nodes": sc.nnodes,
+            "plugins": [TorchElasticEnvironment()],
+        }
+    one = [device.index or 0] if device.type == "cuda" else 1
+    return {"accelerator": accelerator, "devices": one, "plugins": [LightningEnvironment()]}
+
+
+def setup(inputs: EngineInputs) -> FabricLoop:
+    sc, model, device = inputs.sc, inputs.model, inputs.device
+    from lightning_fabric import Fabric
+
+    fabric = Fabric(
+        precision=TO_FABRIC.get(sc.precision, sc.precision),  # type: ignore[arg-type]
+        strategy=parallel.fabric_strategy(sc, model),
+        **fabric_arguments(inputs),
+    )
+    fabric.launch()  # under torchrun: no processes started, the distributed environment set up
+    if sc.liger:
+        apply_liger(model)
+        fused_loss_eager(sc)
+    if sc.grad_checkpointing:
+        model.gradient_checkpointing_enable()
+    if sc.activation_offload:
+        offload_forward(model)
+    if sc.compile:  # Fabric compiles again around its own wrapper (setup_module's _reapply_compile)
+        model = compiled(model, sc.compile_scope, sc.compile_mode)
+    if sc.strategy == "deepspeed":  # DeepSpeed sets the model up with its optimizer, together
+        if sc.offload != "none":
+            from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+            optimizer = DeepSpeedCPUAdam(model.parameters(), lr=parallel.LR)
+        else:
+            optimizer = make_optimizer(sc.optimizer, model)
+        model, optimizer = fabric.setup(model, optimizer)
+    else:  # the optimizer over the wrapped parameters (FSDP's), as Fabric's FSDP guide builds it
+        model = fabric.setup_module(model)
+        optimizer = fabric.setup_optimizers(make_optimizer(sc.optimizer, model))
+    loader = torch.utils.data.DataLoader(
+        inputs.dataset,
+        batch_size=sc.batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=sc.dataloader_workers,
+        pin_memory=sc.pin_memory,
+        generator=torch.Generator().manual_seed(sc.seed),
+    )
+    prepared: Any = fabric.setup_dataloaders(loader)  # a DistributedSampler under torchrun; batches onto the device
+    if device.type == "cuda":
+        set_tf32(sc.tf32)  # what the scenario says, whatever a library set meanwhile
+    model.train()
+    return FabricLoop(inputs, fabric, model, optimizer, prepared)
+
+
+def wrapped(model: Any) -> Any:
+    """What wraps the trained module inside Fabric's _FabricModule (DDP, FSDP, DeepSpeedEngine)."""
+    inner = getattr(model, "_forward_module", model)
+    return getattr(inner, "_orig_mod", inner)  # under torch.compile
+
+
+def train(inputs: EngineInputs) -> dict[str, Any]:
+    loop = setup(inputs)
+    inputs.clock.train_begin()
+    start = time.perf_counter()
+    batches = 0
+    for batch in loop.loader:
+        loop.step(batch)
+        batches += 1
+        if inputs.clock.done:  # the window has closed (window = "auto" or STEPS): end the epoch here
+            break
+    if inputs.device.type == "cuda":
+        torch.cuda.synchronize()
+    loop_s = time.perf_counter() - start
+    samples = batches * inputs.sc.batch_size
+    # the loop's own figures over what it trained, this rank's (bench/worker/ranks.py adds the ranks up)
+    figures: dict[str, Any] = {"trainer_runtime_s": loop_s, "trainer_samples_per_s": samples / loop_s}
+    if inputs.sc.distributed:
+        figures["parallel_wrapper"] = wrapper_name(wrapped(loop.model))
+    return figures

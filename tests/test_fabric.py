@@ -1,0 +1,174 @@
+"""The Lightning Fabric engine (bench/worker/engines/fabric.py) and its precisions
+(bench/precisions.py): Fabric and the Accelerate loop train the same recipe to the same losses at
+a comparable rate; Fabric reads a torchrun job from its environment and wraps the model in DDP;
+Fabric's precision strings are taken, stored and refused at plan time. That it trains the tiny
+presets and stops with the window is the registry's contract (tests/test_engines.py)."""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.engines import ENGINE_PRECISIONS, ENGINES, precision_half_weights, precision_matmuls
+from bench.errors import BadInput
+from bench.measure.flops import precision_class
+from bench.precisions import PRECISIONS, TO_FABRIC
+from bench.scenario import Scenario
+
+pytest.importorskip("lightning_fabric")
+
+RECIPE: dict[str, Any] = {"model": "llama-tiny", "seq_len": 16, "optimizer": "sgd", "batch_size": 2}
+
+
+def train(tmp_path: Path, engine: str, **fields: Any) -> dict[str, Any]:
+    from bench.worker import run as run_module  # torch and transformers: only for these tests
+
+    sc = Scenario(name="s", engine=engine, **{**RECIPE, **fields})
+    spec = {"scenario": sc.settings(), "device": "cpu", "model": sc.model, "launched_at": time.time()}
+    result = run_module.run(spec, tmp_path)
+    assert result["status"] == "ok", result["reason"]
+    return dict(result["figures"])
+
+
+def test_fabric_and_accelerate_train_the_same_recipe_alike(tmp_path: Path) -> None:
+    """Both loops set up on the same recipe (seed, model, data order, accumulation 2) in this process
+    and stepped in turn, a micro-batch each: the same losses micro-batch by micro-batch (the loss is
+    scaled by 1/accumulation in both), all finite, and a comparable rate. The rate is each loop's
+    fastest micro-batch, taken in turn, so a busy CPU slows both alike; the band is generous."""
+    import torch
+
+    from bench.worker import run as run_module
+    from bench.worker.engines import accelerate, fabric
+
+    loops, times = {}, {}
+    for engine, module in (("accelerate", accelerate), ("fabric", fabric)):
+        sc = Scenario(name="s", engine=engine, **RECIPE, samples=64, grad_accum_steps=2, warmup_steps=1)
+        inputs = run_module.build_inputs(sc, sc.model, torch.device("cpu"), tmp_path, {})
+        loops[engine], times[engine] = module.setup(inputs), []  # type: ignore[attr-defined]
+    batches = {engine: iter(loop.loader) for engine, loop in loops.items()}
+    for _ in range(8):  # 4 optimizer steps
+        for engine, loop in loops.items():
+            start = time.perf_counter()
+            loop.step(next(batches[engine]))
+            times[engine].append(time.perf_counter() - start)
+    losses = {engine: [float(v) for v in loop.inputs.losses.losses] for engine, loop in loops.items()}
+    assert len(losses["fabric"]) == 8 and all(math.isfinite(v) for v in losses["fabric"] + losses["accelerate"])
+    assert losses["fabric"] == pytest.approx(losses["accelerate"], rel=1e-5)
+    assert losses["fabric"][-1] != pytest.approx(losses["fabric"][0], rel=1e-6)  # it trained
+    ratio = min(times["fabric"]) / min(times["accelerate"])
+    assert 0.5 <= ratio <= 2.0, ratio
+
+
+def test_fabric_reads_a_torchrun_job_from_its_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One rank of a torchrun job (its environment, gloo): Fabric's DDP strategy wraps the model in
+    DistributedDataParallel and skips the all-reduce inside the accumulation (no_backward_sync)."""
+    import torch.distributed as dist
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"}
+    for key, value in {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+        monkeypatch.setenv(key, value)
+    try:
+        f = train(tmp_path, "fabric", strategy="ddp", samples=16, grad_accum_steps=2, warmup_steps=1, window=2)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    assert f["parallel_wrapper"] == "DistributedDataParallel"
+    assert (f["window_steps"], f["window_samples"], f["loss_finite"]) == (2, 8, True)
+
+
+# -- precisions, at plan time ---------------------------------------------------------------------
+@pytest.mark.parametrize(("written", "stored"), [("32-true", "fp32"), ("16-mixed", "fp16"), ("bf16-mixed", "bf16")])
+def test_fabrics_spelling_of_gpubenchs_precisions_is_stored_as_gpubenchs(written: str, stored: str) -> None:
+    assert Scenario(name="s", engine="fabric", precision=written).precision == stored
+    assert TO_FABRIC[stored] == written  # and the loop hands Fabric its own spelling back
+    assert Scenario(name="s", engine="fabric", precision=stored).precision == stored
+
+
+def test_fabrics_own_precisions_are_stored_as_written_and_known_downstream() -> None:
+    sc = Scenario(name="s", engine="fabric", precision="bf16-true")
+    assert sc.precision == "bf16-true" and sc.needs_cuda is None  # half weights train on the CPU
+    assert (precision_matmuls("bf16-true"), precision_half_weights("bf16-true")) == ("bf16", True)
+    assert (precision_class("16-true", False), precision_class("transformer-engine", False)) == ("fp16", "fp8")
+    assert (precision_class("bf16", True), precision_half_weights("bf16")) == ("bf16", False)
+    assert Scenario(name="s", engine="fabric", precision="transformer-engine").needs_cuda.startswith(
+        "transformer-engine's fp8 layers need an NVIDIA GPU"
+    )
+
+
+def test_fabrics_strings_on_another_engine_are_refused_naming_the_engine() -> None:
+    with pytest.raises(BadInput) as mixed:
+        Scenario(name="s", engine="accelerate", precision="bf16-mixed")
+    assert str(mixed.value) == (
+        "scenario 's': precision = 'bf16-mixed' is the Fabric loop's spelling (engine = \"fabric\"); "
+        'the Accelerate loop\'s is "bf16"'
+    )
+    with pytest.raises(BadInput) as true:
+        Scenario(name="s", engine="trainer", precision="16-true")
+    assert str(true.value) == (
+        "scenario 's': precision = '16-true' is the Fabric loop's own precision (engine = \"fabric\"); "
+        "the Trainer takes fp32, fp16, bf16"
+    )
+
+
+KNOWN = {*PRECISIONS, *(p.name for p in ENGINE_PRECISIONS)}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.text(max_size=12).filter(lambda s: s not in KNOWN))
+def test_a_precision_no_engine_knows_is_one_line_naming_every_choice(value: str) -> None:
+    for engine in ENGINES:
+        with pytest.raises(BadInput) as error:
+            Scenario(name="s", engine=engine, precision=value)
+        message = str(error.value)
+        assert "\n" not in message.replace(value, "")
+        assert message.startswith(f"scenario 's': precision = {value!r} is not one of fp32, fp16, bf16, nor 32-true")
+        assert 'transformer-engine with engine = "fabric"' in message
+
+
+def test_a_missing_transformer_engine_is_a_skip_naming_the_package() -> None:
+    from bench.worker.skips import optional_packages
+
+    sc = Scenario(name="s", engine="fabric", precision="transformer-engine")
+    assert ("transformer_engine", 'precision = "transformer-engine"', "transformer-engine") in optional_packages(sc)
+    assert ("lightning_fabric", 'engine = "fabric"', "lightning-fabric") in optional_packages(sc)
+
+
+def test_half_weights_are_not_predicted_but_said_so() -> None:
+    from bench.predict.columns import predicted_columns
+    from bench.predict.core import prediction_of
+
+    sc = Scenario(name="s", engine="fabric", precision="bf16-true", model="tiny")
+    with pytest.raises(BadInput, match="precision = 'bf16-true' keeps the parameters in half precision"):
+        prediction_of(sc, "tiny")
+    assert predicted_columns(sc, "tiny", {}) == {}
+    assert predicted_columns(sc.replace(precision="bf16"), "tiny", {})["pred_peak_allocated_mb"] > 0
+
+
+def test_the_fabric_vit_matrix_is_the_talks_table() -> None:
+    from bench.matrix import load_matrix
+
+    rows = {sc.name: sc for sc in load_matrix("fabric-vit").scenarios}
+    assert {n: (sc.engine, sc.precision, sc.compile, sc.strategy) for n, sc in rows.items()} == {
+        "plain": ("accelerate", "fp32", False, "none"),
+        "compile": ("accelerate", "fp32", True, "none"),
+        "fabric-32": ("fabric", "fp32", False, "none"),
+        "fabric-bf16": ("fabric", "bf16", False, "none"),
+        "fabric-fp16": ("fabric", "fp16", False, "none"),
+        "fabric-ddp": ("fabric", "bf16", False, "ddp"),
+        "fabric-fsdp": ("fabric", "bf16", False, "fsdp"),
+        "fabric-bf16-b64": ("fabric", "bf16", False, "none"),
+    }
+    assert {(sc.model, sc.optimizer, sc.batch_size) for n, sc in rows.items() if n != "fabric-bf16-b64"} == {
+        ("vit-b16", "adamw", 16)
+    }
+    assert rows["fabric-bf16-b64"].batch_size == 64 and rows["fabric-ddp"].gpus == rows["fabric-fsdp"].gpus == "all"
