@@ -33,6 +33,7 @@ SETTING_DEFAULTS = {
     for f in dataclasses.fields(Scenario)
     if f.name in SETTING_COLUMNS and f.default is not None and f.default is not dataclasses.MISSING
 }
+SETTING_DEFAULTS["command"] = ""  # a built-in scenario's cell; a command's is its JSON argument list
 
 RESULTS_CSV, ENV_JSON, SCENARIOS_JSON = "results.csv", "env.json", "scenarios.json"
 
