@@ -133,6 +133,7 @@ class Session:
         figures["tokens_per_s"] = float(self.tokens) / window_s if self.tokens_given and window_s > 0 else None
         figures["startup_s"] = (clock.wall_begin or time.time()) - self.launched_at
         figures.update(memory_figures(self.device))
+        figures["host"] = os.uname().nodename  # kept per rank in rank_figures (bench/worker/ranks.py)
         if self.losses_given:
             figures.update(self.losses.result())
         status, reason = "ok", ""

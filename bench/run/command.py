@@ -161,7 +161,10 @@ def combined(ranks: dict[int, dict[str, Any]]) -> tuple[str, str, dict[str, Any]
             text = str(next(iter(failed.values())).get("reason") or text)
         return status, text[:500], {}
     figures = [ranks[r].get("figures") or {} for r in range(world)]
-    row = figures[0] if world == 1 else combine_ranks(figures, "trainer")  # no engine figure to combine
+    if world == 1:
+        row = {k: v for k, v in figures[0].items() if k != "host"}
+    else:
+        row = combine_ranks(figures, "trainer")  # no engine figure of its own to combine
     with_loss = [f for f in figures if f.get("loss_finite") is not None]
     status, reason = loss_outcome(with_loss) if with_loss else ("ok", "")
     return status, reason, row
