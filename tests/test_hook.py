@@ -123,7 +123,13 @@ def test_the_lightning_style_callback_counts_an_optimizer_step_every_accumulate_
 
 
 def _rank(figures: dict[str, Any], rank: int, world: int, status: str = "ok") -> dict[str, Any]:
-    return {"status": status, "reason": "" if status == "ok" else "boom", "figures": figures, "rank": rank, "world_size": world}
+    return {
+        "status": status,
+        "reason": "" if status == "ok" else "boom",
+        "figures": figures,
+        "rank": rank,
+        "world_size": world,
+    }
 
 
 def test_ranks_combine_by_the_built_in_rules_and_a_missing_rank_is_named() -> None:
@@ -174,8 +180,19 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "train.py").write_text(LOOP.replace("STEPS", "30"))
     (root / "nohook.py").write_text("print('training without the hook')\n")
     (root / "exit3.py").write_text("import sys\nraise SystemExit('RuntimeError: no data at /nowhere')\n")
-    done = gpubench("run", "--cmd", f"{sys.executable} {root / 'train.py'}", "--warmup-steps", "5", "--window", "10",
-                    "--device", "cpu", "--out", root / "cmd")
+    done = gpubench(
+        "run",
+        "--cmd",
+        f"{sys.executable} {root / 'train.py'}",
+        "--warmup-steps",
+        "5",
+        "--window",
+        "10",
+        "--device",
+        "cpu",
+        "--out",
+        root / "cmd",
+    )
     python = json.dumps(sys.executable)
     (root / "m.toml").write_text(
         "[matrix]\n[base]\nwarmup_steps = 1\n"

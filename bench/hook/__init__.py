@@ -100,4 +100,6 @@ def tokens_from_labels(labels: Any, ignore_index: int = -100) -> Any:
     tensor, a 0-d tensor on its device (no wait for the GPU; the hook adds them up at the end)."""
     if hasattr(labels, "ne"):
         return labels.ne(ignore_index).sum()
-    return sum(1 for row in labels for label in (row if isinstance(row, list | tuple) else [row]) if label != ignore_index)
+    return sum(
+        1 for row in labels for label in (row if isinstance(row, list | tuple) else [row]) if label != ignore_index
+    )

@@ -19,7 +19,13 @@ from . import begin, close, end, tokens_from_labels
 def samples_of(batch: Any) -> int:
     """The batch's samples: the first dimension of its first tensor (a dict's first value, a
     tuple's first item), else len(batch)."""
-    first = next(iter(batch.values())) if isinstance(batch, dict) else batch[0] if isinstance(batch, list | tuple) else batch
+    first = (
+        next(iter(batch.values()))
+        if isinstance(batch, dict)
+        else batch[0]
+        if isinstance(batch, list | tuple)
+        else batch
+    )
     shape = getattr(first, "shape", None)
     return int(shape[0]) if shape else len(batch)
 

@@ -1,7 +1,7 @@
 """The hook's state in a process that gpubench launched: the step clock of the built-in worker
 (bench/worker/clock.py) over a foreign loop, its samples and tokens per step, and the result file.
 
-Torch is imported here, only when the hook is on (protocol.DIR_VAR set)."""
+Torch is imported here, only when the hook is on (DIR_VAR set)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,18 @@ from ..measure.probes import make_probes
 from ..worker.clock import StepClock
 from ..worker.tracking import LossTracker, memory_figures
 from ..worker.window import WindowRule
-from . import protocol
+from .protocol import (
+    DEVICE_VAR,
+    DIR_VAR,
+    LAUNCHED_VAR,
+    NEVER_CALLED,
+    TIMEOUT_VAR,
+    WARMUP_VAR,
+    WINDOW_VAR,
+    env_rank,
+    rank_file,
+    window_setting,
+)
 
 NO_END = 1 << 62  # a foreign loop's length is unknown: the window rule or the loop's end closes the window
 
@@ -30,13 +41,13 @@ def _count(value: Any) -> Any:
 
 class Session:
     def __init__(self, environ: dict[str, str]) -> None:
-        self.dir = Path(environ[protocol.DIR_VAR])
-        self.rank, self.world = protocol.env_rank(environ)
-        self.warmup = int(environ.get(protocol.WARMUP_VAR, "0"))
-        self.window = protocol.window_setting(environ.get(protocol.WINDOW_VAR, "epoch"))
-        self.want_cuda = environ.get(protocol.DEVICE_VAR, "cpu") != "cpu"
-        self.launched_at = float(environ.get(protocol.LAUNCHED_VAR, time.time()))
-        self.timeout_s = float(environ.get(protocol.TIMEOUT_VAR, "1800"))
+        self.dir = Path(environ[DIR_VAR])
+        self.rank, self.world = env_rank(environ)
+        self.warmup = int(environ.get(WARMUP_VAR, "0"))
+        self.window = window_setting(environ.get(WINDOW_VAR, "epoch"))
+        self.want_cuda = environ.get(DEVICE_VAR, "cpu") != "cpu"
+        self.launched_at = float(environ.get(LAUNCHED_VAR, time.time()))
+        self.timeout_s = float(environ.get(TIMEOUT_VAR, "1800"))
         self.clock: StepClock | None = None
         self.device = torch.device("cpu")
         self.samples: Any = 0  # over the window's steps
@@ -59,7 +70,7 @@ class Session:
             barrier = dist.barrier
             if self.window == "auto":
                 agree = dist.window_agreement(dist.collective_timeout_s(self.timeout_s))
-        atomic_write_json(protocol.rank_file(self.dir, self.rank), {"status": "running", "pid": os.getpid()})
+        atomic_write_json(rank_file(self.dir, self.rank), {"status": "running", "pid": os.getpid()})
         clock = StepClock(
             self.device,
             warmup_steps=self.warmup,
@@ -112,12 +123,12 @@ class Session:
             traceback.print_exc()
             result = {"status": "error", "reason": f"gpubench's hook failed: {type(exc).__name__}: {exc}"[:500]}
         result.update({"rank": self.rank, "world_size": self.world, "pid": os.getpid()})
-        atomic_write_json(protocol.rank_file(self.dir, self.rank), result)
+        atomic_write_json(rank_file(self.dir, self.rank), result)
 
     def _result(self) -> dict[str, Any]:
         clock = self.clock
         if clock is None:
-            return {"status": "error", "reason": protocol.NEVER_CALLED, "figures": {}}
+            return {"status": "error", "reason": NEVER_CALLED, "figures": {}}
         clock.end_at_last_step()
         if clock.end_step is None:
             why = (
@@ -138,5 +149,8 @@ class Session:
             figures.update(self.losses.result())
         status, reason = "ok", ""
         if self.losses_given and not figures["loss_finite"]:
-            status, reason = "diverged", f"{figures['nonfinite_losses']} non-finite losses; final loss {figures['final_loss']}"
+            status, reason = (
+                "diverged",
+                f"{figures['nonfinite_losses']} non-finite losses; final loss {figures['final_loss']}",
+            )
         return {"status": status, "reason": reason, "figures": figures}

@@ -24,7 +24,7 @@ from ..measure.nvml import MemoryPeaks, Nvml, TreeSampler, open_nvml
 from ..results import FINAL_STATUSES
 from ..scenario import Scenario
 from ..worker.ranks import combine_ranks, loss_outcome
-from .childenv import visible_devices, worker_env
+from .childenv import visible_devices
 from .proc import Interrupts, ProcResult, run_subprocess, tail
 
 
@@ -62,7 +62,9 @@ def launch(
     env = dict(base_env)
     if uuids:
         first = int(device.split(":")[1])
-        env["CUDA_VISIBLE_DEVICES"] = uuids[0] if len(uuids) == 1 else visible_devices(list(range(first, first + len(uuids))))
+        env["CUDA_VISIBLE_DEVICES"] = (
+            uuids[0] if len(uuids) == 1 else visible_devices(list(range(first, first + len(uuids))))
+        )
     launched_at = time.time()
     env.update(hook_env(sc, workdir, device, launched_at, timeout_s))
     try:
@@ -123,18 +125,29 @@ def _last_error(log_text: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def outcome(proc: ProcResult, workdir: Path, log_path: Path, timeout_s: float, kills_before: int | None) -> tuple[str, str, dict[str, Any]]:
+def outcome(
+    proc: ProcResult, workdir: Path, log_path: Path, timeout_s: float, kills_before: int | None
+) -> tuple[str, str, dict[str, Any]]:
     """(status, reason, figures) of a command, like a worker's: a timeout, Ctrl-C or signal as the
     runner says them; a non-zero exit or a missing hook as an error naming it; else the ranks' figures."""
     if proc.interrupted:
-        return "interrupted", "stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP; the command and its children were killed", {}
+        return (
+            "interrupted",
+            "stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP; the command and its children were killed",
+            {},
+        )
     if proc.timed_out:
         return "timeout", f"no result within the {timeout_s:g} s timeout; the command and its children were killed", {}
     code = proc.returncode
     if code is not None and code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         kills_after = hostmem.oom_kills()
-        if -code == signal.SIGKILL and kills_before is not None and kills_after is not None and kills_after > kills_before:
+        if (
+            -code == signal.SIGKILL
+            and kills_before is not None
+            and kills_after is not None
+            and kills_after > kills_before
+        ):
             return "oom", "killed by the kernel's OOM killer (host memory)", {}
         return "crashed", f"the command was killed by signal {name}", {}
     if code:
@@ -151,7 +164,10 @@ def combined(ranks: dict[int, dict[str, Any]]) -> tuple[str, str, dict[str, Any]
     missing = [r for r in range(world) if r not in ranks]
     failed = {r: s for r, s in sorted(ranks.items()) if s.get("status") not in ("ok", "diverged")}
     if missing or failed:
-        parts = [f"rank {r}: {s.get('status')}: {s.get('reason') or 'no result (still running at the end)'}" for r, s in failed.items()]
+        parts = [
+            f"rank {r}: {s.get('status')}: {s.get('reason') or 'no result (still running at the end)'}"
+            for r, s in failed.items()
+        ]
         if missing:
             parts.append(f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} never called the hook")
         first = next(iter(failed.values()), {}).get("status")
@@ -161,10 +177,9 @@ def combined(ranks: dict[int, dict[str, Any]]) -> tuple[str, str, dict[str, Any]
             text = str(next(iter(failed.values())).get("reason") or text)
         return status, text[:500], {}
     figures = [ranks[r].get("figures") or {} for r in range(world)]
-    if world == 1:
-        row = {k: v for k, v in figures[0].items() if k != "host"}
-    else:
-        row = combine_ranks(figures, "trainer")  # no engine figure of its own to combine
+    # several ranks: the built-in rules (a command has no engine figure of its own to combine)
+    alone = {k: v for k, v in figures[0].items() if k != "host"}
+    row = alone if world == 1 else combine_ranks(figures, "trainer")
     with_loss = [f for f in figures if f.get("loss_finite") is not None]
     status, reason = loss_outcome(with_loss) if with_loss else ("ok", "")
     return status, reason, row

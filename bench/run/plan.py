@@ -266,7 +266,10 @@ def command_scenario(request: RunRequest) -> Scenario:
     assert request.cmd is not None
     if request.matrix is not None or request.model is not None or request.only:
         given = "--matrix" if request.matrix is not None else "--model" if request.model is not None else "--only"
-        raise BadInput(f"--cmd and {given}: a command is its own scenario", hint="give --cmd alone, or a matrix with command = [...]")
+        raise BadInput(
+            f"--cmd and {given}: a command is its own scenario",
+            hint="give --cmd alone, or a matrix with command = [...]",
+        )
     ignored = sorted(k for k, v in request.overrides.items() if v is not None and k not in COMMAND_OVERRIDES)
     if ignored:
         flags = ", ".join(f"--{k.replace('_', '-')}" for k in ignored)
@@ -285,4 +288,6 @@ def command_scenario(request: RunRequest) -> Scenario:
 def check_program(program: str, where: str) -> None:
     """The command's program exists here (a name on PATH, or a path): else bad input, before any run."""
     if shutil.which(program) is None:
-        raise BadInput(f"{where}: {program!r} is not a program on PATH nor an executable file", hint="check its spelling")
+        raise BadInput(
+            f"{where}: {program!r} is not a program on PATH nor an executable file", hint="check its spelling"
+        )

@@ -28,7 +28,6 @@ from .launcher import Launcher, WorkerJob, open_launcher
 from .plan import RunPlan
 from .proc import Interrupts, ProcResult, tail
 
-
 COMMAND_MODEL = "command"  # model_resolved of a command scenario: the script builds its own
 
 
