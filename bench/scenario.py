@@ -111,6 +111,9 @@ class Scenario:
     nnodes: int = 1
     node_rank: int = 0
     rdzv_endpoint: str = ""  # host:port of node 0, with nnodes > 1
+    # -- your own script: an argument list (never a shell) that gpubench runs instead of its worker;
+    # the script calls gpubench's step hook (bench/hook/, docs/your-script.md)
+    command: tuple[str, ...] = ()
     # where the scenario came from, for messages only (not compared, not saved as a setting)
     origin: str = field(default="", compare=False, repr=False)
 
@@ -122,6 +125,8 @@ class Scenario:
         def bad(key: str, value: Any, why: str) -> BadInput:
             return BadInput(f"{what(key, value)} {why}")
 
+        if isinstance(self.command, list):  # a matrix's TOML array, scenarios.json's list
+            object.__setattr__(self, "command", tuple(self.command))
         for key in TEXT_FIELDS:
             if not isinstance(getattr(self, key), str):
                 raise bad(key, getattr(self, key), "must be a string")
@@ -175,6 +180,9 @@ class Scenario:
             bounded(self.timeout_s, what("timeout_s", self.timeout_s), 0, MAX_SECONDS, above=True, unit="seconds")
         if not self.model.strip():
             raise bad("model", self.model, "must be a preset name or a local directory")
+        if self.command:
+            self._check_command(bad)
+            return
         self._check_parallel(bad)
         self._check_llm(bad)
         refused = engines.ENGINES[self.engine].refusal(self)  # the engine's own rules (bench/engines.py)
@@ -216,6 +224,28 @@ class Scenario:
         )
         why = f"is not one of {', '.join(PRECISIONS)}, nor {others}" + (f"; {hint}" if hint else "")
         raise bad("precision", value, why)
+
+    def _check_command(self, bad: Any) -> None:
+        """A command scenario: an argument list; gpubench's model, data and engine settings do not
+        apply (the script has its own), only the window, warm-up, timeout and GPUs do."""
+        if not isinstance(self.command, tuple) or not all(isinstance(a, str) and a for a in self.command):
+            raise bad("command", self.command, 'must be a list of non-empty strings, e.g. ["torchrun", "train.py"]')
+        if self.strategy != "none" or self.nnodes != 1:
+            raise bad(
+                "strategy" if self.strategy != "none" else "nnodes",
+                self.strategy if self.strategy != "none" else self.nnodes,
+                "does not apply to a command: it starts its own processes (torchrun in the command); "
+                "gpus says how many GPUs it sees",
+            )
+        if self.gpus != "all" and not _whole(self.gpus, 1, MAX_GPUS_PER_NODE):
+            raise bad("gpus", self.gpus, f'must be a whole number from 1 to {MAX_GPUS_PER_NODE}, or "all"')
+        if self.profile_steps or self.inject_fault != "none":
+            key = "profile_steps" if self.profile_steps else "inject_fault"
+            raise bad(key, getattr(self, key), "is the built-in worker's; a command scenario has no such step")
+        if not (
+            (isinstance(self.window, str) and self.window in WINDOW_MODES) or _whole(self.window, 1, MAX_WINDOW_STEPS)
+        ):
+            raise bad("window", self.window, 'must be "epoch", "auto" or a whole number of optimizer steps (1 or more)')
 
     def _check_window(self, bad: Any) -> None:
         if not (
@@ -360,6 +390,11 @@ class Scenario:
     def distributed(self) -> bool:
         """Started by torchrun (a process group), not by the single-process fork server."""
         return self.strategy != "none"
+
+    @property
+    def is_command(self) -> bool:
+        """Runs the user's own command (timed by the step hook) instead of gpubench's worker."""
+        return bool(self.command)
 
     @property
     def world_size(self) -> int:

@@ -38,6 +38,7 @@ HEAVY_FIRST = (  # longest first (make test --durations on an idle 2-core machin
     "test_history_store.py",
     "test_engines.py",
     "test_input_classes.py",
+    "test_hook.py",
     "test_history_cli.py",
     "test_predict_cli.py",
     "test_readme.py",

@@ -65,6 +65,7 @@ EXPECTED_COLUMNS = [
     "offload",
     "nnodes",
     "node_rank",
+    "command",
     "model_resolved",
     "device",
     "samples_per_s",

@@ -56,6 +56,16 @@ def run(
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     only: OnlyOpt = None,
+    cmd: Annotated[
+        str | None,
+        typer.Option(
+            "--cmd",
+            help='Your own training command as the one scenario, e.g. "torchrun --nproc-per-node 2 train.py": split '
+            "like a shell would (shlex), run without one; the script calls gpubench's step hook "
+            "(docs/your-script.md). --warmup-steps, --window, --gpus, --repeats and --timeout apply.",
+        ),
+    ] = None,
+    name: Annotated[str, typer.Option("--name", help="The --cmd scenario's name (its rows' scenario).")] = "cmd",
     repeats: Annotated[int, typer.Option(help="Runs of each scenario (interleaved).")] = 1,
     out: Annotated[
         Path | None, typer.Option(parser=path_value, help="Result directory. Default: results/<timestamp>/.")
@@ -177,6 +187,8 @@ def run(
 
     Example: gpubench run --matrix full --repeats 3 --out results/nightly
 
+    Your own script: gpubench run --cmd "python train.py --lr 3e-4" --window auto --repeats 3
+
     Exit codes: 0 every scenario ok or skipped; 1 a scenario failed (results still written);
     2 bad input, nothing ran; 4 stopped at --time-limit and 130 interrupted (finished scenarios
     saved; finish with --resume DIR); 5 a scenario --require names was skipped (rows written).
@@ -219,7 +231,9 @@ def run(
         cpu_affinity=cpu_affinity,
         report=report,
         ceiling=ceiling,
-        require=tuple(name for value in require or () for name in split_names(value, "--require") or ()),
+        require=tuple(pattern for value in require or () for pattern in split_names(value, "--require") or ()),
+        cmd=cmd,
+        cmd_name=name,
     )
     plan, outcome = api.run(
         request,

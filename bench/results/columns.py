@@ -194,6 +194,9 @@ SIGNED_COLUMNS = (
 )
 NONFINITE_COLUMNS = ("final_loss",)  # a diverged row records the NaN or infinite loss
 REQUIRED_COLUMNS = ["scenario", "repeat", "status", "samples_per_s", "peak_mem_mb"]
+# The results format (docs/results-format.md): env.json `results_format`. 1: the columns of this
+# module, REQUIRED_COLUMNS the least a file needs; a file of a newer format is refused by name.
+RESULTS_FORMAT = 1
 
 
 KNOWN_COLUMNS = frozenset(COLUMNS)

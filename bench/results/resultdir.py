@@ -24,7 +24,7 @@ from ..errors import BadInput
 from ..fmt import csv_escape, csv_unescape
 from ..fsio import atomic_write_json, atomic_write_text, read_json
 from ..scenario import Scenario
-from .columns import COLUMNS, REQUIRED_COLUMNS, SETTING_COLUMNS, check_row
+from .columns import COLUMNS, REQUIRED_COLUMNS, RESULTS_FORMAT, SETTING_COLUMNS, check_row
 from .rowcheck import check_rows
 
 # Scenario fields with a default other than None: a blank cell or a missing column is that default.
@@ -33,6 +33,7 @@ SETTING_DEFAULTS = {
     for f in dataclasses.fields(Scenario)
     if f.name in SETTING_COLUMNS and f.default is not None and f.default is not dataclasses.MISSING
 }
+SETTING_DEFAULTS["command"] = ""  # a built-in scenario's cell; a command's is its JSON argument list
 
 RESULTS_CSV, ENV_JSON, SCENARIOS_JSON = "results.csv", "env.json", "scenarios.json"
 
@@ -165,6 +166,19 @@ def load_run(path: Path) -> Run:
     return Run(csv_path, frame, env)
 
 
+def check_format(env: dict[str, Any], env_path: Path) -> None:
+    """env.json's `results_format` (absent: 1, what every run wrote before it was recorded) must be
+    one this gpubench reads."""
+    version = env.get("results_format", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise BadInput(f"{env_path}: results_format = {version!r} is not a format number (1, 2, ...)")
+    if version > RESULTS_FORMAT:
+        raise BadInput(
+            f"{env_path}: results format {version}, newer than this gpubench reads (up to {RESULTS_FORMAT})",
+            hint="upgrade gpubench to read it",
+        )
+
+
 def read_env(result_dir: Path) -> dict[str, Any] | None:
     """DIR/env.json as a dict; None when absent; BadInput when it is not a JSON object."""
     env_path = Path(result_dir) / ENV_JSON
@@ -176,6 +190,7 @@ def read_env(result_dir: Path) -> dict[str, Any] | None:
         raise BadInput(f"{env_path}: not valid JSON: {str(exc).splitlines()[0]}") from None
     if not isinstance(env, dict):
         raise BadInput(f"{env_path}: not a gpubench env.json (expected a JSON object)")
+    check_format(env, env_path)
     return env
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import __version__
 from ..measure import cpuspeed
+from ..results.columns import RESULTS_FORMAT
 
 PACKAGES = (
     "torch",
@@ -85,6 +86,7 @@ def collect(
 
     return {
         "gpubench": __version__,
+        "results_format": RESULTS_FORMAT,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(command),
         "host": socket.gethostname(),

@@ -5,6 +5,8 @@ child what torch sees; a resumed run replays its own scenarios.json."""
 
 from __future__ import annotations
 
+import shlex
+import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -229,21 +231,63 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
 
 
 def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, ...], str]:
+    if request.cmd is not None:
+        return COMMAND_MATRIX, (command_scenario(request),), "command"
     overrides = {**request.overrides, "model": request.model}
     # only the selected scenarios are built, so an override is checked on them alone
     m = matrix_mod.load_matrix(
         "full" if request.matrix is None else request.matrix, overrides=overrides, only=request.only
     )
     scenarios = m.scenarios
+    for sc in scenarios:
+        if sc.is_command:
+            check_program(sc.command[0], f"{sc.origin or m.name}: scenario '{sc.name}': command")
     models = resolve_models(scenarios, device)
-    shown = [display_name(m) for m in models]
+    shown = [display_name(m) for m in models] + (["command"] if any(s.is_command for s in scenarios) else [])
     return m.name, scenarios, shown[0] if len(shown) == 1 else ", ".join(shown)
 
 
 def resolve_models(scenarios: tuple[Scenario, ...], device: str) -> list[str]:
     """Each scenario's model resolved for the device and checked (its config names an architecture
     something builds; a checkpoint's weights are safetensors)."""
-    models = sorted({resolve_model(s.model, device) for s in scenarios})
+    models = sorted({resolve_model(s.model, device) for s in scenarios if not s.is_command})
     for resolved in models:
         check_model(resolved)
     return models
+
+
+COMMAND_MATRIX = "cmd"  # the plan's matrix name for `run --cmd`
+# what `run --cmd` takes from the command line: the window's settings, the timeout, the GPUs it sees
+COMMAND_OVERRIDES = ("warmup_steps", "window", "gpus")
+
+
+def command_scenario(request: RunRequest) -> Scenario:
+    """`run --cmd "..."`: one scenario running that argument list (shlex.split, never a shell)."""
+    assert request.cmd is not None
+    if request.matrix is not None or request.model is not None or request.only:
+        given = "--matrix" if request.matrix is not None else "--model" if request.model is not None else "--only"
+        raise BadInput(
+            f"--cmd and {given}: a command is its own scenario",
+            hint="give --cmd alone, or a matrix with command = [...]",
+        )
+    ignored = sorted(k for k, v in request.overrides.items() if v is not None and k not in COMMAND_OVERRIDES)
+    if ignored:
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in ignored)
+        raise BadInput(f"--cmd: {flags} do not apply to a command (the script has its own)", hint="leave them out")
+    try:
+        argv = shlex.split(request.cmd)
+    except ValueError as exc:
+        raise BadInput(f"--cmd {request.cmd!r}: {exc}", hint="quote it as a POSIX shell would") from None
+    if not argv:
+        raise BadInput("--cmd is empty", hint='give the command, e.g. --cmd "python train.py"')
+    check_program(argv[0], "--cmd")
+    settings = {k: v for k, v in request.overrides.items() if v is not None and k in COMMAND_OVERRIDES}
+    return Scenario(name=request.cmd_name, description=request.cmd, command=tuple(argv), **settings)
+
+
+def check_program(program: str, where: str) -> None:
+    """The command's program exists here (a name on PATH, or a path): else bad input, before any run."""
+    if shutil.which(program) is None:
+        raise BadInput(
+            f"{where}: {program!r} is not a program on PATH nor an executable file", hint="check its spelling"
+        )

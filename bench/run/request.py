@@ -39,6 +39,8 @@ class RunRequest:
     report: bool = True  # write DIR/report.html at the end (`gpubench report DIR` writes it later)
     ceiling: bool = True  # measure the matmul ceiling on a GPU before the first worker (env.json)
     require: tuple[str, ...] = ()  # scenario globs whose skipped row fails the run (exit 5)
+    cmd: str | None = None  # `--cmd "torchrun ... train.py"`: the user's script as the one scenario
+    cmd_name: str = "cmd"  # that scenario's name
 
 
 def check_request(request: RunRequest) -> tuple[int, ...] | None:

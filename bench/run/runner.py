@@ -3,6 +3,7 @@ results.csv atomically after every one. A failing worker becomes a row; the run 
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
@@ -21,11 +22,13 @@ from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, bound, r
 from ..results.rowcheck import usable
 from ..results.scaling import add_scaling
 from ..scenario import Scenario
-from . import torchrun
+from . import command, torchrun
 from .childenv import visible_devices, worker_env
 from .launcher import Launcher, WorkerJob, open_launcher
 from .plan import RunPlan
 from .proc import Interrupts, ProcResult, tail
+
+COMMAND_MODEL = "command"  # model_resolved of a command scenario: the script builds its own
 
 
 class Reporter(Protocol):
@@ -158,6 +161,8 @@ def run_one(
     """One scenario x repeat in a fresh worker process; always returns a row."""
     workdir = plan.out / "work" / f"{sc.name}-r{repeat}"
     workdir.mkdir(parents=True, exist_ok=True)
+    if sc.is_command:
+        return _run_command(plan, sc, repeat, gpu_name, workdir, interrupts)
     spec_path, result_path = workdir / "spec.json", workdir / "result.json"
     result_path.unlink(missing_ok=True)
     model = resolve_model(sc.model, plan.device)
@@ -243,6 +248,32 @@ def _run_distributed(
     return _finish_row(row, sc, model, gpu_name, figures, launched_at, proc, job.log_path, plan.ceiling_tflops)
 
 
+def _run_command(
+    plan: RunPlan, sc: Scenario, repeat: int, gpu_name: str | None, workdir: Path, interrupts: Interrupts | None
+) -> dict[str, Any]:
+    """The user's own command, timed by the step hook inside it (bench/run/command.py)."""
+    log_path = plan.out / "logs" / f"{sc.name}-r{repeat}.log"
+    timeout_s = plan.timeout_for(sc)
+    kills_before = hostmem.oom_kills()
+    proc, per_gpu, launched_at = command.launch(
+        sc,
+        workdir,
+        log_path,
+        device=plan.device,
+        gpu_uuids=plan.gpu_uuids or ((plan.gpu_uuid,) if plan.gpu_uuid else ()),
+        timeout_s=timeout_s,
+        base_env=worker_env(None, plan.inductor_cache, plan.cpu_affinity),
+        sample_memory=plan.sample_memory,
+        interrupts=interrupts,
+    )
+    status, error, figures = command.outcome(proc, workdir, log_path, timeout_s, kills_before)
+    row = _row(sc, repeat, COMMAND_MODEL, plan.device, status, error, figures, _largest(per_gpu))
+    if len(per_gpu) > 1 and status != "skipped":
+        row["nvml_process_peak_sum_mb"] = sum(p.peak_mb for p in per_gpu)
+        row["gpu_peaks_mb"] = ",".join(f"{p.peak_mb:.0f}" for p in per_gpu)
+    return _finish_row(row, sc, COMMAND_MODEL, gpu_name, figures, launched_at, proc, log_path, plan.ceiling_tflops)
+
+
 def _largest(per_gpu: list[MemoryPeaks]) -> MemoryPeaks | None:
     """The GPU whose peak was highest: what must fit on one GPU."""
     return max(per_gpu, key=lambda p: p.peak_mb) if per_gpu else None
@@ -262,12 +293,13 @@ def _finish_row(
     status = row["status"]
     tf32 = sc.tf32 or figures.get("fp32_matmul_precision") == "tf32"
     gpus = int(figures.get("world_size") or 1) if row.get("device") != "cpu" else 1
-    row.update(
-        flops.figures(
-            sc, model, figures.get("model_params"), row.get("samples_per_s"), gpu_name, tf32, gpus, figures, ceiling
+    if not sc.is_command:  # a command's model is the script's own: no FLOPs, no memory prediction
+        row.update(
+            flops.figures(
+                sc, model, figures.get("model_params"), row.get("samples_per_s"), gpu_name, tf32, gpus, figures, ceiling
+            )
         )
-    )
-    row.update(predict.predicted_columns(sc, model, figures))
+        row.update(predict.predicted_columns(sc, model, figures))
     if status == "ok":
         row.update(gpuwatch.per_work(row))
         row.update(bound.columns(row))
@@ -333,6 +365,7 @@ def _row(
 ) -> dict[str, Any]:
     row: dict[str, Any] = {"scenario": sc.name, "repeat": repeat, "status": status, "error": error}
     row.update({k: v for k, v in sc.settings().items() if k in SETTING_COLUMNS})  # not name, inject_fault
+    row["command"] = json.dumps(list(sc.command)) if sc.command else ""  # a list cell is JSON
     row.update({"model_resolved": model, "device": device})
     row.update(figures)
     if status == "skipped":

@@ -178,6 +178,19 @@ class StepClock:
                     self.profiler.start()
         return self.done
 
+    def end_at_last_step(self) -> None:
+        """Close a window still open when the loop has ended (gpubench's step hook with window =
+        "epoch": a foreign loop's own end, bench/hook/): at the last step's end, read from its mark
+        (its CUDA event, or its host time), so what ran after the loop is not in the window."""
+        if self.window_stop is not None or self.t_window_start is None or self.steps_seen <= self.warmup_steps:
+            return
+        self._sync()
+        first, last = self.marks[0], self.marks[-1]
+        span = first.elapsed_time(last) / 1000.0 if self.cuda else last - first
+        self.t_window_end = self.t_window_start + span
+        self._close_probes()
+        self.window_stop, self.end_step = "epoch_end", self.steps_seen
+
     def _decide(self, window_steps: int) -> str | None:
         """Why the window ends after this window step, or None; at "auto"'s check points, rank 0's
         verdict on every rank."""

@@ -6,7 +6,6 @@ import importlib
 import importlib.util
 import json
 import os
-import resource
 import signal
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from .precision import matmul_precision, set_tf32
 from .profiling import StepProfiler, trace_path
 from .ranks import combine_ranks, loss_outcome
 from .skips import check_runnable
-from .tracking import MB, LossTracker, MemoryPhases
+from .tracking import LossTracker, MemoryPhases, memory_figures
 from .window import WindowRule
 
 SLOW_STEP_S = 0.05  # inject_fault = "slow": this much longer per optimizer step
@@ -224,15 +223,3 @@ def startup_breakdown(launched_at: float, marks: dict[str, float], train_begin: 
     if train_begin:
         steps.append(("train_begin", train_begin))
     return json.dumps({name: round(t - prev, 3) for (_, prev), (name, t) in zip(steps, steps[1:], strict=False)})
-
-
-def memory_figures(device: torch.device) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "torch_max_allocated_mb": None,
-        "torch_max_reserved_mb": None,
-    }
-    if device.type == "cuda":
-        out["torch_max_allocated_mb"] = torch.cuda.max_memory_allocated(device) / MB
-        out["torch_max_reserved_mb"] = torch.cuda.max_memory_reserved(device) / MB
-    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import resource
 from typing import Any
 
 import torch
@@ -82,3 +83,16 @@ class MemoryPhases:
 
     def result(self) -> dict[str, Any]:
         return {f"torch_alloc_{name}_mb": self.values.get(name) for name in self.NAMES}
+
+
+def memory_figures(device: torch.device) -> dict[str, Any]:
+    """The process's peak resident set, and torch's allocator peaks on a GPU."""
+    out: dict[str, Any] = {
+        "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "torch_max_allocated_mb": None,
+        "torch_max_reserved_mb": None,
+    }
+    if device.type == "cuda":
+        out["torch_max_allocated_mb"] = torch.cuda.max_memory_allocated(device) / MB
+        out["torch_max_reserved_mb"] = torch.cuda.max_memory_reserved(device) / MB
+    return out
