@@ -47,6 +47,7 @@ LATE_SETTINGS: dict[str, Any] = {
     "window": "epoch",
     "task": "auto",
     "experts_implementation": "default",
+    "memory_cap_mb": None,
 }
 GPU_COUNT_KEYS = ("gpus", "world_size", "nnodes")  # a change here is a change of machine
 MEMORY_SOURCE = "peak_mem_source"
