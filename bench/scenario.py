@@ -178,7 +178,14 @@ class Scenario:
         if self.timeout_s is not None:
             bounded(self.timeout_s, what("timeout_s", self.timeout_s), 0, MAX_SECONDS, above=True, unit="seconds")
         if self.memory_cap_mb is not None:
-            bounded(self.memory_cap_mb, what("memory_cap_mb", self.memory_cap_mb), 0, MAX_MEMORY_CAP_MB, above=True, unit="MB")
+            bounded(
+                self.memory_cap_mb,
+                what("memory_cap_mb", self.memory_cap_mb),
+                0,
+                MAX_MEMORY_CAP_MB,
+                above=True,
+                unit="MB",
+            )
         if not self.model.strip():
             raise bad("model", self.model, "must be a preset name or a local directory")
         self._check_parallel(bad)

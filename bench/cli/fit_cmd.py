@@ -43,14 +43,19 @@ def fit(
     most: Annotated[int | None, typer.Option("--max", help="The largest value to search.")] = None,
     seq_len: SeqLenOpt = None,
     batch_size: Annotated[
-        int | None, typer.Option("--batch-size", help="Per-device batch size, for every scenario (--dimension seq_len).")
+        int | None,
+        typer.Option("--batch-size", help="Per-device batch size, for every scenario (--dimension seq_len)."),
     ] = None,
     engine: EngineOpt = None,
     out: Annotated[
         Path | None, typer.Option(parser=path_value, help="Result directory. Default: results/<timestamp>/.")
     ] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per probe; a scenario's own timeout_s wins.")] = DEFAULT_TIMEOUT_S,
-    launcher: Annotated[str, typer.Option(help="fork (the default on Linux) or spawn, as for `gpubench run`.")] = DEFAULT_LAUNCHER,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds per probe; a scenario's own timeout_s wins.")
+    ] = DEFAULT_TIMEOUT_S,
+    launcher: Annotated[
+        str, typer.Option(help="fork (the default on Linux) or spawn, as for `gpubench run`.")
+    ] = DEFAULT_LAUNCHER,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write DIR/report.html at the end.")] = True,
 ) -> None:
     """Find the largest batch size each scenario trains with, and its throughput there.

@@ -62,7 +62,9 @@ def value_range(sc: Scenario, model: str, shape: ProbeShape, most: int | None) -
     if most is not None:
         high = min(high, most)
     if len(probe_name(sc.name, shape.dimension, high).encode("utf-8")) > MAX_NAME_BYTES:
-        raise BadInput(f"scenario '{sc.name}': its name leaves no room for a probe's suffix (.{PREFIX[shape.dimension]}N)")
+        raise BadInput(
+            f"scenario '{sc.name}': its name leaves no room for a probe's suffix (.{PREFIX[shape.dimension]}N)"
+        )
     if high < low:
         raise BadInput(f"scenario '{sc.name}': no {shape.dimension} from {low} to {high} to search")
     shape.scenario(sc, low), shape.scenario(sc, high)  # each end builds, or BadInput now

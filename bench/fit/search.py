@@ -41,9 +41,7 @@ class SearchResult:
         return len(self.probes)
 
 
-def next_value(
-    guess: int, low: int, high: int, ok: int | None, bad: int | None, step: int
-) -> tuple[int | None, int]:
+def next_value(guess: int, low: int, high: int, ok: int | None, bad: int | None, step: int) -> tuple[int | None, int]:
     """The next value to probe and the gallop step after it; None when the answer is known."""
     if ok is not None and bad is not None:
         return (None, step) if bad - ok <= 1 else ((ok + bad) // 2, step)

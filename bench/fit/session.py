@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput, ExitCode
+from ..fsio import atomic_write_json
 from ..measure.nvml import open_nvml
 from ..models import resolve_model
 from ..predict.core import parse_memory
 from ..predict.measured import DEFAULT_CONTEXT_MB
-from ..fsio import atomic_write_json
 from ..results import SCENARIOS_JSON, write_plan, write_results
 from ..results.rowcheck import usable
 from ..run import envinfo
@@ -87,7 +87,9 @@ def check_fit_request(request: FitRequest) -> float | None:
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
             raise BadInput(f"{flag} {value!r} must be a whole number from 1 to {most}")
     if request.device == "cpu" and request.gpu_memory is None:
-        raise BadInput("on the CPU, gpubench fit needs --gpu-memory", hint="nothing runs out of memory there: docs/fit.md")
+        raise BadInput(
+            "on the CPU, gpubench fit needs --gpu-memory", hint="nothing runs out of memory there: docs/fit.md"
+        )
     return parse_memory(request.gpu_memory) if request.gpu_memory is not None else None
 
 
@@ -133,7 +135,10 @@ def fit(
         env = envinfo.collect(
             device=plan.device, probe=probe, gpu=gpu, gpu_processes=procs, command=request.command, matrix=plan.matrix
         )
-        env["launcher"], env["fit"] = plan.launcher, {"dimension": request.dimension, "memory_cap_mb": shape.memory_cap_mb}
+        env["launcher"], env["fit"] = (
+            plan.launcher,
+            {"dimension": request.dimension, "memory_cap_mb": shape.memory_cap_mb},
+        )
         write_plan(plan.out, plan.to_json(), env, resumed=False)
         try:
             return _run_searches(request, plan, gpu, summary, searches, shape, reporter or NullReporter(), warn, info)
@@ -147,10 +152,14 @@ def _plan_searches(
     """Every check that needs the device: the memory to fit, each scenario's range and prediction."""
     cpu = plan.device == "cpu"
     if cpu and capacity is None:
-        raise BadInput("on the CPU, gpubench fit needs --gpu-memory", hint="nothing runs out of memory there: docs/fit.md")
+        raise BadInput(
+            "on the CPU, gpubench fit needs --gpu-memory", hint="nothing runs out of memory there: docs/fit.md"
+        )
     total = float((gpu or {}).get("memory_total_mb") or 0) or None
     if capacity is not None and total is not None and capacity > total:
-        raise BadInput(f"--gpu-memory {request.gpu_memory}: more than this GPU's {total:,.0f} MB", hint="ask about a smaller GPU")
+        raise BadInput(
+            f"--gpu-memory {request.gpu_memory}: more than this GPU's {total:,.0f} MB", hint="ask about a smaller GPU"
+        )
     context = 0.0 if cpu else DEFAULT_CONTEXT_MB  # the CPU has no CUDA context
     asked = capacity if capacity is not None else total
     cap = None if capacity is None else capacity - context
@@ -181,7 +190,9 @@ def _plan_searches(
         context_mb=context,
         memory_cap_mb=cap,
         mechanism=STAND_IN if cpu else (CAPPED if cap is not None else UNCAPPED),
-        memory_source="pred_peak_allocated_mb (the stand-in's figure)" if cpu else "peak_mem_mb (NVML per-process peak)",
+        memory_source="pred_peak_allocated_mb (the stand-in's figure)"
+        if cpu
+        else "peak_mem_mb (NVML per-process peak)",
         probe_budget=request.probes,
     )
     return summary, searches, shape

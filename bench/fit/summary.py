@@ -121,7 +121,8 @@ def front(summary: FitSummary) -> list[ScenarioFit]:
 
 def _memory(fit: ScenarioFit) -> float | None:
     probe = fit.at_largest()
-    return float(probe.memory_mb) if probe is not None and _finite(probe.memory_mb) else None
+    mem = probe.memory_mb if probe is not None else None
+    return float(mem) if mem is not None and math.isfinite(mem) else None
 
 
 def _finite(value: Any) -> bool:
@@ -129,7 +130,10 @@ def _finite(value: Any) -> bool:
 
 
 def gb(mb: float | None) -> str:
-    return "-" if mb is None else f"{mb / 1024:,.1f} GB"
+    """24576 -> '24.0 GB', 170 -> '170 MB' (1 GB = 1024 MB, as --gpu-memory)."""
+    if mb is None:
+        return "-"
+    return f"{mb / 1024:,.1f} GB" if mb >= 1024 else f"{mb:,.0f} MB"
 
 
 def headline(summary: FitSummary) -> str:
