@@ -56,6 +56,7 @@ WHOLE_RANGES = {
     "seed": (0, 2**32 - 1),
     "profile_steps": (0, 1000),  # a trace of more steps than this is hundreds of MB
 }
+MAX_MEMORY_CAP_MB = 1024.0**3  # a petabyte, as --gpu-memory (bench/predict/core.py)
 TEXT_FIELDS = ("name", "description", "model")
 MAX_NAME_BYTES = 200  # a file name holds 255 bytes: NAME-rN.log, and the work folder NAME-rN
 
@@ -100,6 +101,9 @@ class Scenario:
     experts_implementation: str = "default"  # a mixture-of-experts model's expert kernels (transformers')
     seed: int = 42
     timeout_s: float | None = None
+    # the GPU memory the worker may use, in MB: caps torch's allocator (its reserved memory) on a
+    # GPU; on the CPU the memory model's predicted peak stands in for an allocation (bench/worker/memcap.py)
+    memory_cap_mb: float | None = None
     inject_fault: str = "none"
     fault_rank: int = -1  # with inject_fault in a multi-process scenario: only this rank (-1: every rank)
     # -- beyond one GPU: processes per node ("all": every visible GPU; on the CPU, gloo processes)
@@ -178,6 +182,15 @@ class Scenario:
             raise bad("compile_mode", self.compile_mode, "needs compile = true")
         if self.timeout_s is not None:
             bounded(self.timeout_s, what("timeout_s", self.timeout_s), 0, MAX_SECONDS, above=True, unit="seconds")
+        if self.memory_cap_mb is not None:
+            bounded(
+                self.memory_cap_mb,
+                what("memory_cap_mb", self.memory_cap_mb),
+                0,
+                MAX_MEMORY_CAP_MB,
+                above=True,
+                unit="MB",
+            )
         if not self.model.strip():
             raise bad("model", self.model, "must be a preset name or a local directory")
         if self.command:

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 AA_PAIR = (REPO / "results/h200-bert-large/aa/a", REPO / "results/h200-bert-large/aa/b")
 REDIRECTS = (">", ">>", "|", "2>")
 RESULT_DIR = re.compile(r"^(results|baselines)/[^.]*/?$")  # a path with no file suffix
-PARSE_ONLY = {"run"}
+PARSE_ONLY = {"run", "fit"}
 
 
 def commands() -> Iterator[tuple[list[str], Any]]:

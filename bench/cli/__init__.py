@@ -12,7 +12,7 @@ import typer
 
 from .. import version
 from ..errors import ExitCode, GpubenchError
-from . import compare_cmd, cost_cmd, history_cmd, predict_cmd, report_cmd, run_cmd
+from . import compare_cmd, cost_cmd, fit_cmd, history_cmd, predict_cmd, report_cmd, run_cmd
 
 # errors of writing that the user must fix (space, permissions, a read-only mount), not bugs
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG)
@@ -29,6 +29,7 @@ run_cmd.register(app)
 compare_cmd.register(app)
 history_cmd.register(app)
 predict_cmd.register(app)
+fit_cmd.register(app)
 report_cmd.register(app)
 cost_cmd.register(app)
 

@@ -232,6 +232,31 @@ def speed_memory_map(report: Report) -> str:
         return _svg(fig, "map", "Speed versus peak memory per scenario")
 
 
+def fit_chart(points: list[dict[str, Any]], dimension: str) -> str:
+    """Horizontal bars, fastest first: each recipe's samples/s at the largest value that fits (bench/report/fit.py)."""
+    with _figure(len(points), per_row=0.38) as (fig, ax):
+        if not points:
+            ax.text(
+                0.5, 0.5, "no scenario trained at any value probed", ha="center", va="center", transform=ax.transAxes
+            )
+            ax.set_axis_off()
+            return _svg(fig, "fit", "Fastest recipe that fits")
+        top = max(float(p["samples_per_s"]) for p in points) or 1.0
+        for y, p in enumerate(points):
+            value = float(p["samples_per_s"])
+            ax.barh(y, value, height=0.62, color=ORANGE if p["front"] else BLUE, edgecolor="white")
+            label = f"{fmt_num(value, 2)}  ({dimension} {p['value']})" + ("  [front]" if p["front"] else "")
+            ax.text(value + top * 0.01, y, _plain(label), va="center", fontsize=8)
+        ax.set_yticks(range(len(points)))
+        ax.set_yticklabels([_plain(str(p["scenario"])) for p in points])
+        ax.set_ylim(len(points) - 0.5, -0.5)
+        ax.set_xlim(0, top * 1.45)
+        ax.set_xlabel(f"samples/s at the largest {dimension} that trains (one short probe)")
+        ax.grid(True, axis="x", linewidth=0.4, alpha=0.5)
+        ax.set_axisbelow(True)
+        return _svg(fig, "fit", "Fastest recipe that fits")
+
+
 def scaling_chart(lines: list[ScalingLine], metric: str, prefix: str) -> str:
     """One line per strategy against the number of GPUs: metric "samples_per_s" (median) or
     "efficiency" (weak scaling, 1.0 at one GPU, the dotted line)."""

@@ -17,6 +17,8 @@ from ..fmt import fmt_date, fmt_num, fmt_pct, missing, noise_legend, noise_tag, 
 from ..fsio import atomic_write_text
 from ..results import NOISE_COLUMNS
 from .data import Problem, Report, device_name, env_part, findings, gpu_cells, load_many
+from .fit import chart_points, fit_of
+from .fit import html_section as fit_section
 from .scaling import ScalingLine, workloads
 
 REPORT_HTML = "report.html"
@@ -101,6 +103,9 @@ def render(report: Report) -> str:
             _figure("Speed versus memory", charts.speed_memory_map(report), _map_caption(report)),
             _scaling(report.scaling, charts.scaling_chart),
         ]
+        fit = fit_of(report)  # a `gpubench fit` directory: its capacity section first
+        if fit is not None:
+            figures.insert(0, fit_section(fit, charts.fit_chart(chart_points(fit), fit.dimension)))
     body = [_header(report), _findings(report), _summary(report), _problems(report.problems), *figures, _footer(report)]
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

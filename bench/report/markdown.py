@@ -10,6 +10,7 @@ from typing import Any
 from ..fmt import fmt_date, fmt_num, md_table, md_text, missing, noise_legend, noise_tag, sentence
 from ..results import NOISE_COLUMNS
 from .data import Report, device_name, env_part, findings, gpu_cells
+from .fit import fit_of, markdown_lines
 
 BASE_MARK, FRONT_MARK = "★", "◆"
 
@@ -29,6 +30,9 @@ def render(report: Report) -> str:
     lines += ["", *_table(*_summary(report)), "", legend + (f"; {md_text(tags)}" if tags else ""), ""]
     lines += ["### Findings", "", *[f"- {md_text(f)}" for f in findings(report)]]
     lines += [f"- _{md_text(note)}_" for note in report.notes]
+    fit = fit_of(report)
+    if fit is not None:
+        lines += markdown_lines(fit)
     if report.problems:
         rows = [[p.scenario, p.status, f"{p.not_ok} of {p.repeats}", _clip(p.reason, 200)] for p in report.problems]
         header = ["Scenario", "Status", "Repeats not ok", "Reason"]

@@ -180,6 +180,7 @@ NUMERIC_SETTINGS = [
     "warmup_steps",
     "seed",
     "timeout_s",
+    "memory_cap_mb",
     "profile_steps",
 ]
 # Figures that may be below zero; every other numeric column is a count, a time, a size or a rate.

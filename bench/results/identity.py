@@ -48,6 +48,7 @@ LATE_SETTINGS: dict[str, Any] = {
     "task": "auto",
     "experts_implementation": "default",
     "command": "",
+    "memory_cap_mb": None,
 }
 GPU_COUNT_KEYS = ("gpus", "world_size", "nnodes")  # a change here is a change of machine
 MEMORY_SOURCE = "peak_mem_source"

@@ -22,6 +22,7 @@ from .clock import StepClock
 from .data import dataset_for, image_shape
 from .engines.base import EngineInputs
 from .llm import build_trained
+from .memcap import apply_memory_cap
 from .model import count_parameters, count_trainable, task_of
 from .precision import matmul_precision, set_tf32
 from .profiling import StepProfiler, trace_path
@@ -88,6 +89,7 @@ def build_inputs(
         torch.cuda.set_device(device)
         set_tf32(sc.tf32)
         torch.empty(1, device=device)  # the CUDA context, unless a start-up thread made it already
+    apply_memory_cap(sc, model_name, device)  # a GPU's allocator capped, or the CPU's stand-in OOM
     marks["cuda_ready"] = time.time()
     agree = None
     if rank is not None:
