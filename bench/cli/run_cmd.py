@@ -153,6 +153,15 @@ def run(
             "row of one exits 5, its row still written.",
         ),
     ] = None,
+    parity_seeds: Annotated[
+        int | None,
+        typer.Option(
+            "--parity-seeds",
+            metavar="N",
+            help="Run the loss reference (baseline, or the matrix's parity_reference) at N seeds, for the band "
+            "each row's loss is judged in (parity column; docs/parity.md). Default: the matrix's parity_seeds, or 1.",
+        ),
+    ] = None,
     record: Annotated[
         bool,
         typer.Option(
@@ -220,6 +229,7 @@ def run(
         report=report,
         ceiling=ceiling,
         require=tuple(name for value in require or () for name in split_names(value, "--require") or ()),
+        parity_seeds=parity_seeds,
     )
     plan, outcome = api.run(
         request,

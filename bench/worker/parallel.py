@@ -16,8 +16,6 @@ import torch
 from ..scenario import Scenario
 from .compiling import repeated_blocks
 
-LR = 5e-5  # the engines' default learning rate (optimizers.AdamSettings, TrainingArguments)
-
 
 def layer_class(model: torch.nn.Module) -> str:
     blocks = repeated_blocks(model)
@@ -46,7 +44,7 @@ def deepspeed_config(sc: Scenario, auto: bool) -> dict[str, Any]:
     if auto:
         config["train_batch_size"] = "auto"
     if sc.offload != "none":
-        config["optimizer"] = {"type": "AdamW", "params": {"lr": LR, "weight_decay": 0.0}}
+        config["optimizer"] = {"type": "AdamW", "params": {"lr": sc.effective_learning_rate, "weight_decay": 0.0}}
     return config
 
 
