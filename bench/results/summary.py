@@ -81,6 +81,7 @@ def _parity(group: pd.DataFrame) -> dict[str, Any]:
         "parity_delta": _median(judged, "parity_delta") if len(judged) else math.nan,
         "parity_band": _median(judged, "parity_band") if len(judged) else math.nan,
         "final_window_loss": _median(group[group["status"] == "ok"], "final_window_loss"),
+        "parity_ref": next((str(v) for v in judged.get("parity_ref", []) if isinstance(v, str) and v), ""),
     }
 
 
