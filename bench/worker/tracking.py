@@ -33,6 +33,9 @@ class LossTracker:
         self.nonfinite: torch.Tensor | None = None  # over the losses folded so far
         self.points: list[torch.Tensor] = []  # block means, on the device
         self.tail: tuple[torch.Tensor, int] | None = None  # the last, partial block: its mean and length
+        # the curve's points are the losses times this: the Trainer's training_step returns the loss
+        # divided by the accumulation steps (its engine sets grad_accum_steps), the Accelerate loop the model's
+        self.curve_scale = 1.0
 
     def track(self, loss: torch.Tensor) -> None:
         self.losses.append(loss.detach().clone() if self.copy else loss.detach())
@@ -64,11 +67,11 @@ class LossTracker:
         loss of its micro-batches (None where it is not finite). Read after `result`."""
         if self.losses:
             self._fold()
-        means = [float(v) for v in torch.cat(self.points).tolist()] if self.points else []
+        means = [float(v) * self.curve_scale for v in torch.cat(self.points).tolist()] if self.points else []
         steps = [(i + 1) * self.every_steps for i in range(len(means))]
         if self.tail is not None:
             mean, micro = self.tail
-            means.append(float(mean))
+            means.append(float(mean) * self.curve_scale)
             steps.append(len(steps) * self.every_steps + -(-micro // self.micro_per_step))
         return {
             "every_steps": self.every_steps,

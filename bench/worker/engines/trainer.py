@@ -24,6 +24,9 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
     clock, losses, phases, scratch = inputs.clock, inputs.losses, inputs.phases, inputs.scratch
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
+    # training_step returns the micro-batch's loss over the accumulation steps: the curve shows the loss itself
+    losses.curve_scale = float(sc.grad_accum_steps)
+
     class ClockCallback(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
             clock.train_begin()
