@@ -229,7 +229,9 @@ def _parity(meta: dict[str, Any], origin: str) -> tuple[str, int]:
         raise BadInput(f"{origin}: [matrix]: parity_reference = {reference!r} must be a scenario's name")
     seeds = meta.get("parity_seeds", 1)
     if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= MAX_PARITY_SEEDS:
-        raise BadInput(f"{origin}: [matrix]: parity_seeds = {seeds!r} must be a whole number from 1 to {MAX_PARITY_SEEDS}")
+        raise BadInput(
+            f"{origin}: [matrix]: parity_seeds = {seeds!r} must be a whole number from 1 to {MAX_PARITY_SEEDS}"
+        )
     return reference, seeds
 
 

@@ -88,7 +88,14 @@ def test_judge_never_raises_and_names_a_known_verdict(ref: list[float], candidat
 # -- the rows of a run ---------------------------------------------------------------------------
 def rows(**final: float) -> list[dict[str, Any]]:
     return [
-        {"scenario": name, "repeat": 0, "status": "ok", "final_window_loss": v, "initial_loss": 8.3, "loss_finite": True}
+        {
+            "scenario": name,
+            "repeat": 0,
+            "status": "ok",
+            "final_window_loss": v,
+            "initial_loss": 8.3,
+            "loss_finite": True,
+        }
         for name, v in final.items()
     ]
 
@@ -108,7 +115,9 @@ def test_add_parity_judges_every_row_against_the_reference_seeds() -> None:
         "oom": None,
     }
     bf16 = rs[1]
-    assert bf16["parity_delta"] == pytest.approx(8.301 - 8.31) and bf16["parity_band"] == pytest.approx(band([8.3, 8.32]))
+    assert bf16["parity_delta"] == pytest.approx(8.301 - 8.31) and bf16["parity_band"] == pytest.approx(
+        band([8.3, 8.32])
+    )
     assert (bf16["parity_seeds"], bf16["parity_ref"]) == (2, "baseline")
     add_parity(rs, reference="bf16")  # a new reference: every column set afresh
     assert [r.get("parity") for r in rs] == ["", "reference", "", "", "diverged", None]
@@ -117,8 +126,18 @@ def test_add_parity_judges_every_row_against_the_reference_seeds() -> None:
 def test_seed_scenarios_copy_the_reference_at_the_next_seeds() -> None:
     base = (Scenario("baseline", model="tiny", seed=7), Scenario("bf16", model="tiny", precision="bf16"))
     out = seed_scenarios(base, "baseline", 3)
-    assert [(s.name, s.seed) for s in out] == [("baseline", 7), ("bf16", 42), ("baseline.seed8", 8), ("baseline.seed9", 9)]
-    assert out[2].settings() == {**base[0].settings(), "name": "baseline.seed8", "seed": 8, "description": out[2].description}
+    assert [(s.name, s.seed) for s in out] == [
+        ("baseline", 7),
+        ("bf16", 42),
+        ("baseline.seed8", 8),
+        ("baseline.seed9", 9),
+    ]
+    assert out[2].settings() == {
+        **base[0].settings(),
+        "name": "baseline.seed8",
+        "seed": 8,
+        "description": out[2].description,
+    }
     assert seed_scenarios(base, "baseline", 1) == base and seed_scenarios(base, "absent", 3) == base
     assert parity.is_reference("baseline.seed8", "baseline") and not parity.is_reference("baseline.seedx", "baseline")
     with pytest.raises(BadInput, match="baseline.seed8.*taken"):
@@ -220,12 +239,23 @@ def test_the_tracker_folds_the_losses_into_block_means() -> None:
 def test_compare_turns_equivalent_into_deviates_a_regression() -> None:
     def side(verdict: str, delta: float) -> pd.DataFrame:
         return pd.DataFrame(
-            [{"scenario": "bf16", "status": "ok", "parity": verdict, "parity_delta": delta, "parity_band": 0.02, "parity_seeds": 3}]
+            [
+                {
+                    "scenario": "bf16",
+                    "status": "ok",
+                    "parity": verdict,
+                    "parity_delta": delta,
+                    "parity_band": 0.02,
+                    "parity_seeds": 3,
+                }
+            ]
         )
 
     worse = judge_parity(side("equivalent", 0.001), side("deviates", 0.5))
     assert worse is not None and worse["verdict"] == "regression"
-    assert worse["note"] == "loss deviates (delta +0.5 beyond ±0.02, 3 seeds); base: loss equivalent (delta +0.001 within ±0.02, 3 seeds)"
+    assert worse["note"] == (
+        "loss deviates (delta +0.5 beyond ±0.02, 3 seeds); base: loss equivalent (delta +0.001 within ±0.02, 3 seeds)"
+    )
     back = judge_parity(side("diverged", math.nan), side("equivalent", 0.001))
     assert back is not None and back["verdict"] == "improvement"
     same = judge_parity(side("equivalent", 0.001), side("equivalent", 0.002))

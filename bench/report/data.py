@@ -479,8 +479,8 @@ def loss_cells(r: dict[str, Any]) -> list[str]:
     delta, band = r.get("parity_delta"), r.get("parity_band")
     if verdict == "reference":
         verdict = "ref"
-    elif verdict in ("deviates", "equivalent") and not missing(delta) and not missing(band):
-        verdict += f" {float(delta):+.3g} (±{float(band):.2g})"
+    elif verdict in ("deviates", "equivalent") and isinstance(delta, float) and isinstance(band, float):
+        verdict += "" if missing(delta) or missing(band) else f" {delta:+.3g} (±{band:.2g})"
     return [fmt_num(r.get("final_window_loss"), 4), verdict]
 
 

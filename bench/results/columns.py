@@ -216,7 +216,11 @@ SIGNED_COLUMNS = (
     "overhead_s",
     "exit_code",  # a negative code is a signal
 )
-NONFINITE_COLUMNS = ("final_loss", "initial_loss", "final_window_loss")  # a diverged row records the NaN or infinite loss
+NONFINITE_COLUMNS = (
+    "final_loss",
+    "initial_loss",
+    "final_window_loss",
+)  # a diverged row records the NaN or infinite loss
 REQUIRED_COLUMNS = ["scenario", "repeat", "status", "samples_per_s", "peak_mem_mb"]
 
 

@@ -89,7 +89,9 @@ def judge(candidate: float, reference: Sequence[float], *, start: float = math.n
     if not finite or not math.isfinite(candidate):
         return Parity("diverged", delta, half, len(ref), "a loss that is not finite")
     if math.isfinite(start) and start > 0 and candidate > EXPLODE * start:
-        return Parity("diverged", delta, half, len(ref), f"final loss above {EXPLODE:g}x the reference's initial {start:.4g}")
+        return Parity(
+            "diverged", delta, half, len(ref), f"final loss above {EXPLODE:g}x the reference's initial {start:.4g}"
+        )
     if not ref:
         return Parity("", delta, half, 0, "the reference has no finite loss")
     if math.isnan(half):
@@ -153,7 +155,9 @@ def add_parity(rows: list[dict[str, Any]], reference: str = DEFAULT_REFERENCE) -
         if not refs or status not in ("ok", "diverged"):
             continue
         if is_reference(str(r["scenario"]), reference):
-            p = Parity("reference", _number(r.get("final_window_loss")) - statistics.fmean(seeds), band(seeds), len(seeds))
+            p = Parity(
+                "reference", _number(r.get("final_window_loss")) - statistics.fmean(seeds), band(seeds), len(seeds)
+            )
         else:
             finite = status == "ok" and r.get("loss_finite") not in (False, "False", "false")
             p = judge(_number(r.get("final_window_loss")), seeds, start=start, finite=finite)

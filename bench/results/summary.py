@@ -75,7 +75,9 @@ def _parity(group: pd.DataFrame) -> dict[str, Any]:
     delta and the band."""
     from .parity import worst
 
-    judged = group[group["parity"].map(lambda v: isinstance(v, str) and bool(v))] if "parity" in group else group.iloc[:0]
+    judged = (
+        group[group["parity"].map(lambda v: isinstance(v, str) and bool(v))] if "parity" in group else group.iloc[:0]
+    )
     return {
         "parity": worst(list(judged["parity"])) if len(judged) else "",
         "parity_delta": _median(judged, "parity_delta") if len(judged) else math.nan,

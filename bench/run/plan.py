@@ -215,7 +215,8 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
     scenarios = resolve_gpus(scenarios, device, uuids)
     check_writable(out)
     name = str(saved.get("matrix", ""))
-    parity = saved.get("parity") if isinstance(saved.get("parity"), dict) else {}
+    saved_parity = saved.get("parity")
+    parity: dict[str, Any] = saved_parity if isinstance(saved_parity, dict) else {}
     reference = parity.get("reference", matrix_mod.DEFAULT_PARITY_REFERENCE)
     plan = RunPlan(
         name,

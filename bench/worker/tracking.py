@@ -20,7 +20,9 @@ class LossTracker:
     `micro_per_step` micro-batches) become one point, their mean, at the fold (fold_every is a
     multiple of the block), so the curve costs nothing per step either and holds one number a point."""
 
-    def __init__(self, fold_every: int = 1024, copy: bool = False, every_steps: int = 1, micro_per_step: int = 1) -> None:
+    def __init__(
+        self, fold_every: int = 1024, copy: bool = False, every_steps: int = 1, micro_per_step: int = 1
+    ) -> None:
         self.block = max(1, every_steps) * max(1, micro_per_step)
         self.every_steps, self.micro_per_step = max(1, every_steps), max(1, micro_per_step)
         self.fold_every = self.block * max(1, -(-fold_every // self.block))
