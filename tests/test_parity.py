@@ -119,8 +119,9 @@ def test_add_parity_judges_every_row_against_the_reference_seeds() -> None:
         band([8.3, 8.32])
     )
     assert (bf16["parity_seeds"], bf16["parity_ref"]) == (2, "baseline")
-    add_parity(rs, reference="bf16")  # a new reference: every column set afresh
-    assert [r.get("parity") for r in rs] == ["", "reference", "", "", "diverged", None]
+    add_parity(rs, reference="bf16")  # a reference of one seed: no band, nothing judged but a divergence
+    assert [r.get("parity") for r in rs] == ["", None, "", "", "diverged", None]
+    assert rs[0]["parity_seeds"] == 1 and rs[0]["parity_delta"] == pytest.approx(8.30 - 8.301)
 
 
 def test_seed_scenarios_copy_the_reference_at_the_next_seeds() -> None:

@@ -15,7 +15,7 @@ and a row's statistic is delta = its final-window loss - mean(r). Its verdict:
   or a final-window loss above EXPLODE x the reference's initial loss;
 - deviates: |delta| > band (either way: a loss that falls faster is a different training too);
 - equivalent: |delta| <= band;
-- reference: the reference's own rows and its seeds';
+- reference: the reference's own rows and its seeds' (once there are two seeds);
 - "" (no verdict): no band yet (one seed), or no loss to judge (a failed or skipped row).
 
 `judge` is pure; `add_parity` sets the parity columns of a run's rows (as add_scaling does the
@@ -40,6 +40,7 @@ VERDICTS = ("equivalent", "deviates", "diverged", "reference")
 SEVERITY = ("diverged", "deviates", "equivalent", "reference")  # worst first: a scenario's over its rows
 REL_FLOOR = 0.002  # the band is at least 0.2% of the reference's loss: seeds that agree to the last digit
 EXPLODE = 1.5  # a final-window loss 1.5x the reference's initial loss has exploded
+HUGE = 1e100  # a loss beyond this counts as not finite (its square would overflow the spread)
 COLUMNS = ("parity", "parity_delta", "parity_band", "parity_seeds", "parity_ref")
 
 
@@ -71,7 +72,7 @@ class Parity:
 def band(reference: Sequence[float]) -> float:
     """The half-width of the 95% prediction interval of one more seed's final-window loss, from the
     reference seeds' (at least REL_FLOOR of their mean); nan with fewer than two finite values."""
-    values = [float(v) for v in reference if math.isfinite(v)]
+    values = [float(v) for v in reference if _usable(v)]
     if len(values) < 2:
         return math.nan
     n, mean = len(values), statistics.fmean(values)
@@ -82,11 +83,11 @@ def band(reference: Sequence[float]) -> float:
 def judge(candidate: float, reference: Sequence[float], *, start: float = math.nan, finite: bool = True) -> Parity:
     """The verdict of a final-window loss against the reference seeds' (`start`: the reference's
     initial loss; `finite`: the row's every loss was finite)."""
-    ref = [float(v) for v in reference if math.isfinite(v)]
+    ref = [float(v) for v in reference if _usable(v)]
     mean = statistics.fmean(ref) if ref else math.nan
     half = band(ref)
-    delta = candidate - mean if math.isfinite(candidate) else math.nan
-    if not finite or not math.isfinite(candidate):
+    delta = candidate - mean if _usable(candidate) else math.nan
+    if not finite or not _usable(candidate):
         return Parity("diverged", delta, half, len(ref), "a loss that is not finite")
     if math.isfinite(start) and start > 0 and candidate > EXPLODE * start:
         return Parity(
@@ -97,6 +98,10 @@ def judge(candidate: float, reference: Sequence[float], *, start: float = math.n
     if math.isnan(half):
         return Parity("", delta, half, len(ref), "the reference ran at one seed: set parity_seeds = 3")
     return Parity("deviates" if abs(delta) > half else "equivalent", delta, half, len(ref))
+
+
+def _usable(value: float) -> bool:
+    return math.isfinite(value) and abs(value) < HUGE
 
 
 # -- the reference's seeds -----------------------------------------------------------------------
@@ -155,6 +160,8 @@ def add_parity(rows: list[dict[str, Any]], reference: str = DEFAULT_REFERENCE) -
         if not refs or status not in ("ok", "diverged"):
             continue
         if is_reference(str(r["scenario"]), reference):
+            if len(seeds) < 2:  # one seed: nothing is judged against it, so it is not marked either
+                continue
             p = Parity(
                 "reference", _number(r.get("final_window_loss")) - statistics.fmean(seeds), band(seeds), len(seeds)
             )
