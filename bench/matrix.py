@@ -15,7 +15,11 @@ from .scenario import SETTING_KEYS, Scenario
 TOP_LEVEL_KEYS = ("matrix", "model", "base", "scenarios")
 # [matrix] extends = "full": that matrix's [base] and [scenarios], this file's own on top (load_matrix)
 EXTENDS = "extends"
-MATRIX_KEYS = ("description", EXTENDS)
+# parity_reference: the scenario whose loss the others are judged against (default "baseline");
+# parity_seeds: it runs at that many seeds, for the band (docs/parity.md)
+MATRIX_KEYS = ("description", EXTENDS, "parity_reference", "parity_seeds")
+DEFAULT_PARITY_REFERENCE = "baseline"
+MAX_PARITY_SEEDS = 10
 # Command-line settings that only multi-process scenarios take (a single-GPU row stays one process).
 PARALLEL_OVERRIDES = ("gpus", "nnodes", "node_rank", "rdzv_endpoint")
 # Accepted for readers of the guide's TrainingArguments; mapped onto `precision`.
@@ -28,6 +32,8 @@ class Matrix:
     path: Path
     description: str
     scenarios: tuple[Scenario, ...]
+    parity_reference: str = DEFAULT_PARITY_REFERENCE
+    parity_seeds: int = 1
 
     def names(self) -> list[str]:
         return [s.name for s in self.scenarios]
@@ -177,12 +183,19 @@ def expand(
     description = meta.get("description", "")
     if not isinstance(description, str):
         raise BadInput(f"{origin}: [matrix]: description = {description!r} must be a string")
+    reference, seeds = _parity(meta, origin)
     base = _settings(_table(data.get("base", {}), origin, "[base]"), origin, "[base]")
     if "model" in data:
         base = {**base, "model": _model_table(data["model"], origin)}
     scenarios_table = _table(data.get("scenarios", {}), origin, "[scenarios]")
     if not scenarios_table:
         raise BadInput(f"{origin}: no scenarios", hint="add at least one [scenarios.NAME] table")
+    if "parity_reference" in meta and reference not in scenarios_table:
+        hint = did_you_mean(reference, list(scenarios_table))
+        raise BadInput(
+            f"{origin}: [matrix]: parity_reference = {reference!r} is not one of its scenarios",
+            hint=hint or f"its scenarios are {', '.join(scenarios_table)}",
+        )
     if only:
         _check_only(only, list(scenarios_table), origin)
         scenarios_table = {k: v for k, v in scenarios_table.items() if k in only}
@@ -204,7 +217,22 @@ def expand(
         path=path or Path(origin),
         description=description,
         scenarios=tuple(scenarios),
+        parity_reference=reference,
+        parity_seeds=seeds,
     )
+
+
+def _parity(meta: dict[str, Any], origin: str) -> tuple[str, int]:
+    """[matrix] parity_reference and parity_seeds, checked."""
+    reference = meta.get("parity_reference", DEFAULT_PARITY_REFERENCE)
+    if not isinstance(reference, str) or not reference:
+        raise BadInput(f"{origin}: [matrix]: parity_reference = {reference!r} must be a scenario's name")
+    seeds = meta.get("parity_seeds", 1)
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or not 1 <= seeds <= MAX_PARITY_SEEDS:
+        raise BadInput(
+            f"{origin}: [matrix]: parity_seeds = {seeds!r} must be a whole number from 1 to {MAX_PARITY_SEEDS}"
+        )
+    return reference, seeds
 
 
 def _given_overrides(overrides: dict[str, Any] | None) -> dict[str, Any]:

@@ -5,7 +5,8 @@ A metric is a figure of the results table (its `name` is its results.csv column)
 judges. Where it is judged (`judged_in`):
 
 - compare: one row per scenario in `gpubench compare`. With a threshold, the gate judges its
-  median change (bench.compare.gate); without one it is the loss, judged on finiteness only.
+  median change (bench.compare.gate); without one it is the loss, judged on finiteness only, or
+  its parity verdict, judged on turning from equivalent to deviates or diverged (and back).
 - history: a column of the history store, per result (median and spread) and per repeat, shown by
   `history show --metric`; with a threshold, `history check` judges it against the series'
   baseline, without one it is stored and shown only.
@@ -142,12 +143,25 @@ ENERGY_PER_SAMPLE = Metric(
     label="J/sample",
     decimals=None,
 )
+PARITY = Metric(
+    name="parity",  # the verdict: equivalent, deviates, diverged (bench/results/parity.py, docs/parity.md)
+    unit="",
+    direction="lower",  # |parity_delta|: nearer the reference is better
+    default_threshold_pct=None,  # judged by its verdict against the band, not by the size of a change
+    threshold=None,
+    rank_aggregation="rank0",  # rank 0's loss curve (the parent judges it)
+    judged_in=frozenset({"compare"}),
+    columns=("parity", "parity_delta", "parity_band", "parity_seeds", "parity_ref", "final_window_loss"),
+    label="loss parity",
+    decimals=None,
+)
 METRICS = (
     SAMPLES_PER_S,
     STEP_TIME_MEDIAN,
     PEAK_MEM,
     FINAL_LOSS,
     ENERGY_PER_SAMPLE,
+    PARITY,
 )  # the order of every list made from it
 BY_NAME = {m.name: m for m in METRICS}
 

@@ -41,6 +41,12 @@ OFFLOADS = ("none", "optimizer", "params")
 # The steady-state window (bench/worker/window.py): the epoch after warm-up, "auto" (until the mean
 # step time is known within a stated interval), or a whole number of optimizer steps.
 WINDOW_MODES = ("epoch", "auto")
+# The learning rate's schedule over the epoch, the same in both engines (transformers' get_scheduler,
+# which the Trainer calls): constant, linear decay to 0 (TrainingArguments' default), or cosine.
+LR_SCHEDULES = ("constant", "linear", "cosine")
+DEFAULT_LEARNING_RATE = 5e-5  # both engines' default: TrainingArguments' learning_rate
+MAX_LEARNING_RATE = 1000.0  # far beyond any that trains; a typo of units, not a setting
+LOSS_CURVE_POINTS = 100  # loss_every_steps = 0: about this many points over the epoch
 MAX_WINDOW_STEPS = 10_000_000
 MAX_GPUS_PER_NODE = 64
 MAX_NODES = 1024
@@ -55,6 +61,8 @@ WHOLE_RANGES = {
     "warmup_steps": (0, 10_000_000),
     "seed": (0, 2**32 - 1),
     "profile_steps": (0, 1000),  # a trace of more steps than this is hundreds of MB
+    "lr_warmup_steps": (0, 10_000_000),
+    "loss_every_steps": (0, 10_000_000),
 }
 MAX_MEMORY_CAP_MB = 1024.0**3  # a petabyte, as --gpu-memory (bench/predict/core.py)
 TEXT_FIELDS = ("name", "description", "model")
@@ -100,6 +108,12 @@ class Scenario:
     activation_offload: bool = False  # tensors saved for backward go to pinned CPU memory
     experts_implementation: str = "default"  # a mixture-of-experts model's expert kernels (transformers')
     seed: int = 42
+    # -- what is trained: the learning rate and its schedule (docs/parity.md); `lr_warmup_steps` ramps the
+    # learning rate up and is not `warmup_steps` (the steps kept out of the timed window)
+    learning_rate: float | None = None  # None: the engines' default, DEFAULT_LEARNING_RATE
+    lr_schedule: str = "linear"
+    lr_warmup_steps: int = 0
+    loss_every_steps: int = 0  # the loss curve: one point per this many optimizer steps; 0: LOSS_CURVE_POINTS an epoch
     timeout_s: float | None = None
     # the GPU memory the worker may use, in MB: caps torch's allocator (its reserved memory) on a
     # GPU; on the CPU the memory model's predicted peak stands in for an allocation (bench/worker/memcap.py)
@@ -155,6 +169,7 @@ class Scenario:
             ("quantize_base", QUANTIZE_BASES),
             ("task", ("auto", *TASKS)),
             ("experts_implementation", EXPERTS_IMPLEMENTATIONS),
+            ("lr_schedule", LR_SCHEDULES),
         ):
             value = getattr(self, key)
             if not isinstance(value, str) or value not in choices:
@@ -180,6 +195,8 @@ class Scenario:
             raise bad("compile_scope", self.compile_scope, "needs compile = true")
         if self.compile_mode != "default" and not self.compile:
             raise bad("compile_mode", self.compile_mode, "needs compile = true")
+        if self.learning_rate is not None:
+            bounded(self.learning_rate, what("learning_rate", self.learning_rate), 0, MAX_LEARNING_RATE, above=True)
         if self.timeout_s is not None:
             bounded(self.timeout_s, what("timeout_s", self.timeout_s), 0, MAX_SECONDS, above=True, unit="seconds")
         if self.memory_cap_mb is not None:
@@ -398,6 +415,16 @@ class Scenario:
     def optimizer_steps(self) -> int:
         """Optimizer steps in one epoch; the last partial batch is dropped (static shapes)."""
         return self.samples // self.samples_per_step
+
+    @property
+    def effective_learning_rate(self) -> float:
+        """The learning rate the engines train with: the scenario's, else their default."""
+        return float(self.learning_rate) if self.learning_rate is not None else DEFAULT_LEARNING_RATE
+
+    @property
+    def loss_every(self) -> int:
+        """Optimizer steps per point of the loss curve (loss_every_steps, or about LOSS_CURVE_POINTS an epoch)."""
+        return self.loss_every_steps or max(1, self.optimizer_steps // LOSS_CURVE_POINTS)
 
     @property
     def distributed(self) -> bool:

@@ -31,6 +31,7 @@ HEAVY_FIRST = (  # longest first (make test --durations on an idle 2-core machin
     "test_reliability.py",
     "test_families.py",
     "test_run_e2e.py",
+    "test_parity_e2e.py",
     "test_workflow.py",
     "test_required.py",
     "test_launcher.py",

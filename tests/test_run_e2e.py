@@ -113,7 +113,8 @@ def test_quick_run_writes_report_html(quick: tuple[subprocess.CompletedProcess[s
     assert "<h1>gpubench report: quick on CPU</h1>" in html
     start = html.index('<section id="problems">')
     assert "tf32 is a CUDA matmul mode" in html[start : html.index("</section>", start)]
-    assert html.count("<svg ") == 3 and "could not write the HTML report" not in done.stderr
+    # speed, loss curves, memory, speed vs memory
+    assert html.count("<svg ") == 4 and "could not write the HTML report" not in done.stderr
 
 
 def test_quick_run_env_json(quick: tuple[subprocess.CompletedProcess[str], Path]) -> None:

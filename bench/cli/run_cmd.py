@@ -163,6 +163,15 @@ def run(
             "row of one exits 5, its row still written.",
         ),
     ] = None,
+    parity_seeds: Annotated[
+        int | None,
+        typer.Option(
+            "--parity-seeds",
+            metavar="N",
+            help="Run the loss reference (baseline, or the matrix's parity_reference) at N seeds, for the band "
+            "each row's loss is judged in (parity column; docs/parity.md). Default: the matrix's parity_seeds, or 1.",
+        ),
+    ] = None,
     record: Annotated[
         bool,
         typer.Option(
@@ -234,6 +243,7 @@ def run(
         require=tuple(pattern for value in require or () for pattern in split_names(value, "--require") or ()),
         cmd=cmd,
         cmd_name=name,
+        parity_seeds=parity_seeds,
     )
     plan, outcome = api.run(
         request,

@@ -26,6 +26,7 @@ from ..measure import cpuspeed, kernels
 from ..metrics import (
     BY_NAME,
     FINAL_LOSS,
+    PARITY,
     PEAK_MEM,
     SAMPLES_PER_S,
     STEP_TIME_MEDIAN,
@@ -36,6 +37,7 @@ from ..metrics import (
 )
 from ..results import CPU_NOTE, FAILED_STATUSES, cpu_run, scenario_status, window_cpu_loop_ms
 from ..results.identity import SettingDifference, setting_differences
+from ..results.parity import row_parity, worst
 from ..stats import MIN_REPEATS
 from .env import EnvDifference, check_envs
 from .gate import Judgement, Rule, Sample, judge, percent_change
@@ -45,6 +47,7 @@ from .settings import refusal
 SPEED_METRIC, STEP_METRIC, MEMORY_METRIC = SAMPLES_PER_S.name, STEP_TIME_MEDIAN.name, PEAK_MEM.name
 JUDGED = names(metrics_in("compare", thresholded=True))  # by the gate; step time is shown beside samples/s
 LOSS_METRIC = FINAL_LOSS.name  # compared on finiteness only
+PARITY_METRIC = PARITY.name  # compared by its verdict vs each run's loss reference
 METRICS = names(metrics_in("compare"))
 # fmt: off
 VERDICTS = ("regression", "new failure", "missing", "noisy", "improvement", "fixed", "new",
@@ -247,6 +250,9 @@ def _rows(base_frame: pd.DataFrame, new_frame: pd.DataFrame, thresholds: Thresho
         loss = _judge_loss(ok_base, ok_new)
         if loss:
             rows.append(_row(str(name), b, n, **loss))
+        parity = judge_parity(ok_base, ok_new)
+        if parity:
+            rows.append(_row(str(name), b, n, **parity))
     quantities = sum(1 for items in pending.values() if items)
     for metric, items in pending.items():
         judged = judge([sample for _, sample, _ in items], thresholds.rule(metric, quantities)) if items else []
@@ -362,6 +368,41 @@ def _judge_loss(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> dict[str, Any] |
         "change_pct": change,
         "base_n": len(fb),
         "new_n": len(fn),
+        "verdict": verdict,
+        "note": note,
+    }
+
+
+GOOD_PARITY = ("equivalent", "reference")
+
+
+def judge_parity(ok_base: pd.DataFrame, ok_new: pd.DataFrame) -> dict[str, Any] | None:
+    """The loss verdict of each side against its own run's reference (bench/results/parity.py):
+    a regression when it turns from equivalent to deviates or diverged, an improvement the other
+    way; base and new are the median parity_delta; None when neither side has a verdict."""
+    sides = []
+    for frame in (ok_base, ok_new):
+        rows = [r for r in frame.to_dict("records") if row_parity(r).verdict] if "parity" in frame else []
+        verdict = worst([r["parity"] for r in rows])
+        shown = next((row_parity(r) for r in rows if r["parity"] == verdict), None)
+        sides.append((verdict, shown, _median(_values(pd.DataFrame(rows), "parity_delta")) if rows else math.nan))
+    (bv, bp, bd), (nv, np_, nd) = sides
+    if not bv and not nv:
+        return None
+    verdict = "unchanged"
+    if nv and bv in GOOD_PARITY and nv not in GOOD_PARITY:
+        verdict = "regression"
+    elif bv and bv not in GOOD_PARITY and nv in GOOD_PARITY:
+        verdict = "improvement"
+    # the note starts with the new run's verdict ("loss equivalent (...)"): compare's headlines read it there
+    new_text = np_.text() if np_ is not None else "loss not judged in the new run"
+    note = new_text if bv == nv else f"{new_text}; base: {bp.text() if bp is not None else 'loss not judged'}"
+    return {
+        "metric": PARITY_METRIC,
+        "base": bd,
+        "new": nd,
+        "base_n": len(ok_base),
+        "new_n": len(ok_new),
         "verdict": verdict,
         "note": note,
     }

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from ..fmt import METRIC_LABELS, csv_escape, md_cell, md_code, md_table, metric_num, pct, spec
 from ..termtable import PIPE_WIDTH, Column, FitTable
-from .core import JUDGED, MIN_REPEATS, ROW_COLUMNS, SPEED_METRIC, STATUS_METRIC, CompareResult
+from .core import JUDGED, MIN_REPEATS, PARITY_METRIC, ROW_COLUMNS, SPEED_METRIC, STATUS_METRIC, CompareResult
 from .gate import POWER
 from .plan import PLAN_COLUMNS, Plan, needed_text
 
@@ -131,6 +131,22 @@ def cells(row: dict[str, Any]) -> list[str]:
     return [row["scenario"], metric, base, new, change, step, n, spread, detectable, p, row["verdict"], row["note"]]
 
 
+def headlines(result: CompareResult) -> list[str]:
+    """One line per scenario whose loss was judged: its speed change and its loss verdict in the
+    new run ("liger: samples/s +21.0%, loss equivalent")."""
+    records = _records(result)
+    speed = {r["scenario"]: r["change_pct"] for r in records if r["metric"] == SPEED_METRIC}
+    lines = []
+    for r in records:
+        if r["metric"] != PARITY_METRIC:
+            continue
+        verdict = str(r["note"]).split(";")[0].split(" (")[0]  # the note starts with the new run's verdict
+        change = speed.get(r["scenario"])
+        head = f"samples/s {pct(change)}, " if change is not None and not _missing(change) else ""
+        lines.append(f"{r['scenario']}: {head}{verdict}")
+    return lines
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
@@ -148,6 +164,8 @@ def print_table(result: CompareResult, console: Console) -> None:
     for diff in result.env_differences:
         console.print(escape(f"  {diff.key}: {diff.base} -> {diff.new}"), style="dim")
     console.print(compare_table(result))
+    for line in headlines(result):
+        console.print(escape(line), highlight=False)
     colour = "yellow" if result.cpu_smoke else "green" if result.exit_code == 0 else "bold red"
     console.print(escape(gate_line(result)), style=colour, highlight=False)
 
@@ -188,6 +206,9 @@ def to_markdown(result: CompareResult) -> str:
         lines += [f"| {md_cell(d.key)} | {md_cell(d.base)} | {md_cell(d.new)} |" for d in differences]
         lines.append("")
     records = _records(result)
+    loss = headlines(result)
+    if loss:
+        lines += ["Speed and loss per scenario:", "", *[f"- {md_cell(line)}" for line in loss], ""]
     changed = [r for r in records if r["verdict"] != "unchanged"]
     lines += ["### Changes", ""]
     lines += _md_table(changed) if changed else ["No change beyond the thresholds."]

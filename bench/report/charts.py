@@ -109,6 +109,43 @@ def speed_chart(report: Report) -> str:
         return _svg(fig, "speed", "Samples per second per scenario")
 
 
+def loss_chart(report: Report) -> str:
+    """The loss curves: one line per scenario (its repeat 0) against the optimizer step; the loss
+    reference (parity_ref) thick and black, its other seeds thin and grey, each line named at its end."""
+    rows = {str(r["scenario"]): r for r in report.summary.to_dict("records")}
+    reference = next((str(r.get("parity_ref")) for r in rows.values() if r.get("parity_ref")), "")
+    curves = sorted(
+        (c for c in report.curves if c.repeat == 0 and c.scenario in rows), key=lambda c: list(rows).index(c.scenario)
+    )
+    with _figure(0, height_in=4.2) as (fig, ax):
+        labels: list[tuple[float, float, str, bool]] = []
+        styles = iter(LINE_STYLES)
+        for curve in curves:
+            points = [(float(s), v) for s, v in zip(curve.steps, curve.loss, strict=True) if v == v and abs(v) < 1e30]
+            if not points:
+                continue
+            verdict = str(rows[curve.scenario].get("parity") or "")
+            if curve.scenario == reference:
+                style: dict[str, Any] = {"color": "black", "linewidth": 2.4, "zorder": 2}
+            elif verdict == "reference":  # the reference's other seeds
+                style = {"color": GREY, "linewidth": 1.0, "linestyle": ":", "zorder": 1}
+            else:
+                colour, _, dash = next(styles, (GREY, "", "-"))
+                style = {"color": colour, "linewidth": 1.3, "linestyle": dash, "zorder": 3}
+            ax.plot([x for x, _ in points], [y for _, y in points], **style)
+            tag = {"reference": "", "": ""}.get(verdict, f" ({verdict})")
+            labels.append((points[-1][0], points[-1][1], _plain(curve.scenario + tag), False))
+        if labels:
+            low, high = ax.get_xlim()
+            ax.set_xlim(low, high + 0.3 * (high - low))  # room for the names on the right
+        place_labels(fig, ax, labels, [])
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("training loss (mean over each point's steps)")
+        ax.grid(True, linewidth=0.4, alpha=0.5)
+        ax.set_axisbelow(True)
+        return _svg(fig, "loss", "Training loss against optimizer steps")
+
+
 def memory_chart(report: Report) -> str:
     """Grouped horizontal bars: peak memory per scenario from each API the run recorded."""
     rows = report.summary.to_dict("records")

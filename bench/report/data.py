@@ -18,6 +18,7 @@ from ..errors import BadInput, did_you_mean
 from ..fmt import fmt_num, fmt_pct, missing
 from ..metrics import BY_NAME, metrics_in
 from ..results import Run, caveats, load_run, summarize, window_cpu_loop_ms
+from ..results.losscurve import Curve, read_curves
 from ..stats import MIN_REPEATS, separation
 from .scaling import ScalingLine, scaling_lines
 
@@ -69,6 +70,7 @@ class Report:
     caveats: tuple[str, ...] = ()  # what the figures are worth, said first (bench.results.caveats)
     scaling: tuple[ScalingLine, ...] = ()  # strategies at two or more GPU counts (bench.report.scaling)
     sources: tuple[Path, ...] = ()  # every results.csv pooled into this report; () means (source,)
+    curves: tuple[Curve, ...] = ()  # the loss curves of the rows (losses/, one result directory's only)
 
     @property
     def all_sources(self) -> tuple[Path, ...]:
@@ -126,7 +128,8 @@ def device_name(env: dict[str, Any] | None) -> str:
 def load(path: Path, baseline: str | None = None) -> Report:
     """Read a result directory (or its results.csv) and env.json, and build its report."""
     run = load_run(Path(path))
-    return build(run.frame, run.env, run.csv_path, baseline)
+    report = build(run.frame, run.env, run.csv_path, baseline)
+    return replace(report, curves=tuple(read_curves(run.csv_path.parent).values()))
 
 
 def load_many(paths: Sequence[Path], baseline: str | None = None) -> Report:
@@ -466,6 +469,19 @@ def _vs(row: pd.Series, metric: str, *, worth: bool = True) -> str:
         else f"; {judged}: cannot tell"
     )
     return f" ({fmt_pct(value)} vs baseline{tail})"
+
+
+def loss_cells(r: dict[str, Any]) -> list[str]:
+    """A summary row's loss cells, in the tables' order: the final-window loss and its verdict vs
+    the loss reference (bench/results/parity.py): "equivalent", "deviates +0.57 (±0.017)", "ref"."""
+    verdict = r.get("parity")
+    verdict = verdict if isinstance(verdict, str) and verdict else "–"
+    delta, band = r.get("parity_delta"), r.get("parity_band")
+    if verdict == "reference":
+        verdict = "ref"
+    elif verdict in ("deviates", "equivalent") and isinstance(delta, float) and isinstance(band, float):
+        verdict += "" if missing(delta) or missing(band) else f" {delta:+.3g} (±{band:.2g})"
+    return [fmt_num(r.get("final_window_loss"), 4), verdict]
 
 
 def gpu_cells(r: dict[str, Any], unit: str = "") -> list[str]:

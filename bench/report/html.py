@@ -16,7 +16,7 @@ from .. import __version__
 from ..fmt import fmt_date, fmt_num, fmt_pct, missing, noise_legend, noise_tag, sentence
 from ..fsio import atomic_write_text
 from ..results import NOISE_COLUMNS
-from .data import Problem, Report, device_name, env_part, findings, gpu_cells, load_many
+from .data import Problem, Report, device_name, env_part, findings, gpu_cells, load_many, loss_cells
 from .fit import chart_points, fit_of
 from .fit import html_section as fit_section
 from .scaling import ScalingLine, workloads
@@ -99,6 +99,7 @@ def render(report: Report) -> str:
     with charts.missing_glyphs_quiet():  # a CJK scenario name: boxes in the charts, not dozens of warnings
         figures = [
             _figure("Throughput", charts.speed_chart(report), _speed_caption(report)),
+            _figure("Loss", charts.loss_chart(report), _loss_caption(report)) if report.curves else "",
             _figure("Peak memory", charts.memory_chart(report), _memory_caption(report)),
             _figure("Speed versus memory", charts.speed_memory_map(report), _map_caption(report)),
             _scaling(report.scaling, charts.scaling_chart),
@@ -213,6 +214,8 @@ def _summary(report: Report) -> str:
         ("1B tokens", "GPU-hours", report.has("energy_per_sample_j")),
         ("1B tokens", "kWh", report.has("energy_per_sample_j")),
         ("bound", "its counters", report.has("bound")),
+        ("loss", "final window", report.has("final_window_loss")),
+        ("loss", "vs reference", report.has("parity")),
     ]
     shown = [c[2] for c in columns]
     head = "".join(f"<th>{h}</th>" for h in ("scenario", "what it changes", "status"))
@@ -233,6 +236,7 @@ def _summary(report: Report) -> str:
             fmt_num(r["torch_max_allocated_mb"], 0),
             "–" if missing(r["mfu"]) else f"{r['mfu'] * 100:.1f}%",
             *gpu_cells(r, "%"),
+            *loss_cells(r),
         ]
         row = [
             f'<td class="name">{_scenario_cell(r)}</td>',
@@ -350,6 +354,22 @@ def _speed_caption(report: Report) -> str:
         f"the dotted line is the baseline. {spread} Scenarios without a measurement keep "
         "their row, with their status and reason."
     )
+
+
+def _loss_caption(report: Report) -> str:
+    reference = next((str(v) for v in report.summary.get("parity_ref", []) if isinstance(v, str) and v), "")
+    text = (
+        "The training loss of each scenario (repeat 0) against its optimizer steps: each point is the mean "
+        "loss over a few steps (losses/ in the result directory)."
+    )
+    if report.has("parity"):
+        text += (
+            f" The thick black line is the loss reference, {reference}. A scenario is equivalent when its mean "
+            "loss over the last 20% of its steps lies within the band measured from the reference's seeds "
+            "(the 95% prediction interval of one more seed), deviates beyond it, and diverged when a loss is "
+            "not finite or explodes (docs/parity.md)."
+        )
+    return escape(text)
 
 
 def _memory_caption(report: Report) -> str:

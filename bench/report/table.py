@@ -32,6 +32,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
         Column("peak MB", right=True, drop=5),
         Column("vs base", right=True, drop=2),
         Column("loss", right=True, drop=1),
+        Column("parity", drop=9),  # vs the loss reference (bench/results/parity.py); "-" columns are left out
         Column("bound", drop=8),  # GPU rows only (bench/results/bound.py; "-" columns are left out)
         Column("note", note=True, drop=3),
     ]
@@ -54,6 +55,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
                 num(row["peak_mem_mb"], 0),
                 _vs(row, "peak_mem_mb"),
                 spec(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
+                parity_cell(row),
                 str(row.get("bound") or "-"),
                 error if len(error) <= NOTE_CHARS else error[: NOTE_CHARS - 1] + "…",
             ]
@@ -61,6 +63,19 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
     legend = noise_legend((v for c in NOISE_COLUMNS if c in summary for v in summary[c]), short=True)
     footer = [f"peak MB source: {source}"] if source else []
     return FitTable(columns, rows, title=title, footer=footer + ([legend] if legend else []))
+
+
+def parity_cell(row: dict[str, Any]) -> str:
+    """'equivalent', 'deviates +0.41', 'diverged'; '-' where not judged (the reference: 'ref')."""
+    verdict = row.get("parity")
+    if not isinstance(verdict, str) or not verdict:
+        return "-"
+    if verdict == "reference":
+        return "ref"
+    delta = row.get("parity_delta")
+    if verdict == "deviates" and isinstance(delta, float) and math.isfinite(delta):
+        return f"deviates {delta:+.3g}"
+    return verdict
 
 
 def _vs(row: dict[str, Any], metric: str) -> str:

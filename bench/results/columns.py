@@ -115,6 +115,20 @@ FLOP_COLUMNS = [
     "ceiling_tflops",  # the run's measured matmul ceiling in the row's format (env.json), times its GPUs
     "mfu_ceiling",  # achieved_tflops / ceiling_tflops: the share of what this GPU really reaches
 ]
+# What was trained and how the loss went (docs/parity.md): the engine's effective learning rate and
+# schedule, the loss curve's figures (losses/NAME-rN.json) and the verdict against the reference
+TRAINING_COLUMNS = [
+    "effective_learning_rate",  # what the engine trained with (learning_rate, or the engines' default)
+    "effective_lr_schedule",  # the schedule the engine built (transformers' name: constant_with_warmup, linear, ...)
+    "effective_lr_warmup_steps",
+    "initial_loss",  # the loss curve's first point
+    "final_window_loss",  # the mean loss over the curve's last 20% of optimizer steps
+    "parity",  # equivalent, deviates, diverged, reference; empty: not judged (bench/results/parity.py)
+    "parity_delta",  # final_window_loss - the reference seeds' mean
+    "parity_band",  # the band's half-width: the 95% prediction interval of one more reference seed
+    "parity_seeds",  # reference seeds the band comes from
+    "parity_ref",  # the reference scenario
+]
 OTHER_COLUMNS = [
     "final_loss",
     "loss_finite",
@@ -136,6 +150,7 @@ FIGURE_COLUMNS = (  # what a row measured or derived, after its identity and set
     + PROFILE_COLUMNS
     + PREDICTED_COLUMNS
     + FLOP_COLUMNS
+    + TRAINING_COLUMNS
     + OTHER_COLUMNS
 )
 COLUMNS = ID_COLUMNS + SETTING_COLUMNS + FIGURE_COLUMNS
@@ -167,6 +182,9 @@ NUMERIC_COLUMNS = [
         "bound",
         "bound_basis",
         "prof_trace",
+        "effective_lr_schedule",
+        "parity",
+        "parity_ref",
     )
 ]
 NAN_WORDS = ("nan", "-nan", "na", "n/a", "null", "none", "<na>")  # numeric cells that mean missing
@@ -182,10 +200,16 @@ NUMERIC_SETTINGS = [
     "timeout_s",
     "memory_cap_mb",
     "profile_steps",
+    "learning_rate",
+    "lr_warmup_steps",
+    "loss_every_steps",
 ]
 # Figures that may be below zero; every other numeric column is a count, a time, a size or a rate.
 SIGNED_COLUMNS = (
     "final_loss",
+    "initial_loss",
+    "final_window_loss",
+    "parity_delta",
     "pred_peak_error_pct",
     "flops_check_gap_pct",
     "nvml_device_peak_mb",  # the device's peak minus its idle level: another process may free memory
@@ -193,7 +217,11 @@ SIGNED_COLUMNS = (
     "overhead_s",
     "exit_code",  # a negative code is a signal
 )
-NONFINITE_COLUMNS = ("final_loss",)  # a diverged row records the NaN or infinite loss
+NONFINITE_COLUMNS = (
+    "final_loss",
+    "initial_loss",
+    "final_window_loss",
+)  # a diverged row records the NaN or infinite loss
 REQUIRED_COLUMNS = ["scenario", "repeat", "status", "samples_per_s", "peak_mem_mb"]
 # The results format (docs/results-format.md): env.json `results_format`. 1: the columns of this
 # module, REQUIRED_COLUMNS the least a file needs; a file of a newer format is refused by name.

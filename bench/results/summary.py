@@ -53,6 +53,7 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
             "trainer_samples_per_s": _median(ok, "trainer_samples_per_s"),
             "error": errors[0] if errors else "",
             **_bound(ok),
+            **_parity(group),
         }
         row.update({m: _median(ok, m) for m in JUDGED_METRICS if m not in row})  # one with no column above
         out.append(row)
@@ -67,6 +68,23 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
             for name, change in zip(summary["scenario"], summary[f"{metric}_vs_baseline_pct"], strict=True)
         ]
     return summary
+
+
+def _parity(group: pd.DataFrame) -> dict[str, Any]:
+    """The scenario's loss verdict (the worst of its rows'; bench/results/parity.py), the median
+    delta and the band."""
+    from .parity import worst
+
+    judged = (
+        group[group["parity"].map(lambda v: isinstance(v, str) and bool(v))] if "parity" in group else group.iloc[:0]
+    )
+    return {
+        "parity": worst(list(judged["parity"])) if len(judged) else "",
+        "parity_delta": _median(judged, "parity_delta") if len(judged) else math.nan,
+        "parity_band": _median(judged, "parity_band") if len(judged) else math.nan,
+        "final_window_loss": _median(group[group["status"] == "ok"], "final_window_loss"),
+        "parity_ref": next((str(v) for v in judged.get("parity_ref", []) if isinstance(v, str) and v), ""),
+    }
 
 
 def _bound(ok: pd.DataFrame) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from ..errors import BadInput
 from ..results import ENV_JSON, RESULTS_CSV, SCENARIOS_JSON
 from ..results.dirlock import LOCK_FILE, _lock, check_unlocked
+from ..results.losscurve import LOSSES_DIR
 
 __all__ = [
     "LOCK_FILE",
@@ -33,8 +34,8 @@ __all__ = [
     "remove_folders",
     "remove_stale_temps",
 ]
-# What a run writes first (scenarios.json, env.json) and as it goes (results.csv, logs/, work/).
-RUN_ENTRIES = (RESULTS_CSV, SCENARIOS_JSON, ENV_JSON, "logs", "work")
+# What a run writes first (scenarios.json, env.json) and as it goes (results.csv, logs/, work/, losses/).
+RUN_ENTRIES = (RESULTS_CSV, SCENARIOS_JSON, ENV_JSON, "logs", "work", LOSSES_DIR)
 
 
 def check_unused(out: Path) -> None:

@@ -18,6 +18,7 @@ from ..errors import BadInput
 from ..models import check_model, display_name, resolve_model
 from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..results.columns import KNOWN_COLUMNS
+from ..results.parity import seed_scenarios
 from ..scenario import Scenario
 from .launcher import DEFAULT_LAUNCHER
 from .outdir import check_unlocked, check_unused, missing_folders, remove_folders
@@ -44,6 +45,8 @@ class RunPlan:
     gpu_uuids: tuple[str, ...] = ()  # the chosen GPU and those after it: a multi-GPU scenario's
     ceiling_tflops: dict[str, float] = field(default_factory=dict)  # measured per format (env.json matmul_ceiling)
     made: tuple[Path, ...] = ()  # the folders this run made for `out` (it and new parents), deepest first
+    parity_reference: str = matrix_mod.DEFAULT_PARITY_REFERENCE  # the loss reference (docs/parity.md)
+    parity_seeds: int = 1  # the seeds it runs at (its extra seeds are scenarios of the plan)
 
     @property
     def results_csv(self) -> Path:
@@ -71,6 +74,7 @@ class RunPlan:
             "device": self.device,
             "model": self.model,
             "timeout_s": self.timeout_s,
+            "parity": {"reference": self.parity_reference, "seeds": self.parity_seeds},
             "scenarios": [s.settings() for s in self.scenarios],
         }
 
@@ -81,7 +85,7 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
     if request.resume is not None:
         return _resume(request, scratch, affinity)
     # Check matrix, settings, --only, --require, models and --out before starting any child: a typo costs nothing.
-    planned_name, planned, _ = _scenarios(request, "cpu")
+    planned_name, planned, _, _ = _scenarios(request, "cpu")
     origin = f"matrix '{planned_name}'" + (" with --only" if request.only else "")
     check_patterns(request.require, [s.name for s in planned], origin)
     check_device_name(request.device)
@@ -94,7 +98,7 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         seen = probe(request.device, scratch)
         device, uuid = resolve_device(request.device, seen)
         uuids = gpu_uuids(device, seen)
-        name, scenarios, model = _scenarios(request, device)
+        name, scenarios, model, parity = _scenarios(request, device)
         scenarios = resolve_gpus(scenarios, device, uuids)
     except BaseException:
         remove_folders(made)  # leave no empty result directory behind
@@ -113,6 +117,8 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         cpu_affinity=affinity,
         gpu_uuids=uuids,
         made=made,
+        parity_reference=parity[0],
+        parity_seeds=parity[1],
     )
     return plan, seen
 
@@ -193,7 +199,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
             "or also give the same --matrix to check they still match",
         )
     if request.matrix is not None:
-        _, current, _ = _scenarios(request, device)
+        _, current, _, _ = _scenarios(request, device)
         # gpus = "all" was resolved to a number when the run was planned
         unresolved = [
             s.replace(gpus=old.gpus) if s.gpus == "all" and len(current) == len(scenarios) else s
@@ -211,6 +217,9 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
     scenarios = resolve_gpus(scenarios, device, uuids)
     check_writable(out)
     name = str(saved.get("matrix", ""))
+    saved_parity = saved.get("parity")
+    parity: dict[str, Any] = saved_parity if isinstance(saved_parity, dict) else {}
+    reference = parity.get("reference", matrix_mod.DEFAULT_PARITY_REFERENCE)
     plan = RunPlan(
         name,
         scenarios,
@@ -226,25 +235,30 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         launcher=request.launcher,
         cpu_affinity=affinity,
         gpu_uuids=uuids,
+        parity_reference=str(reference),
+        parity_seeds=int(parity.get("seeds", 1)),
     )
     return plan, seen
 
 
-def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, ...], str]:
+def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, ...], str, tuple[str, int]]:
+    """The matrix's name, its scenarios (the loss reference's extra seeds appended), the models shown,
+    and (parity reference, seeds): --parity-seeds wins over the matrix's parity_seeds."""
     if request.cmd is not None:
-        return COMMAND_MATRIX, (command_scenario(request),), "command"
+        return COMMAND_MATRIX, (command_scenario(request),), "command", (matrix_mod.DEFAULT_PARITY_REFERENCE, 1)
     overrides = {**request.overrides, "model": request.model}
     # only the selected scenarios are built, so an override is checked on them alone
     m = matrix_mod.load_matrix(
         "full" if request.matrix is None else request.matrix, overrides=overrides, only=request.only
     )
-    scenarios = m.scenarios
+    seeds = m.parity_seeds if request.parity_seeds is None else request.parity_seeds
+    scenarios = seed_scenarios(m.scenarios, m.parity_reference, seeds)
     for sc in scenarios:
         if sc.is_command:
             check_program(sc.command[0], f"{sc.origin or m.name}: scenario '{sc.name}': command")
     models = resolve_models(scenarios, device)
     shown = [display_name(m) for m in models] + (["command"] if any(s.is_command for s in scenarios) else [])
-    return m.name, scenarios, shown[0] if len(shown) == 1 else ", ".join(shown)
+    return m.name, scenarios, shown[0] if len(shown) == 1 else ", ".join(shown), (m.parity_reference, seeds)
 
 
 def resolve_models(scenarios: tuple[Scenario, ...], device: str) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 from .. import cpus
 from ..checks import MAX_REPEATS, MAX_SECONDS, ascii_digits, bounded
 from ..errors import BadInput
+from ..matrix import MAX_PARITY_SEEDS
 from .launcher import DEFAULT_LAUNCHER, LAUNCHERS
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -41,6 +42,7 @@ class RunRequest:
     require: tuple[str, ...] = ()  # scenario globs whose skipped row fails the run (exit 5)
     cmd: str | None = None  # `--cmd "torchrun ... train.py"`: the user's script as the one scenario
     cmd_name: str = "cmd"  # that scenario's name
+    parity_seeds: int | None = None  # the loss reference's seeds (docs/parity.md); None: the matrix's
 
 
 def check_request(request: RunRequest) -> tuple[int, ...] | None:
@@ -51,6 +53,10 @@ def check_request(request: RunRequest) -> tuple[int, ...] | None:
     if request.time_limit_s is not None:
         limit = request.time_limit_s
         bounded(limit, f"--time-limit {limit}", 0, MAX_SECONDS, above=True, unit="seconds")
+    if request.parity_seeds is not None:
+        bounded(request.parity_seeds, f"--parity-seeds {request.parity_seeds}", 1, MAX_PARITY_SEEDS, whole=True)
+        if request.resume is not None:
+            raise BadInput("--parity-seeds plans new scenarios: give it to a new run, not with --resume")
     if request.retry_failed and request.resume is None:
         raise BadInput("--retry-failed needs --resume DIR", hint="it runs again the failed rows of an earlier run")
     if request.launcher not in LAUNCHERS:

@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .. import predict
-from ..errors import CannotWrite, ExitCode
+from ..errors import BadInput, CannotWrite, ExitCode
 from ..fsio import atomic_write_json, read_json
 from ..measure import flops, gpuwatch, hostmem
 from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, TreeSampler, open_nvml
 from ..models import resolve_model
 from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, bound, read_results, write_results
+from ..results.losscurve import write_curve
+from ..results.parity import add_parity
 from ..results.rowcheck import usable
 from ..results.scaling import add_scaling
 from ..scenario import Scenario
@@ -108,6 +110,7 @@ def execute(
                 row = usable(run_one(plan, sc, repeat, nvml, gpu_name, launcher, ctrl_c))  # it must read back
                 rows.append(row)
                 add_scaling(rows)
+                add_parity(rows, plan.parity_reference)
                 rows.sort(key=lambda r: (order.get(r["scenario"], 1 << 30), int(r["repeat"])))
                 write_results(plan.results_csv, rows)
                 reporter.scenario_end(row)
@@ -205,6 +208,7 @@ def run_one(
     peaks = sampler.stop() if sampler else None
     status, error, figures = _outcome(proc, result_path, timeout_s, kills_before)
     row = _row(sc, repeat, model, plan.device, status, error, figures, peaks)
+    _add_curve(row, plan.out, result_path)
     return _finish_row(row, sc, model, gpu_name, figures, launched_at, proc, log_path, plan.ceiling_tflops)
 
 
@@ -242,6 +246,7 @@ def _run_distributed(
             status, error = told
             figures = {}
     row = _row(sc, repeat, model, plan.device, status, error, figures, _largest(per_gpu))
+    _add_curve(row, plan.out, job.result)
     if per_gpu and status != "skipped":
         row["nvml_process_peak_sum_mb"] = sum(p.peak_mb for p in per_gpu)
         row["gpu_peaks_mb"] = ",".join(f"{p.peak_mb:.0f}" for p in per_gpu)
@@ -272,6 +277,24 @@ def _run_command(
         row["nvml_process_peak_sum_mb"] = sum(p.peak_mb for p in per_gpu)
         row["gpu_peaks_mb"] = ",".join(f"{p.peak_mb:.0f}" for p in per_gpu)
     return _finish_row(row, sc, COMMAND_MODEL, gpu_name, figures, launched_at, proc, log_path, plan.ceiling_tflops)
+
+
+def _add_curve(row: dict[str, Any], out: Path, result_path: Path) -> None:
+    """The worker's loss curve into losses/NAME-rN.json, and its initial and final-window loss into the row."""
+    if row["status"] not in ("ok", "diverged"):
+        return
+    try:
+        data = read_json(result_path).get("loss_curve")
+    except (OSError, ValueError, AttributeError):
+        return
+    if not isinstance(data, dict):
+        return
+    try:
+        curve = write_curve(out, row["scenario"], int(row["repeat"]), data)
+    except BadInput:  # a worker's malformed curve: the row stands without it
+        return
+    if curve is not None:
+        row["initial_loss"], row["final_window_loss"] = curve.initial, curve.final_window
 
 
 def _largest(per_gpu: list[MemoryPeaks]) -> MemoryPeaks | None:
@@ -367,6 +390,14 @@ def _row(
     row.update({k: v for k, v in sc.settings().items() if k in SETTING_COLUMNS})  # not name, inject_fault
     row["command"] = json.dumps(list(sc.command)) if sc.command else ""  # a list cell is JSON
     row.update({"model_resolved": model, "device": device})
+    # what the engines train with by default (bench/worker/schedule.py); the worker's figures say what they did
+    row.update(
+        {
+            "effective_learning_rate": sc.effective_learning_rate,
+            "effective_lr_schedule": sc.lr_schedule,
+            "effective_lr_warmup_steps": sc.lr_warmup_steps,
+        }
+    )
     row.update(figures)
     if status == "skipped":
         return row

@@ -20,8 +20,6 @@ from ..engines import precision_matmuls
 from ..scenario import Scenario
 from .compiling import repeated_blocks
 
-LR = 5e-5  # the engines' default learning rate (optimizers.AdamSettings, TrainingArguments)
-
 
 def layer_class(model: torch.nn.Module) -> str:
     blocks = repeated_blocks(model)
@@ -50,7 +48,7 @@ def deepspeed_config(sc: Scenario, auto: bool) -> dict[str, Any]:
     if auto:
         config["train_batch_size"] = "auto"
     if sc.offload != "none":
-        config["optimizer"] = {"type": "AdamW", "params": {"lr": LR, "weight_decay": 0.0}}
+        config["optimizer"] = {"type": "AdamW", "params": {"lr": sc.effective_learning_rate, "weight_decay": 0.0}}
     return config
 
 

@@ -131,7 +131,11 @@ def build_inputs(
         agree=agree,
         profiler=_profiler(sc, device, trace, scratch, rank),
     )
-    losses = LossTracker(copy=sc.compile and sc.compile_mode == "reduce-overhead")
+    losses = LossTracker(
+        copy=sc.compile and sc.compile_mode == "reduce-overhead",
+        every_steps=sc.loss_every,
+        micro_per_step=sc.grad_accum_steps,
+    )
     return EngineInputs(sc, model, dataset, device, clock, losses, phases, scratch)
 
 
@@ -181,7 +185,8 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         ranks = dist.gather(figures)
         figures = combine_ranks(ranks, sc.engine)
     status, reason = loss_outcome(ranks)
-    return {"status": status, "reason": reason, "figures": figures}
+    # rank 0's curve (the leader's result.json); the parent writes it to losses/ (bench/results/losscurve.py)
+    return {"status": status, "reason": reason, "figures": figures, "loss_curve": losses.curve()}
 
 
 def count_flops(sc: Scenario, model_name: str, model: Any) -> dict[str, Any]:

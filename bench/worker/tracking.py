@@ -15,10 +15,18 @@ class LossTracker:
     """Keeps the losses on the device and reads them once at the end: no kernel and no sync per
     step (a detached reference is all a step costs), so the tracker cannot slow a launch-bound
     step. Every `fold_every` losses are folded into a running non-finite count on the device (a
-    few kernels per thousand steps), so a long run does not hold every loss."""
+    few kernels per thousand steps), so a long run does not hold every loss.
 
-    def __init__(self, fold_every: int = 1024, copy: bool = False) -> None:
-        self.fold_every = fold_every
+    The loss curve: every `block` losses (micro-batches: `every_steps` optimizer steps of
+    `micro_per_step` micro-batches) become one point, their mean, at the fold (fold_every is a
+    multiple of the block), so the curve costs nothing per step either and holds one number a point."""
+
+    def __init__(
+        self, fold_every: int = 1024, copy: bool = False, every_steps: int = 1, micro_per_step: int = 1
+    ) -> None:
+        self.block = max(1, every_steps) * max(1, micro_per_step)
+        self.every_steps, self.micro_per_step = max(1, every_steps), max(1, micro_per_step)
+        self.fold_every = self.block * max(1, -(-fold_every // self.block))
         # CUDA graphs (compile_mode = "reduce-overhead") reuse their output memory at the next replay:
         # a loss kept from an earlier step must be a copy (one small kernel a step), or reading it
         # raises "accessing tensor output of CUDAGraphs that has been overwritten".
@@ -26,6 +34,11 @@ class LossTracker:
         self.losses: list[torch.Tensor] = []
         self.last: torch.Tensor | None = None
         self.nonfinite: torch.Tensor | None = None  # over the losses folded so far
+        self.points: list[torch.Tensor] = []  # block means, on the device
+        self.tail: tuple[torch.Tensor, int] | None = None  # the last, partial block: its mean and length
+        # the curve's points are the losses times this: the Trainer's training_step returns the loss
+        # divided by the accumulation steps (its engine sets grad_accum_steps), the Accelerate loop the model's
+        self.curve_scale = 1.0
 
     def track(self, loss: torch.Tensor) -> None:
         self.losses.append(loss.detach().clone() if self.copy else loss.detach())
@@ -37,6 +50,11 @@ class LossTracker:
         bad = (~torch.isfinite(values)).sum()
         self.nonfinite = bad if self.nonfinite is None else self.nonfinite + bad
         self.last = values[-1]
+        full = len(values) // self.block * self.block
+        if full:
+            self.points.append(values[:full].reshape(-1, self.block).mean(dim=1))
+        if full < len(values):  # only at the end: fold_every is a multiple of the block
+            self.tail = (values[full:].mean(), len(values) - full)
         self.losses = []
 
     def result(self) -> dict[str, Any]:
@@ -46,6 +64,23 @@ class LossTracker:
             return {"final_loss": float("nan"), "loss_finite": False, "nonfinite_losses": 0}
         final = float(self.last)
         return {"final_loss": final, "loss_finite": math.isfinite(final), "nonfinite_losses": int(self.nonfinite)}
+
+    def curve(self) -> dict[str, Any]:
+        """The loss curve as plain data: the optimizer step at the end of each point, and the mean
+        loss of its micro-batches (None where it is not finite). Read after `result`."""
+        if self.losses:
+            self._fold()
+        means = [float(v) * self.curve_scale for v in torch.cat(self.points).tolist()] if self.points else []
+        steps = [(i + 1) * self.every_steps for i in range(len(means))]
+        if self.tail is not None:
+            mean, micro = self.tail
+            means.append(float(mean) * self.curve_scale)
+            steps.append(len(steps) * self.every_steps + -(-micro // self.micro_per_step))
+        return {
+            "every_steps": self.every_steps,
+            "steps": steps,
+            "loss": [v if math.isfinite(v) else None for v in means],
+        }
 
 
 class MemoryPhases:

@@ -18,7 +18,8 @@ from ..compiling import compiled
 from ..dist import wrapper_name
 from ..llm import apply_liger, fused_loss_eager
 from ..offload import offload_forward
-from ..optimizers import make_optimizer
+from ..optimizers import AdamSettings, make_optimizer
+from ..schedule import effective, make_scheduler, scheduler_name
 from .base import EngineInputs
 
 MIXED = {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}
@@ -33,6 +34,15 @@ class AccelerateLoop:
     model: Any
     optimizer: Any
     loader: Any
+    scheduler: Any = None  # None under DeepSpeed's own CPU Adam (ZeRO-Offload): a constant rate
+
+    @property
+    def effective(self) -> dict[str, Any]:
+        """The learning rate, schedule and warm-up this loop trains with (results columns)."""
+        sc = self.inputs.sc
+        if self.scheduler is None:
+            return effective(sc.effective_learning_rate, "constant", 0)
+        return effective(sc.effective_learning_rate, scheduler_name(sc), sc.lr_warmup_steps)
 
     def step(self, batch: dict[str, torch.Tensor]) -> None:
         accelerator, model, optimizer = self.accelerator, self.model, self.optimizer
@@ -44,6 +54,10 @@ class AccelerateLoop:
             phases.mark("after_backward")
             optimizer.step()
             phases.mark_optimizer_step(optimizer)
+            # as the Trainer: once per optimizer step, not after one fp16's GradScaler skipped (the
+            # scheduler is not prepared: accelerate's would step once per process)
+            if self.scheduler is not None and accelerator.sync_gradients and not accelerator.optimizer_step_was_skipped:
+                self.scheduler.step()
             optimizer.zero_grad(set_to_none=True)
         self.inputs.losses.track(loss)
         if accelerator.sync_gradients:
@@ -72,9 +86,11 @@ def setup(inputs: EngineInputs) -> AccelerateLoop:
     if sc.strategy == "deepspeed" and sc.offload != "none":  # DeepSpeed builds its CPU Adam
         from accelerate.utils import DummyOptim
 
-        optimizer = DummyOptim(model.parameters(), lr=parallel.LR)
+        optimizer = DummyOptim(model.parameters(), lr=sc.effective_learning_rate)
+        scheduler = None
     else:
-        optimizer = make_optimizer(sc.optimizer, model)
+        optimizer = make_optimizer(sc.optimizer, model, AdamSettings(lr=sc.effective_learning_rate))
+        scheduler = make_scheduler(sc, optimizer)
     loader = torch.utils.data.DataLoader(
         inputs.dataset,
         batch_size=sc.batch_size,
@@ -88,7 +104,7 @@ def setup(inputs: EngineInputs) -> AccelerateLoop:
         model = compiled(model, sc.compile_scope, sc.compile_mode)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     model.train()
-    return AccelerateLoop(inputs, accelerator, model, optimizer, loader)
+    return AccelerateLoop(inputs, accelerator, model, optimizer, loader, scheduler)
 
 
 def train(inputs: EngineInputs) -> dict[str, Any]:
@@ -108,6 +124,7 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
     # The loop's own figures over what it trained (the whole epoch unless the window ended it), the
     # counterpart of the Trainer's train_runtime (this rank's; bench/worker/ranks.py adds the ranks up).
     figures: dict[str, Any] = {"trainer_runtime_s": loop_s, "trainer_samples_per_s": samples / loop_s}
+    figures.update(loop.effective)
     if inputs.sc.distributed:
         figures["parallel_wrapper"] = wrapper_name(loop.model)
     return figures

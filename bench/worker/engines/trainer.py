@@ -15,6 +15,7 @@ from ..llm import LIGER_KERNELS, fused_loss_eager
 from ..offload import offload_forward
 from ..optimizers import AdamSettings, make_optimizer
 from ..precision import set_tf32
+from ..schedule import effective, scheduler_name
 from .base import EngineInputs
 
 
@@ -22,6 +23,9 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
     sc, model, dataset, device = inputs.sc, inputs.model, inputs.dataset, inputs.device
     clock, losses, phases, scratch = inputs.clock, inputs.losses, inputs.phases, inputs.scratch
     from transformers import Trainer, TrainerCallback, TrainingArguments
+
+    # training_step returns the micro-batch's loss over the accumulation steps: the curve shows the loss itself
+    losses.curve_scale = float(sc.grad_accum_steps)
 
     class ClockCallback(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
@@ -68,6 +72,9 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         # which would mix two techniques in one row.
         tf32=sc.tf32 if device.type == "cuda" else None,
         num_train_epochs=1,
+        learning_rate=sc.effective_learning_rate,
+        lr_scheduler_type=scheduler_name(sc),
+        warmup_steps=sc.lr_warmup_steps,
         seed=sc.seed,
         use_cpu=device.type == "cpu",
         report_to="none",
@@ -101,6 +108,8 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         # transformers count the whole planned epoch in train_samples_per_second)
         samples_per_s = trainer.state.global_step * sc.samples_per_step * args.world_size / runtime_s
     figures: dict[str, Any] = {"trainer_runtime_s": runtime_s, "trainer_samples_per_s": samples_per_s}
+    schedule = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
+    figures.update(effective(args.learning_rate, schedule, args.get_warmup_steps(sc.optimizer_steps)))
     if sc.distributed:
         figures["parallel_wrapper"] = wrapper_name(trainer.model_wrapped)
     return figures
