@@ -97,6 +97,15 @@ TRAINER = Engine(
             "is built by gpubench and handed to the Trainer through optimizers=, which the Trainer refuses "
             'under FSDP; use engine = "accelerate" or an optimizer the Trainer builds',
         ),
+        *(
+            Rule(
+                key,
+                lambda sc, key=key: getattr(sc, key) != 1,
+                "builds a device mesh that only the Accelerate loop trains on here (the Trainer's own "
+                'tensor parallelism needs a checkpoint loaded with tp_plan); use engine = "accelerate"',
+            )
+            for key in ("tp", "cp", "dp_replicate")
+        ),
         Rule(
             "strategy",
             lambda sc: sc.strategy == "fsdp",
