@@ -109,8 +109,6 @@ def tp_refusal(cfg: Mapping[str, Any], tp: int) -> str | None:
     if tp == 1:
         return None
     sizes = {k: cfg.get(k) for k in TP_DIVIDES}
-    if sizes["num_key_value_heads"] is None:
-        sizes["num_key_value_heads"] = sizes["num_attention_heads"]
     missing = [k for k, v in sizes.items() if not isinstance(v, int)]
     if missing:
         return f"needs a decoder whose config gives {', '.join(missing)} (a Llama-shaped model)"

@@ -92,6 +92,14 @@ def run(
             "each row's mfu_ceiling), about 10-20 s.",
         ),
     ] = True,
+    skip_preflight: Annotated[
+        bool,
+        typer.Option(
+            "--skip-preflight",
+            help="Do not time all-reduce, all-gather and reduce-scatter (bus GB/s, env.json interconnect) once "
+            "per world size before the multi-process scenarios.",
+        ),
+    ] = False,
     gpus: Annotated[
         str | None,
         typer.Option(
@@ -219,6 +227,7 @@ def run(
         cpu_affinity=cpu_affinity,
         report=report,
         ceiling=ceiling,
+        preflight=not skip_preflight,
         require=tuple(name for value in require or () for name in split_names(value, "--require") or ()),
     )
     plan, outcome = api.run(
