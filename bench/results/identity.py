@@ -47,6 +47,10 @@ LATE_SETTINGS: dict[str, Any] = {
     "window": "epoch",
     "task": "auto",
     "experts_implementation": "default",
+    "tp": 1,
+    "cp": 1,
+    "dp_replicate": 1,
+    "dp_shard": "auto",
 }
 GPU_COUNT_KEYS = ("gpus", "world_size", "nnodes")  # a change here is a change of machine
 MEMORY_SOURCE = "peak_mem_source"

@@ -14,7 +14,7 @@ from typing import Any
 from .columns import SETTING_COLUMNS
 
 PARALLEL_SETTINGS = ("gpus", "nnodes", "node_rank")
-STRATEGY_SETTINGS = ("strategy", "zero_stage", "fsdp_sharding", "offload")
+STRATEGY_SETTINGS = ("strategy", "zero_stage", "fsdp_sharding", "offload", "tp", "cp", "dp_replicate", "dp_shard")
 NOT_WORKLOAD = ("description", "timeout_s", "samples", "warmup_steps", "window", *PARALLEL_SETTINGS)
 
 
