@@ -112,7 +112,7 @@ def tp_refusal(cfg: Mapping[str, Any], tp: int) -> str | None:
     missing = [k for k, v in sizes.items() if not isinstance(v, int)]
     if missing:
         return f"needs a decoder whose config gives {', '.join(missing)} (a Llama-shaped model)"
-    bad = [f"{k} = {v}" for k, v in sizes.items() if int(v) % tp]
+    bad = [f"{k} = {v}" for k, v in sizes.items() if isinstance(v, int) and v % tp]
     if bad:
         return f"must divide the model's {' and '.join(bad)} (each rank takes whole heads and an equal MLP part)"
     return None

@@ -342,7 +342,7 @@ class Scenario:
             raise bad(
                 key,
                 getattr(self, key),
-                'needs strategy = "fsdp": the mesh\'s data-parallel dimensions are FSDP2\'s (DDP and DeepSpeed '
+                "needs strategy = \"fsdp\": the mesh's data-parallel dimensions are FSDP2's (DDP and DeepSpeed "
                 "do not take DTensor parameters)",
             )
         if isinstance(self.gpus, int):
@@ -359,7 +359,9 @@ class Scenario:
             "fp8": self.fp8,
         }
         for other in (k for k, on in unwired.items() if on):
-            raise bad(other, getattr(self, other), f"is not wired through a device mesh here ({key} = {getattr(self, key)})")
+            raise bad(
+                other, getattr(self, other), f"is not wired through a device mesh here ({key} = {getattr(self, key)})"
+            )
         if self.cp > 1:
             if self.attn_implementation == "eager":
                 raise bad("cp", self.cp, "shards SDPA's attention: needs attn_implementation sdpa or default")

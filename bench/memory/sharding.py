@@ -21,8 +21,9 @@ weights and moments):
                  With offload the GPU holds DeepSpeed's own buffers, which are not predicted.
 
 Activations are those of one GPU's micro-batch (on a mesh, a layer's over tp x cp: tensor
-parallelism splits the heads and the MLP, context parallelism the sequence; the head's over cp); under FSDP2 and DeepSpeed in half precision the
-parameters themselves are half, so the residual stream is too (bert_acts.layer_activations).
+parallelism splits the heads and the MLP, context parallelism the sequence; the head's over
+cp); under FSDP2 and DeepSpeed in half precision the parameters themselves are half, so the
+residual stream is too (bert_acts.layer_activations).
 """
 
 from __future__ import annotations

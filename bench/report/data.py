@@ -18,8 +18,8 @@ from ..errors import BadInput, did_you_mean
 from ..fmt import fmt_num, fmt_pct, missing
 from ..metrics import BY_NAME, metrics_in
 from ..results import Run, caveats, load_run, summarize, window_cpu_loop_ms
-from ..stats import MIN_REPEATS, separation
 from ..results.scaling import allreduce_busbw
+from ..stats import MIN_REPEATS, separation
 from .scaling import ScalingLine, scaling_lines
 
 DEFAULT_BASELINE = "baseline"

@@ -16,8 +16,8 @@ from .. import __version__
 from ..fmt import fmt_date, fmt_num, fmt_pct, missing, noise_legend, noise_tag, sentence
 from ..fsio import atomic_write_text
 from ..results import NOISE_COLUMNS
-from .data import Problem, Report, device_name, env_part, findings, gpu_cells, load_many
 from ..results.scaling import allreduce_busbw
+from .data import Problem, Report, device_name, env_part, findings, gpu_cells, load_many
 from .scaling import ScalingLine, workloads
 
 REPORT_HTML = "report.html"
@@ -173,7 +173,7 @@ def _env_rows(report: Report) -> list[tuple[str, str]]:
         ("command", f"<code>{text(env.get('command'))}</code>"),
         ("results", ", ".join(f"<code>{escape(str(s))}</code>" for s in report.all_sources)),
     ]
-    if (line := _interconnect(env)) is not None:
+    if (line := interconnect_line(env)) is not None:
         rows.append(("interconnect", line))
     if commit:
         edited = " (tracked files edited since this commit)" if env_part(env, "git").get("dirty") else ""
@@ -322,7 +322,7 @@ def _scaling_table(lines: list[ScalingLine]) -> str:
                 f'<tr><td class="name">{escape(line.label)}</td><td class="num">{p.gpus}</td>'
                 f'<td class="num">{escape(fmt_num(p.samples_per_s, 2))}</td><td class="num">{p.n}</td>'
                 f'<td class="num">{efficiency}</td><td class="num">{escape(_busbw(p.busbw_gbps))}</td>'
-                f'<td>{escape(", ".join(p.scenarios))}</td></tr>'
+                f"<td>{escape(', '.join(p.scenarios))}</td></tr>"
             )
     table = "\n".join(rows)
     return f'<div class="scroll"><table>\n{table}\n</table></div>'
@@ -332,7 +332,7 @@ def _busbw(gbps: float | None) -> str:
     return "–" if gbps is None else fmt_num(gbps, 3)
 
 
-def _interconnect(env: dict[str, Any]) -> str | None:
+def interconnect_line(env: dict[str, Any]) -> str | None:
     """env.json's interconnect check in one line: all-reduce bus GB/s at each world size."""
     checks = env.get("interconnect")
     if not isinstance(checks, dict):

@@ -58,4 +58,3 @@ def measure(processes: int, device: str, scratch: Path, cpu_affinity: tuple[int,
         return {"reason": f"the interconnect check failed ({why}): {tail(log, 300).strip()}"}
     data: dict[str, Any] = read_json(out)
     return data
-

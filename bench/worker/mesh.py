@@ -61,7 +61,7 @@ def parallelize(model: torch.nn.Module, sc: Scenario, m: Mesh, mesh: Any) -> str
     if m.tp > 1:
         from torch.distributed.tensor.parallel import parallelize_module
 
-        base = getattr(model, model.base_model_prefix)  # the plan's keys start at the base model (layers.*)
+        base = getattr(model, str(model.base_model_prefix))  # the plan's keys start at the base model (layers.*)
         parallelize_module(base, mesh["tp"], tp_plan(model))
     if m.dp_replicate * m.fsdp_shards > 1:
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
