@@ -93,7 +93,8 @@ def shared_notes(sc: Scenario, n: int, assumed_gpus: int, predicted: bool = True
         if mesh.asked(vars(sc)):
             try:
                 layout = mesh.resolve(vars(sc), n)
-                how += f" on a mesh: dp_replicate {layout.dp_replicate} x dp_shard {layout.dp_shard} x cp {layout.cp} x tp {layout.tp}"
+                sizes = zip(mesh.DIMS, layout.shape, strict=True)
+                how += " on a mesh: " + " x ".join(f"{name} {size}" for name, size in sizes)
             except ValueError as exc:
                 how += f" on a mesh that does not fit {n} processes: {exc}"
         notes.append(f"per GPU over {n} processes ({how}){assumed}; activations of one GPU's micro-batch")
