@@ -216,7 +216,9 @@ def count_flops(sc: Scenario, model_name: str, model: Any) -> dict[str, Any]:
     # Liger patches the transformers classes themselves (not only the trained instance): a meta copy
     # would launch its Triton kernels on meta tensors' null pointers, an illegal memory access that
     # kills the CUDA context after the window (every H200 liger row, liger-kernel 0.8.5)
-    no_check = "Liger's Triton kernels patch the model's classes and cannot run on the meta device" if sc.liger else None
+    no_check = (
+        "Liger's Triton kernels patch the model's classes and cannot run on the meta device" if sc.liger else None
+    )
     return flopcount.figures(model, fam, task, tokens, build_meta, inputs, no_check)
 
 
