@@ -85,6 +85,19 @@ def _gpubench_optimizer_under_fsdp(sc: Scenario) -> bool:
     return OPTIMIZERS[sc.optimizer] is None and sc.strategy == "fsdp"
 
 
+_MESH_ON_THE_LOOP = (
+    "builds a device mesh that only the Accelerate loop trains on here (the Trainer's own tensor "
+    'parallelism needs a checkpoint loaded with tp_plan); use engine = "accelerate"'
+)
+
+
+def _above_one(key: str) -> Callable[[Scenario], bool]:
+    def applies(sc: Scenario) -> bool:
+        return bool(getattr(sc, key) != 1)
+
+    return applies
+
+
 TRAINER = Engine(
     name="trainer",
     label="the Trainer",
@@ -99,6 +112,7 @@ TRAINER = Engine(
             "is built by gpubench and handed to the Trainer through optimizers=, which the Trainer refuses "
             'under FSDP; use engine = "accelerate" or an optimizer the Trainer builds',
         ),
+        *(Rule(key, _above_one(key), _MESH_ON_THE_LOOP) for key in ("tp", "cp", "dp_replicate")),
         Rule(
             "strategy",
             lambda sc: sc.strategy == "fsdp",

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from . import engines
+from . import engines, mesh
 from .checks import MAX_SECONDS, bounded, host_port
 from .errors import BadInput, did_you_mean
 from .families import TASKS, refusal
@@ -132,6 +132,12 @@ class Scenario:
     # -- your own script: an argument list (never a shell) that gpubench runs instead of its worker;
     # the script calls gpubench's step hook (bench/hook/, docs/your-script.md)
     command: tuple[str, ...] = ()
+    # -- a device mesh under FSDP2 (bench/mesh.py; docs/multi-gpu.md): tensor and context parallel
+    # ranks, data-parallel replicas (HSDP) and shards; dp_shard "auto": what the others leave
+    tp: int = 1
+    cp: int = 1
+    dp_replicate: int = 1
+    dp_shard: int | str = "auto"
     # where the scenario came from, for messages only (not compared, not saved as a setting)
     origin: str = field(default="", compare=False, repr=False)
 
@@ -353,7 +359,7 @@ class Scenario:
             raise bad(
                 "fsdp_sharding",
                 "hybrid",
-                "(HSDP) needs a 2-D device mesh, which gpubench does not build yet; use full or grad_op",
+                "is not a sharding here: HSDP is dp_replicate = N (replicas) x dp_shard (shards) on a 2-D mesh",
             )
         if self.fsdp_sharding not in FSDP_SHARDINGS:
             raise bad("fsdp_sharding", self.fsdp_sharding, f"is not one of {', '.join(FSDP_SHARDINGS)}")
@@ -395,6 +401,7 @@ class Scenario:
                 raise bad("offload", self.offload, why)
         if self.nnodes > 1 and not self.rdzv_endpoint:
             raise bad("nnodes", self.nnodes, 'needs rdzv_endpoint = "HOST:PORT" of node 0 (the same on every node)')
+        self._check_mesh(bad)
         if self.fault_rank >= 0 and self.inject_fault == "none":
             raise bad("fault_rank", self.fault_rank, "needs inject_fault")
         if self.fault_rank >= 0 and isinstance(self.gpus, int) and self.fault_rank >= self.gpus * self.nnodes:
@@ -404,6 +411,54 @@ class Scenario:
                 f"is not a rank of the job: gpus x nnodes = {self.gpus * self.nnodes} ranks (0 to "
                 f"{self.gpus * self.nnodes - 1})",
             )
+
+    def _check_mesh(self, bad: Any) -> None:
+        """tp, cp, dp_replicate, dp_shard: whole numbers, under FSDP2, multiplying to the world size."""
+        for key in ("tp", "cp", "dp_replicate", "dp_shard"):
+            value = getattr(self, key)
+            if not (_whole(value, 1, MAX_GPUS_PER_NODE * MAX_NODES) or (key == "dp_shard" and value == mesh.AUTO)):
+                auto = ' or "auto"' if key == "dp_shard" else ""
+                raise bad(key, value, f"must be a whole number from 1 to {MAX_GPUS_PER_NODE * MAX_NODES}{auto}")
+        asked = [k for k in ("tp", "cp", "dp_replicate") if getattr(self, k) != 1]
+        if self.dp_shard != mesh.AUTO:
+            asked.append("dp_shard")
+        if not asked:
+            return
+        key = asked[0]
+        if self.strategy != "fsdp":
+            raise bad(
+                key,
+                getattr(self, key),
+                "needs strategy = \"fsdp\": the mesh's data-parallel dimensions are FSDP2's (DDP and DeepSpeed "
+                "do not take DTensor parameters)",
+            )
+        if isinstance(self.gpus, int):
+            try:
+                mesh.resolve(vars(self), self.world_size)
+            except ValueError as exc:
+                raise bad(key, getattr(self, key), f"does not fit the job: {exc}") from None
+        if not mesh.asked(vars(self)):
+            return  # dp_shard alone: FSDP's own one-dimensional sharding
+        unwired = {
+            "offload": self.offload != "none",
+            "precision": self.precision == "fp16",  # GradScaler over DTensor gradients: bf16 needs none
+            "peft": self.peft != "none",
+            "fp8": self.fp8,
+        }
+        for other in (k for k, on in unwired.items() if on):
+            raise bad(
+                other, getattr(self, other), f"is not wired through a device mesh here ({key} = {getattr(self, key)})"
+            )
+        if self.cp > 1:
+            if self.attn_implementation == "eager":
+                raise bad("cp", self.cp, "shards SDPA's attention: needs attn_implementation sdpa or default")
+            if self.seq_len % (2 * self.cp):
+                raise bad(
+                    "cp",
+                    self.cp,
+                    f"splits each sequence into 2 x cp = {2 * self.cp} chunks (load-balanced causal attention); "
+                    f"seq_len = {self.seq_len} must be a multiple of {2 * self.cp}",
+                )
 
     # -- derived figures ------------------------------------------------------------------
     @property
@@ -453,6 +508,8 @@ class Scenario:
         """Why this scenario cannot run without CUDA, or None."""
         if self.tf32:
             return "tf32 is a CUDA matmul mode (Ampere or newer); it has no meaning on the CPU"
+        if self.cp > 1:
+            return "context parallelism shards attention through torch's CUDA SDPA kernels (context_parallel)"
         if self.strategy == "deepspeed":
             return "DeepSpeed's engine needs a GPU here (its CPU accelerator needs Intel's extension for PyTorch)"
         if why := engines.ENGINES[self.engine].needs_cuda(self):

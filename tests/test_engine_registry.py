@@ -29,6 +29,8 @@ REFUSALS: list[tuple[str, dict[str, Any], str | None]] = [
     ("trainer", {**FSDP, "optimizer": "adamw"}, None),  # an optimizer the Trainer builds
     ("trainer", {"strategy": "ddp", "gpus": 2, "optimizer": "adamw_foreach"}, None),
     ("trainer", {"optimizer": "adamw_foreach"}, None),
+    ("trainer", {**FSDP, "model": "llama-tiny", "optimizer": "adamw", "tp": 2}, "tp"),  # a device mesh
+    ("accelerate", {**FSDP, "model": "llama-tiny", "tp": 2}, None),
     ("accelerate", {**FSDP, "model": "llama-tiny", "optimizer": "adam8bit_manual"}, None),
     ("accelerate", {**FSDP, "optimizer": "adamw_foreach"}, None),
     ("fabric", {"strategy": "deepspeed", "zero_stage": 2, "gpus": 2, "grad_accum_steps": 2}, "grad_accum_steps"),

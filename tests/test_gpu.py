@@ -240,3 +240,24 @@ def test_the_matmul_ceiling_is_in_env_json(watched_run: Path) -> None:
     assert formats["bf16"]["tflops"] > 100  # any GPU with bf16 tensor cores
     assert formats["fp32"]["tflops"] < formats["bf16"]["tflops"]
     assert env["matmul_ceiling"]["sm_clock_mhz"] > 0
+
+
+@pytest.mark.skipif(gpu_count() < 2 or gpu_count() % 2, reason="needs an even number of CUDA GPUs, 2 or more")
+def test_tensor_parallel_hsdp_and_context_parallel_on_every_gpu(tmp_path: Path) -> None:
+    """The mesh matrix under NCCL: tp 2, HSDP and cp 2 train beside FSDP2, after the interconnect check."""
+    out = tmp_path / "mesh"
+    done = gpubench(
+        "run", "--matrix", "mesh", "--model", "llama-tiny", "--samples", "64", "--warmup-steps", "2", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["scenario"]: r for r in read_results(out / "results.csv").to_dict("records")}
+    n = gpu_count()
+    wrappers = {"fsdp": "FSDP2", "tp2": "TP 2" if n == 2 else f"FSDP2 {n // 2} + TP 2", "hsdp": f"HSDP 2x{n // 2}"}
+    wrappers["cp2"] = "FSDP2 2 + CP 2" if n == 2 else f"FSDP2 {n} + CP 2"
+    for name, wrapper in wrappers.items():
+        row = rows[name]
+        assert (row["status"], row["parallel_wrapper"], row["world_size"]) == ("ok", wrapper, n), row["error"]
+        assert row["loss_finite"]
+    env = json.loads((out / "env.json").read_text())
+    check = env["interconnect"][str(n)]
+    assert check["backend"] == "nccl" and all(r["busbw_gbps"] > 0 for r in check["results"])

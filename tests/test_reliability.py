@@ -371,7 +371,8 @@ def test_no_rank_outlives_a_killed_or_hung_up_parent(tmp_path: Path, sig: signal
     """torchrun is asked to die with gpubench (PR_SET_PDEATHSIG) and each rank with torchrun, so a
     SIGKILLed parent leaves nothing behind; SIGHUP (a closed terminal) is an interruption: the ranks
     are stopped, the row is `interrupted`, exit 130. Found by the spec path in their command lines."""
-    run = start(tmp_path, {"ddp-hang": {"strategy": "ddp", "gpus": 2, "inject_fault": "hang"}}, "--timeout", "600")
+    hang = {"ddp-hang": {"strategy": "ddp", "gpus": 2, "inject_fault": "hang"}}
+    run = start(tmp_path, hang, "--timeout", "600", "--skip-preflight")
     marker = str(run.out / "work" / "ddp-hang-r0" / "spec.json")
     try:
         wait_for("torchrun and its 2 ranks", lambda: len(pids_with(marker)) >= 3, timeout=240)

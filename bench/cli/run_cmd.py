@@ -102,6 +102,14 @@ def run(
             "each row's mfu_ceiling), about 10-20 s.",
         ),
     ] = True,
+    skip_preflight: Annotated[
+        bool,
+        typer.Option(
+            "--skip-preflight",
+            help="Do not time all-reduce, all-gather and reduce-scatter (bus GB/s, env.json interconnect) once "
+            "per world size before the multi-process scenarios.",
+        ),
+    ] = False,
     gpus: Annotated[
         str | None,
         typer.Option(
@@ -244,6 +252,7 @@ def run(
         cmd=cmd,
         cmd_name=name,
         parity_seeds=parity_seeds,
+        preflight=not skip_preflight,
     )
     plan, outcome = api.run(
         request,

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import mesh
 from ..errors import BadInput, did_you_mean
 from . import bert, decoder, generic, llama, moe, vit
 from .base import TASK_CLASSES, TASKS, Family, architectures_named, task_from_architectures
@@ -183,6 +184,9 @@ def refusal(model: str, fields: Mapping[str, Any]) -> tuple[str, Any, str] | Non
             task,
             f"is not a task of the {fam.name} family ({model_type}): its tasks are {', '.join(fam.tasks)}",
         )
+    tp = fields.get("tp", 1)
+    if isinstance(tp, int) and (why := mesh.tp_refusal(cfg, tp)):
+        return "tp", tp, why
     for technique, key, value in techniques_asked(fields):
         if not fam.takes(technique):
             takers = [f.name for f in FAMILIES if f.takes(technique)]

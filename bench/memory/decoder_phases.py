@@ -20,7 +20,7 @@ from . import terms
 from .decoder import DecoderDims, buffer_bytes, is_layer_linear, param_count, param_tensors
 from .decoder_weights import decoder_states, head_tensor
 from .prediction import Prediction, shared_notes, summed
-from .sharding import shard, world
+from .sharding import activation_split, model_shards, shard, world
 
 
 def _half_weight_copies(d: DecoderDims, sc: Scenario, trainable: list, layer: int | None) -> tuple[int, int]:
@@ -52,8 +52,9 @@ def predict_decoder(sc: Scenario, d: DecoderDims, assumed_gpus: int = 2) -> Pred
     ws = terms.workspace()
 
     f = acts.flow(sc)
-    one_layer = acts.layer(d, f, seq) * tokens
-    hd = acts.head(d, f, tokens, head_trains, st.head_bytes)
+    split, head_split = activation_split(sc)  # a device mesh's tp and cp ranks share the activations
+    one_layer = acts.layer(d, f, seq) * tokens // split
+    hd = acts.head(d, f, tokens // head_split, head_trains, st.head_bytes)
     body_copies, head_copy = _half_weight_copies(d, sc, trainable, None)
     last_copies, _ = _half_weight_copies(d, sc, trainable, d.layers - 1)
     recompute = 0
@@ -61,11 +62,11 @@ def predict_decoder(sc: Scenario, d: DecoderDims, assumed_gpus: int = 2) -> Pred
         body = one_layer  # one layer's saved tensors in flight; the rest in pinned host memory
         saved_copies = last_copies + head_copy
     elif sc.grad_checkpointing:
-        body = acts.checkpointed(d, f, tokens)
+        body = acts.checkpointed(d, f, tokens) // head_split  # the layers' inputs: split by cp only
         saved_copies = head_copy
         recompute = one_layer + last_copies
     else:
-        body = acts.layers(d, f, tokens, seq)
+        body = acts.layers(d, f, tokens, seq) // split
         saved_copies = body_copies + head_copy
     cache = body_copies + head_copy  # autocast's cache holds every cast weight until the forward ends
 
@@ -76,7 +77,7 @@ def predict_decoder(sc: Scenario, d: DecoderDims, assumed_gpus: int = 2) -> Pred
         cache = saved_copies = 0
         recompute = one_layer if sc.grad_checkpointing else 0
     if sc.strategy in ("fsdp", "deepspeed"):
-        temp = temp // n if per_gpu.weights else 0
+        temp = temp // model_shards(sc, n) if per_gpu.weights else 0
     accumulated = g if sc.grad_accum_steps > 1 else 0
     common = {"weights": w, "optimizer states": states, "workspace": ws, "sharding buffers": per_gpu.resident_extra}
     resident = {**common, "accumulated gradients": accumulated}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import mesh
 from ..scenario import Scenario
 
 PHASES = ("forward", "backward", "optimizer_step")
@@ -88,7 +89,15 @@ def shared_notes(sc: Scenario, n: int, assumed_gpus: int, predicted: bool = True
     notes = []
     if sc.strategy != "none":
         assumed = f' (gpus = "all" counted as {assumed_gpus}; --gpus N to say)' if sc.gpus == "all" else ""
-        notes.append(f"per GPU over {n} processes ({sc.strategy}){assumed}; activations of one GPU's micro-batch")
+        how = sc.strategy
+        if mesh.asked(vars(sc)):
+            try:
+                layout = mesh.resolve(vars(sc), n)
+                sizes = zip(mesh.DIMS, layout.shape, strict=True)
+                how += " on a mesh: " + " x ".join(f"{name} {size}" for name, size in sizes)
+            except ValueError as exc:
+                how += f" on a mesh that does not fit {n} processes: {exc}"
+        notes.append(f"per GPU over {n} processes ({how}){assumed}; activations of one GPU's micro-batch")
     if not predicted:
         notes.append("DeepSpeed offload: the GPU holds DeepSpeed's own buffers, which are not predicted")
     if sc.compile:

@@ -10,20 +10,27 @@ weights and moments):
   fsdp           weights, gradients and optimizer states / N (FSDP2 keeps fp32 shards; its
                  mixed-precision policy all-gathers half weights, so autocast caches no copies)
   fsdp + offload parameters, gradients and the optimizer step on the CPU: no model states on the GPU
+  fsdp on a mesh weights, gradients and optimizer states / (dp_shard x cp x tp): one copy of the
+                 model per data-parallel replica (dp_replicate), split over the rest (bench/mesh.py;
+                 tensor parallelism splits the decoder layers' matmuls, and the embeddings, norms and
+                 head, a few percent of a Llama's parameters, are counted as split too)
   deepspeed      half precision: ZeRO-1 2Ψ + 2Ψ + 12Ψ/N, ZeRO-2 2Ψ + (2Ψ + 12Ψ)/N, ZeRO-3
                  (2Ψ + 2Ψ + 4Ψ + 12Ψ)/N (its fp32 gradient partition) plus its prefetch bucket;
                  every stage also keeps its gradient reduction bucket (5e8 elements);
                  DeepSpeed casts the model to the half type, so autocast caches no copies.
                  With offload the GPU holds DeepSpeed's own buffers, which are not predicted.
 
-Activations are those of one GPU's micro-batch; under FSDP2 and DeepSpeed in half precision the
-parameters themselves are half, so the residual stream is too (bert_acts.layer_activations).
+Activations are those of one GPU's micro-batch (on a mesh, a layer's over tp x cp: tensor
+parallelism splits the heads and the MLP, context parallelism the sequence; the head's over
+cp); under FSDP2 and DeepSpeed in half precision the parameters themselves are half, so the
+residual stream is too (bert_acts.layer_activations).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import mesh
 from ..scenario import Scenario
 
 ZERO3_PREFETCH_BYTES = 50_000_000 * 2  # stage3_prefetch_bucket_size (5e7 elements) in half precision
@@ -53,9 +60,21 @@ def world(sc: Scenario, assumed_gpus: int = 2) -> int:
     return gpus * sc.nnodes
 
 
+def model_shards(sc: Scenario, n: int) -> int:
+    """The processes one copy of the model states is split over under FSDP: all `n`, or on a mesh
+    n / dp_replicate (dp_shard x cp x tp; HSDP keeps one copy per replica)."""
+    return max(1, n // sc.dp_replicate) if mesh.asked(vars(sc)) else n
+
+
+def activation_split(sc: Scenario) -> tuple[int, int]:
+    """(a decoder layer's activations, the head's) are divided by these on a mesh: tp x cp, cp."""
+    return sc.tp * sc.cp, sc.cp
+
+
 def shard(sc: Scenario, weights: int, grads: int, optimizer: int, n: int) -> States:
     """The per-GPU terms of `sc` over `n` processes, from the single-GPU ones."""
     half = sc.precision in ("fp16", "bf16")
+    n = model_shards(sc, n) if sc.strategy == "fsdp" else n
     if sc.strategy == "ddp":
         return States(weights, grads, optimizer, resident_extra=grads, backward_extra=grads)
     if sc.strategy == "fsdp":

@@ -19,6 +19,7 @@ from ..fmt import fmt_num, fmt_pct, missing
 from ..metrics import BY_NAME, metrics_in
 from ..results import Run, caveats, load_run, summarize, window_cpu_loop_ms
 from ..results.losscurve import Curve, read_curves
+from ..results.scaling import allreduce_busbw
 from ..stats import MIN_REPEATS, separation
 from .scaling import ScalingLine, scaling_lines
 
@@ -234,7 +235,7 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
             "disturbed (see env.json, gpu_processes_at_start)"
         )
     problems = _problems(frame, summary)
-    scaling = scaling_lines(frame.to_dict("records"))
+    scaling = scaling_lines(frame.to_dict("records"), allreduce_busbw(env))
     return Report(
         summary, env, Path(source), baseline, problems, tuple(notes), tuple(caveats(env, frame)), scaling=scaling
     )

@@ -16,6 +16,7 @@ from .. import __version__
 from ..fmt import fmt_date, fmt_num, fmt_pct, missing, noise_legend, noise_tag, sentence
 from ..fsio import atomic_write_text
 from ..results import NOISE_COLUMNS
+from ..results.scaling import allreduce_busbw
 from .data import Problem, Report, device_name, env_part, findings, gpu_cells, load_many, loss_cells
 from .fit import chart_points, fit_of
 from .fit import html_section as fit_section
@@ -178,6 +179,8 @@ def _env_rows(report: Report) -> list[tuple[str, str]]:
         ("command", f"<code>{text(env.get('command'))}</code>"),
         ("results", ", ".join(f"<code>{escape(str(s))}</code>" for s in report.all_sources)),
     ]
+    if (line := interconnect_line(env)) is not None:
+        rows.append(("interconnect", line))
     if commit:
         edited = " (tracked files edited since this commit)" if env_part(env, "git").get("dirty") else ""
         rows.append(("git commit", f"<code>{escape(str(commit))}</code>{edited}"))
@@ -317,7 +320,8 @@ def _scaling(lines: tuple[ScalingLine, ...], chart: Any) -> str:
 def _scaling_table(lines: list[ScalingLine]) -> str:
     head = (
         '<tr><th>strategy</th><th class="num">GPUs</th><th class="num">samples/s<br><small>median</small></th>'
-        '<th class="num">n</th><th class="num">efficiency</th><th>scenarios</th></tr>'
+        '<th class="num">n</th><th class="num">efficiency</th>'
+        '<th class="num">all-reduce<br><small>bus GB/s</small></th><th>scenarios</th></tr>'
     )
     rows = [head]
     for line in lines:
@@ -326,10 +330,30 @@ def _scaling_table(lines: list[ScalingLine]) -> str:
             rows.append(
                 f'<tr><td class="name">{escape(line.label)}</td><td class="num">{p.gpus}</td>'
                 f'<td class="num">{escape(fmt_num(p.samples_per_s, 2))}</td><td class="num">{p.n}</td>'
-                f'<td class="num">{efficiency}</td><td>{escape(", ".join(p.scenarios))}</td></tr>'
+                f'<td class="num">{efficiency}</td><td class="num">{escape(_busbw(p.busbw_gbps))}</td>'
+                f"<td>{escape(', '.join(p.scenarios))}</td></tr>"
             )
     table = "\n".join(rows)
     return f'<div class="scroll"><table>\n{table}\n</table></div>'
+
+
+def _busbw(gbps: float | None) -> str:
+    return "–" if gbps is None else fmt_num(gbps, 3)
+
+
+def interconnect_line(env: dict[str, Any]) -> str | None:
+    """env.json's interconnect check in one line: all-reduce bus GB/s at each world size."""
+    checks = env.get("interconnect")
+    if not isinstance(checks, dict):
+        return None
+    if "reason" in checks:
+        return escape(f"not measured ({checks['reason']})")
+    busbw = allreduce_busbw(env)
+    failed = [k for k, v in checks.items() if isinstance(v, dict) and "reason" in v]
+    parts = [f"{n} processes: all-reduce {_busbw(gbps)} bus GB/s" for n, gbps in sorted(busbw.items())]
+    parts += [f"{k} processes: {checks[k]['reason']}" for k in failed]
+    backend = next((v.get("backend") for v in checks.values() if isinstance(v, dict) and v.get("backend")), None)
+    return escape("; ".join(parts) + (f" ({backend}, largest message)" if backend and busbw else ""))
 
 
 def _footer(report: Report) -> str:

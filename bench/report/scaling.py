@@ -30,6 +30,7 @@ class ScalingPoint:
     n: int  # ok rows behind the median
     efficiency: float | None  # samples_per_s / (gpus x the 1-GPU median); 1.0 at 1 GPU; None without one
     scenarios: tuple[str, ...]  # the rows' scenarios, in the order met
+    busbw_gbps: float | None = None  # the run's interconnect check at this GPU count: all-reduce bus GB/s
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class ScalingLine:
 
 
 def strategy_label(row: dict[str, Any]) -> str:
-    """'ddp', 'fsdp full', 'fsdp grad_op', 'zero2', 'zero3 + offload', 'none' (a single GPU)."""
+    """'ddp', 'fsdp full', 'fsdp grad_op', 'zero2', 'zero3 + offload', 'fsdp full tp 2', 'fsdp full hsdp x2',
+    'none' (a single GPU)."""
     strategy = str(row.get("strategy") or "none")
     if strategy == "deepspeed":
         label = f"zero{_int_text(row.get('zero_stage'))}"
@@ -48,6 +50,9 @@ def strategy_label(row: dict[str, Any]) -> str:
         label = f"fsdp {row.get('fsdp_sharding') or 'full'}"
     else:
         label = strategy
+    for key, word in (("dp_replicate", "hsdp x"), ("cp", "cp "), ("tp", "tp ")):
+        if _int_text(row.get(key)) not in ("1", "None", "nan", ""):
+            label += f" {word}{_int_text(row.get(key))}"
     offload = row.get("offload")
     if offload == "params":
         label += " + offload"
@@ -56,11 +61,12 @@ def strategy_label(row: dict[str, Any]) -> str:
     return label
 
 
-def scaling_lines(rows: Iterable[dict[str, Any]]) -> tuple[ScalingLine, ...]:
+def scaling_lines(rows: Iterable[dict[str, Any]], busbw: dict[int, float] | None = None) -> tuple[ScalingLine, ...]:
     """The lines of every workload with a strategy at two or more GPU counts, in the rows' order.
 
     Only ok rows with a samples/s count. A strategy without a one-process row of its own takes the
-    plain single-GPU rows of its workload as its 1-GPU point."""
+    plain single-GPU rows of its workload as its 1-GPU point. `busbw`: the interconnect check's
+    all-reduce bus GB/s per GPU count (bench.results.scaling.allreduce_busbw), shown at each point."""
     ok = [r for r in rows if r.get("status") == "ok" and _positive(r.get("samples_per_s"))]
     plain: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     strategies: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
@@ -78,7 +84,7 @@ def scaling_lines(rows: Iterable[dict[str, Any]]) -> tuple[ScalingLine, ...]:
         if 1 not in by_gpus and workload_key(group[0]) in plain:
             by_gpus[1] = plain[workload_key(group[0])]
         if len(by_gpus) >= 2:
-            found.append((group[0], _points(by_gpus)))
+            found.append((group[0], _points(by_gpus, busbw or {})))
     names = _workload_names([row for row, _ in found])
     return tuple(ScalingLine(strategy_label(row), names[workload_key(row)], points) for row, points in found)
 
@@ -91,7 +97,7 @@ def workloads(lines: Iterable[ScalingLine]) -> list[tuple[str, list[ScalingLine]
     return list(out.items())
 
 
-def _points(by_gpus: dict[int, list[dict[str, Any]]]) -> tuple[ScalingPoint, ...]:
+def _points(by_gpus: dict[int, list[dict[str, Any]]], busbw: dict[int, float]) -> tuple[ScalingPoint, ...]:
     medians = {g: statistics.median(float(r["samples_per_s"]) for r in rs) for g, rs in by_gpus.items()}
     one = medians.get(1)
     return tuple(
@@ -101,6 +107,7 @@ def _points(by_gpus: dict[int, list[dict[str, Any]]]) -> tuple[ScalingPoint, ...
             n=len(by_gpus[g]),
             efficiency=None if one is None else (1.0 if g == 1 else medians[g] / (g * one)),
             scenarios=tuple(dict.fromkeys(str(r.get("scenario")) for r in by_gpus[g])),
+            busbw_gbps=busbw.get(g),
         )
         for g in sorted(by_gpus)
     )

@@ -49,6 +49,10 @@ LATE_SETTINGS: dict[str, Any] = {
     "experts_implementation": "default",
     "command": "",
     "memory_cap_mb": None,
+    "tp": 1,
+    "cp": 1,
+    "dp_replicate": 1,
+    "dp_shard": "auto",
 }
 GPU_COUNT_KEYS = ("gpus", "world_size", "nnodes")  # a change here is a change of machine
 MEMORY_SOURCE = "peak_mem_source"

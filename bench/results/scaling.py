@@ -14,7 +14,7 @@ from typing import Any
 from .columns import SETTING_COLUMNS
 
 PARALLEL_SETTINGS = ("gpus", "nnodes", "node_rank")
-STRATEGY_SETTINGS = ("strategy", "zero_stage", "fsdp_sharding", "offload")
+STRATEGY_SETTINGS = ("strategy", "zero_stage", "fsdp_sharding", "offload", "tp", "cp", "dp_replicate", "dp_shard")
 NOT_WORKLOAD = ("description", "timeout_s", "samples", "warmup_steps", "window", *PARALLEL_SETTINGS)
 
 
@@ -62,3 +62,16 @@ def add_scaling(rows: list[dict[str, Any]]) -> None:
         median = statistics.median(float(r["samples_per_s"]) for r in refs)
         row["scaling_efficiency"] = float(row["samples_per_s_per_gpu"]) / median
         row["scaling_ref"] = str(refs[0]["scenario"])
+
+
+def allreduce_busbw(env: dict[str, Any] | None) -> dict[int, float]:
+    """{world size: all-reduce bus GB/s at the largest message} from env.json's `interconnect`
+    (bench/run/interconnect.py); {} without one, and no entry for a world size whose check failed."""
+    out: dict[int, float] = {}
+    checks = (env or {}).get("interconnect")
+    for key, figures in (checks if isinstance(checks, dict) else {}).items():
+        results = figures.get("results") if isinstance(figures, dict) else None
+        sizes = [r for r in results or () if isinstance(r, dict) and r.get("op") == "all_reduce"]
+        if sizes and str(key).isdigit():
+            out[int(key)] = float(max(sizes, key=lambda r: r.get("bytes", 0))["busbw_gbps"])
+    return out

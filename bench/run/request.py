@@ -39,6 +39,7 @@ class RunRequest:
     cpu_affinity: str | None = None  # "2-5": the CPUs the workers may use (Linux)
     report: bool = True  # write DIR/report.html at the end (`gpubench report DIR` writes it later)
     ceiling: bool = True  # measure the matmul ceiling on a GPU before the first worker (env.json)
+    preflight: bool = True  # time the collectives once per world size before multi-process scenarios (env.json)
     require: tuple[str, ...] = ()  # scenario globs whose skipped row fails the run (exit 5)
     cmd: str | None = None  # `--cmd "torchrun ... train.py"`: the user's script as the one scenario
     cmd_name: str = "cmd"  # that scenario's name

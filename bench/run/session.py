@@ -14,7 +14,7 @@ from .. import cpus
 from ..errors import BadInput
 from ..measure.nvml import open_nvml
 from ..results import note_harness_time, note_launcher_fallback, write_plan
-from . import envinfo
+from . import envinfo, interconnect
 from .childenv import inductor_cache_dir
 from .outdir import check_unused, discard_unmeasured, entries, locked, remove_folders, remove_stale_temps
 from .plan import RunPlan, prepare
@@ -125,6 +125,14 @@ def _measure(
     most = max((s.gpus for s in plan.scenarios if s.distributed and isinstance(s.gpus, int)), default=0)
     if most and plan.device != "cpu":
         env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
+    if interconnect.world_sizes(plan.scenarios):  # before the multi-process scenarios: bus GB/s per world size
+        if request.preflight:
+            with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
+                env["interconnect"] = interconnect.preflight(
+                    plan.scenarios, plan.device, Path(scratch), plan.cpu_affinity
+                )
+        else:
+            env["interconnect"] = {"reason": "--skip-preflight"}
     if plan.device != "cpu" and request.ceiling:  # a GPU run: the matmul ceiling, before any worker
         with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
             env["matmul_ceiling"] = measure_ceiling(plan.device, gemm_shapes(plan.scenarios), Path(scratch))

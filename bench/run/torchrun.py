@@ -36,7 +36,7 @@ def command(sc: Scenario, spec: Path, result: Path, timeout_s: float) -> list[st
     """torchrun's argument list: one node (`--standalone`, a free port) or node `node_rank` of
     `nnodes`, meeting at `rdzv_endpoint` with static ranks (node 0's processes are ranks 0..gpus-1)
     within rendezvous_timeout_s(timeout_s)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={sc.gpus}", "--max-restarts=0"]
+    cmd = _torchrun(int(sc.gpus))
     if sc.nnodes == 1:
         cmd.append("--standalone")
     else:
@@ -49,6 +49,15 @@ def command(sc: Scenario, spec: Path, result: Path, timeout_s: float) -> list[st
             f"--rdzv-conf=timeout={rendezvous_timeout_s(timeout_s)}",
         ]
     return [*cmd, "-m", "bench.worker", str(spec), str(result)]
+
+
+def _torchrun(processes: int) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={processes}", "--max-restarts=0"]
+
+
+def interconnect_command(processes: int, device_type: str, out: Path) -> list[str]:
+    """The interconnect check on one node (bench/worker/interconnect.py): rank 0 writes `out`."""
+    return [*_torchrun(processes), "--standalone", "-m", "bench.worker", "--interconnect", device_type, str(out)]
 
 
 def launch(

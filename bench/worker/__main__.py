@@ -1,5 +1,6 @@
 """`python -m bench.worker SPEC.json RESULT.json` trains one scenario; `--probe OUT.json` describes torch;
-`--ceiling SPEC.json OUT.json` measures the matmul ceiling (ceiling.py);
+`--ceiling SPEC.json OUT.json` measures the matmul ceiling (ceiling.py); under torchrun,
+`--interconnect cpu|cuda OUT.json` times the collectives (interconnect.py);
 `--serve` is the fork server (forkserver.py) that forks such workers with the imports already done.
 
 The child's only output to the parent is the JSON file it writes atomically at the end; stdout
@@ -52,6 +53,10 @@ def main(argv: list[str]) -> int:
         spec = read_json(Path(argv[1]))
         atomic_write_json(Path(argv[2]), measure(spec["device"], [tuple(s) for s in spec["shapes"]]))
         return 0
+    if argv[:1] == ["--interconnect"] and len(argv) == 3 and argv[1] in ("cpu", "cuda"):
+        from .interconnect import run
+
+        return run(argv[1], argv[2])
     if argv[:1] == ["--serve"] and len(argv) <= 2:
         from .forkserver import ENGINES, serve
 
@@ -59,7 +64,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         usage = (
             "usage: python -m bench.worker SPEC.json RESULT.json | --probe OUT.json "
-            "| --ceiling SPEC.json OUT.json | --serve [ENGINE,...]"
+            "| --ceiling SPEC.json OUT.json | --interconnect cpu|cuda OUT.json | --serve [ENGINE,...]"
         )
         print(usage, file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from .. import mesh
 from ..engines import precision_matmuls
 from ..scenario import Scenario
 from .compiling import repeated_blocks
@@ -53,8 +54,8 @@ def deepspeed_config(sc: Scenario, auto: bool) -> dict[str, Any]:
 
 
 def accelerate_plugins(sc: Scenario, model: torch.nn.Module) -> dict[str, Any]:
-    """Keyword arguments for `Accelerator(...)`."""
-    if sc.strategy == "fsdp":
+    """Keyword arguments for `Accelerator(...)`; none for a device mesh (bench/worker/mesh.py shards it)."""
+    if sc.strategy == "fsdp" and not mesh.asked(vars(sc)):
         from accelerate.utils import FullyShardedDataParallelPlugin
 
         plugin = FullyShardedDataParallelPlugin(

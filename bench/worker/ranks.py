@@ -2,7 +2,8 @@
 
 Every rank opens and closes its timed window at the same step behind a barrier (with window =
 "auto", at the step rank 0 decided: bench/worker/dist.py), so the window is one span of wall time:
-the job's samples/s is all ranks' window samples over the longest window; window_steps,
+the job's samples/s is all ranks' window samples over the longest window (on a device mesh, one
+rank per data-parallel replica: its cp and tp ranks train the same samples); window_steps,
 window_ci_pct and window_stop are rank 0's (each rank's window_steps is in rank_figures).
 Step times come from the slowest rank (a step ends for everyone when its slowest rank is done);
 memory is given as the largest rank (what must fit on one GPU) and as the sum over ranks. A
@@ -31,6 +32,7 @@ PER_RANK_KEYS = (
     "gpu_sm_active_pct",
     "gpu_sm_clock_median_mhz",
     "host",
+    "counts_samples",
 )
 MAX_KEYS = ("window_s", "first_step_s", "warmup_s", "train_loop_s", "trainer_runtime_s", "startup_s")
 MEMORY_KEYS = ("torch_max_allocated_mb", "torch_max_reserved_mb", "rss_peak_mb")
@@ -59,17 +61,19 @@ def combine_ranks(ranks: list[dict[str, Any]], engine: str) -> dict[str, Any]:
     """One row's figures from every rank's (rank order; rank 0 first)."""
     out = dict(ranks[0])
     out.pop("host", None)  # kept per rank, in rank_figures
+    out.pop("counts_samples", None)
     world = len(ranks)
     for key in MAX_KEYS:
         values = _numbers(ranks, key)
         if values:
             out[key] = max(values)
     window_s = out.get("window_s")
-    samples = sum(_numbers(ranks, "window_samples"))
+    counting = [r for r in ranks if r.get("counts_samples", True)]  # one per data-parallel replica
+    samples = sum(_numbers(counting, "window_samples"))
     if window_s:
         out["window_samples"] = int(samples)
         out["samples_per_s"] = samples / window_s
-        tokens = sum(float(r["tokens_per_s"]) * float(r["window_s"]) for r in ranks if r.get("tokens_per_s"))
+        tokens = sum(float(r["tokens_per_s"]) * float(r["window_s"]) for r in counting if r.get("tokens_per_s"))
         out["tokens_per_s"] = tokens / window_s
         out["samples_per_s_per_gpu"] = out["samples_per_s"] / world
     medians = [(r.get("step_time_median_ms") or 0.0, i) for i, r in enumerate(ranks)]
@@ -91,7 +95,7 @@ def combine_ranks(ranks: list[dict[str, Any]], engine: str) -> dict[str, Any]:
     out["nonfinite_losses"] = int(sum(_numbers(ranks, "nonfinite_losses")))
     if ENGINES[engine].rank_rule == "sum" and out.get("trainer_samples_per_s") is not None:
         # the engine's own epoch figure is per rank (the Trainer's is already global: bench/engines.py)
-        out["trainer_samples_per_s"] = sum(_numbers(ranks, "trainer_samples_per_s"))
+        out["trainer_samples_per_s"] = sum(_numbers(counting, "trainer_samples_per_s"))
     out["world_size"] = world
     out["rank_figures"] = json.dumps([{k: r.get(k) for k in PER_RANK_KEYS} | {"rank": i} for i, r in enumerate(ranks)])
     return out

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .. import mesh
 from ..engines import ENGINES
 from ..families import FAMILIES, Family, family_of, read_config, tokens_per_sample
 from ..measure.probes import make_probes
@@ -111,8 +112,10 @@ def build_inputs(
         poison(model)  # every loss is non-finite
     if not sc.compile:
         phases.mark_first_forward(model)
-    # `samples` is per process: each rank's share of the data set is the single-GPU epoch (weak scaling)
-    dataset = dataset_for(model.config, task, sc.samples * world, sc.seq_len, sc.seed, sc.data_source)
+    # `samples` is per data-parallel rank: each one's share of the data set is the single-GPU epoch
+    # (weak scaling); a device mesh's cp and tp ranks of one replica train the same samples
+    replicas = mesh.resolve(vars(sc), world).dp if mesh.asked(vars(sc)) else world
+    dataset = dataset_for(model.config, task, sc.samples * replicas, sc.seq_len, sc.seed, sc.data_source)
     marks["data_built"] = time.time()
 
     clock = StepClock(
@@ -182,6 +185,8 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     ranks = [figures]
     if rank is not None:
         figures["host"] = os.uname().nodename
+        if mesh.asked(vars(sc)):  # one rank per data-parallel replica counts its samples (bench/worker/ranks.py)
+            figures["counts_samples"] = mesh.resolve(vars(sc), rank.world_size).counts_samples(rank.rank)
         ranks = dist.gather(figures)
         figures = combine_ranks(ranks, sc.engine)
     status, reason = loss_outcome(ranks)
@@ -220,7 +225,9 @@ def count_flops(sc: Scenario, model_name: str, model: Any) -> dict[str, Any]:
     # Liger patches the transformers classes themselves (not only the trained instance): a meta copy
     # would launch its Triton kernels on meta tensors' null pointers, an illegal memory access that
     # kills the CUDA context after the window (every H200 liger row, liger-kernel 0.8.5)
-    no_check = "Liger's Triton kernels patch the model's classes and cannot run on the meta device" if sc.liger else None
+    no_check = (
+        "Liger's Triton kernels patch the model's classes and cannot run on the meta device" if sc.liger else None
+    )
     return flopcount.figures(model, fam, task, tokens, build_meta, inputs, no_check)
 
 

@@ -7,13 +7,16 @@ block by block, beside the reference loop.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .. import parallel
+from ... import mesh as mesh_layout
+from .. import dist, mesh, parallel
 from ..compiling import compiled
 from ..dist import wrapper_name
 from ..llm import apply_liger, fused_loss_eager
@@ -35,6 +38,11 @@ class AccelerateLoop:
     optimizer: Any
     loader: Any
     scheduler: Any = None  # None under DeepSpeed's own CPU Adam (ZeRO-Offload): a constant rate
+    # a device mesh's (bench/worker/mesh.py): around each forward and backward (context parallel),
+    # around the forward (autocast: the model is not accelerate-prepared), and what wraps the model
+    around: Callable[[dict[str, torch.Tensor]], Any] = lambda batch: contextlib.nullcontext()
+    autocast: Callable[[], Any] = contextlib.nullcontext
+    wrapper: str = ""
 
     @property
     def effective(self) -> dict[str, Any]:
@@ -47,8 +55,9 @@ class AccelerateLoop:
     def step(self, batch: dict[str, torch.Tensor]) -> None:
         accelerator, model, optimizer = self.accelerator, self.model, self.optimizer
         phases = self.inputs.phases
-        with accelerator.accumulate(model):
-            loss = model(**batch).loss
+        with accelerator.accumulate(model), self.around(batch):
+            with self.autocast():
+                loss = model(**batch).loss
             phases.mark("after_forward")
             accelerator.backward(loss)
             phases.mark("after_backward")
@@ -83,14 +92,6 @@ def setup(inputs: EngineInputs) -> AccelerateLoop:
         model.gradient_checkpointing_enable()
     if sc.activation_offload:
         offload_forward(model)
-    if sc.strategy == "deepspeed" and sc.offload != "none":  # DeepSpeed builds its CPU Adam
-        from accelerate.utils import DummyOptim
-
-        optimizer = DummyOptim(model.parameters(), lr=sc.effective_learning_rate)
-        scheduler = None
-    else:
-        optimizer = make_optimizer(sc.optimizer, model, AdamSettings(lr=sc.effective_learning_rate))
-        scheduler = make_scheduler(sc, optimizer)
     loader = torch.utils.data.DataLoader(
         inputs.dataset,
         batch_size=sc.batch_size,
@@ -100,11 +101,55 @@ def setup(inputs: EngineInputs) -> AccelerateLoop:
         pin_memory=sc.pin_memory,
         generator=torch.Generator().manual_seed(sc.seed),
     )
+    if mesh_layout.asked(vars(sc)):
+        return _on_mesh(inputs, accelerator, loader)
+    if sc.strategy == "deepspeed" and sc.offload != "none":  # DeepSpeed builds its CPU Adam
+        from accelerate.utils import DummyOptim
+
+        optimizer = DummyOptim(model.parameters(), lr=sc.effective_learning_rate)
+        scheduler = None
+    else:
+        optimizer = make_optimizer(sc.optimizer, model, AdamSettings(lr=sc.effective_learning_rate))
+        scheduler = make_scheduler(sc, optimizer)
     if sc.compile:
         model = compiled(model, sc.compile_scope, sc.compile_mode)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     model.train()
-    return AccelerateLoop(inputs, accelerator, model, optimizer, loader, scheduler)
+    return AccelerateLoop(inputs, accelerator, model, optimizer, loader, scheduler=scheduler)
+
+
+def _on_mesh(inputs: EngineInputs, accelerator: Any, loader: Any) -> AccelerateLoop:
+    """The loop over a device mesh: the model sharded by torch's APIs (not accelerate-prepared,
+    which would wrap its DTensor parameters in DDP), its optimizer built on the shards and
+    prepared, the loader sharded by data-parallel rank (the cp and tp ranks of a replica share it)."""
+    from accelerate.data_loader import prepare_data_loader
+
+    sc, model = inputs.sc, inputs.model
+    rank = dist.from_env()
+    assert rank is not None, "a device mesh runs under torchrun"
+    m = mesh.of(sc, rank.world_size)
+    layout = mesh.device_mesh(m, inputs.device)
+    wrapper = mesh.parallelize(model, sc, m, layout)
+    if sc.compile:
+        model = compiled(model, sc.compile_scope, sc.compile_mode)
+    optimizer = accelerator.prepare(make_optimizer(sc.optimizer, model, AdamSettings(lr=sc.effective_learning_rate)))
+    scheduler = make_scheduler(sc, optimizer)
+    dp_rank, dp_size = mesh.data_rank(m, rank)
+    loader = prepare_data_loader(
+        loader, inputs.device, num_processes=dp_size, process_index=dp_rank, put_on_device=True
+    )
+    model.train()
+    return AccelerateLoop(
+        inputs,
+        accelerator,
+        model,
+        optimizer,
+        loader,
+        around=mesh.cp_context(m, layout),
+        autocast=accelerator.autocast,
+        wrapper=wrapper,
+        scheduler=scheduler,
+    )
 
 
 def train(inputs: EngineInputs) -> dict[str, Any]:
@@ -126,5 +171,5 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
     figures: dict[str, Any] = {"trainer_runtime_s": loop_s, "trainer_samples_per_s": samples / loop_s}
     figures.update(loop.effective)
     if inputs.sc.distributed:
-        figures["parallel_wrapper"] = wrapper_name(loop.model)
+        figures["parallel_wrapper"] = loop.wrapper or wrapper_name(loop.model)
     return figures
