@@ -62,6 +62,7 @@ EXPECTED_COLUMNS = [
     "lr_warmup_steps",
     "loss_every_steps",
     "timeout_s",
+    "memory_cap_mb",
     "gpus",
     "strategy",
     "zero_stage",

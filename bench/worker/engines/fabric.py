@@ -22,8 +22,9 @@ from ..compiling import compiled
 from ..dist import wrapper_name
 from ..llm import apply_liger, fused_loss_eager
 from ..offload import offload_forward
-from ..optimizers import make_optimizer
+from ..optimizers import AdamSettings, make_optimizer
 from ..precision import set_tf32
+from ..schedule import effective, make_scheduler, scheduler_name
 from .base import EngineInputs
 
 
@@ -36,7 +37,16 @@ class FabricLoop:
     model: Any
     optimizer: Any
     loader: Any
+    scheduler: Any = None  # None under DeepSpeed's own CPU Adam (ZeRO-Offload): a constant rate
     micro_batches: int = 0
+
+    @property
+    def effective(self) -> dict[str, Any]:
+        """The learning rate, schedule and warm-up this loop trains with (results columns)."""
+        sc = self.inputs.sc
+        if self.scheduler is None:
+            return effective(sc.effective_learning_rate, "constant", 0)
+        return effective(sc.effective_learning_rate, scheduler_name(sc), sc.lr_warmup_steps)
 
     def step(self, batch: dict[str, torch.Tensor]) -> None:
         fabric, model, optimizer, sc = self.fabric, self.model, self.optimizer, self.inputs.sc
@@ -52,6 +62,8 @@ class FabricLoop:
         if boundary:
             optimizer.step()
             phases.mark_optimizer_step(optimizer)
+            if self.scheduler is not None:  # once per optimizer step, as the Trainer
+                self.scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             self.inputs.clock.step_end()
 
@@ -95,17 +107,18 @@ def setup(inputs: EngineInputs) -> FabricLoop:
         offload_forward(model)
     if sc.compile:  # Fabric compiles again around its own wrapper (setup_module's _reapply_compile)
         model = compiled(model, sc.compile_scope, sc.compile_mode)
+    hp = AdamSettings(lr=sc.effective_learning_rate)
     if sc.strategy == "deepspeed":  # DeepSpeed sets the model up with its optimizer, together
         if sc.offload != "none":
             from deepspeed.ops.adam import DeepSpeedCPUAdam
 
-            optimizer = DeepSpeedCPUAdam(model.parameters(), lr=parallel.LR)
+            optimizer = DeepSpeedCPUAdam(model.parameters(), lr=sc.effective_learning_rate)
         else:
-            optimizer = make_optimizer(sc.optimizer, model)
+            optimizer = make_optimizer(sc.optimizer, model, hp)
         model, optimizer = fabric.setup(model, optimizer)
     else:  # the optimizer over the wrapped parameters (FSDP's), as Fabric's FSDP guide builds it
         model = fabric.setup_module(model)
-        optimizer = fabric.setup_optimizers(make_optimizer(sc.optimizer, model))
+        optimizer = fabric.setup_optimizers(make_optimizer(sc.optimizer, model, hp))
     loader = torch.utils.data.DataLoader(
         inputs.dataset,
         batch_size=sc.batch_size,
@@ -115,11 +128,14 @@ def setup(inputs: EngineInputs) -> FabricLoop:
         pin_memory=sc.pin_memory,
         generator=torch.Generator().manual_seed(sc.seed),
     )
+    # the scheduler over the set-up optimizer (none beside DeepSpeed's CPU Adam, as in the Accelerate loop)
+    offloaded = sc.strategy == "deepspeed" and sc.offload != "none"
+    scheduler = None if offloaded else make_scheduler(sc, optimizer)
     prepared: Any = fabric.setup_dataloaders(loader)  # a DistributedSampler under torchrun; batches onto the device
     if device.type == "cuda":
         set_tf32(sc.tf32)  # what the scenario says, whatever a library set meanwhile
     model.train()
-    return FabricLoop(inputs, fabric, model, optimizer, prepared)
+    return FabricLoop(inputs, fabric, model, optimizer, prepared, scheduler)
 
 
 def wrapped(model: Any) -> Any:
@@ -144,6 +160,7 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
     samples = batches * inputs.sc.batch_size
     # the loop's own figures over what it trained, this rank's (bench/worker/ranks.py adds the ranks up)
     figures: dict[str, Any] = {"trainer_runtime_s": loop_s, "trainer_samples_per_s": samples / loop_s}
+    figures.update(loop.effective)
     if inputs.sc.distributed:
         figures["parallel_wrapper"] = wrapper_name(wrapped(loop.model))
     return figures
