@@ -106,6 +106,7 @@ class _ArraysOnly(pickle.Unpickler):
         ("numpy._core.numeric", "_frombuffer"),
         ("numpy", "ndarray"),
         ("numpy", "dtype"),
+        ("_codecs", "encode"),  # bytes in a protocol-2 pickle written by Python 3
     }
 
     def find_class(self, module: str, name: str) -> Any:
