@@ -230,7 +230,7 @@ def syntax_error(data: Any) -> str | None:
     if kind.argument and not arg.strip():
         return f'needs its {kind.argument}: data = "{name}:{kind.argument}"'
     if not kind.argument and ":" in data:
-        return f"takes no argument: data = \"{name}\""
+        return f'takes no argument: data = "{name}"'
     return None
 
 

@@ -47,5 +47,7 @@ def test_a_missing_data_file_exits_2_before_any_work(tmp_path: Path) -> None:
     matrix = write_matrix(tmp_path / "m.toml", {"gone": {"data": f"text:{tmp_path / 'gone.txt'}"}}, base=BASE)
     done = gpubench_in_process("run", "--matrix", matrix, "--device", "cpu", "--out", tmp_path / "out")
     assert done.code == 2
-    assert f"scenario 'gone': data = \"text:{tmp_path / 'gone.txt'}\": {tmp_path / 'gone.txt'} does not exist" in done.err
+    assert (
+        f"scenario 'gone': data = \"text:{tmp_path / 'gone.txt'}\": {tmp_path / 'gone.txt'} does not exist" in done.err
+    )
     assert not (tmp_path / "out").exists()

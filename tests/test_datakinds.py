@@ -98,16 +98,18 @@ def test_every_kind_builds_for_a_tiny_model_of_each_task_it_serves(
     else:
         assert {tuple(r["input_ids"].shape) for r in rows} == {(SEQ_LEN,)}
         ids = torch.stack([r["input_ids"] for r in rows])
-        assert ids.dtype == torch.long and 0 <= int(ids.min()) and int(ids.max()) < config.vocab_size
+        assert ids.dtype == torch.long and int(ids.min()) >= 0 and int(ids.max()) < config.vocab_size
     if task == "causal-lm":
         assert ds.trained_tokens_per_sample() == SEQ_LEN  # these files fill whole blocks
         assert all(torch.equal(r["labels"], r["input_ids"]) for r in rows)
     else:
         labels = torch.stack([r["labels"] for r in rows])
-        assert labels.shape == (SAMPLES,) and 0 <= int(labels.min()) and int(labels.max()) < config.num_labels
+        assert labels.shape == (SAMPLES,) and int(labels.min()) >= 0 and int(labels.max()) < config.num_labels
         assert ds.trained_tokens_per_sample() is None
     _, again = build(name, task, files)  # the same rows, for the same seed
-    assert all(torch.equal(a, b) for i in range(SAMPLES) for a, b in zip(ds[i].values(), again[i].values(), strict=True))
+    assert all(
+        torch.equal(a, b) for i in range(SAMPLES) for a, b in zip(ds[i].values(), again[i].values(), strict=True)
+    )
     first = build(name, task, files, samples=3)[1]  # rows are drawn in order: fewer samples, the same first rows
     assert all(torch.equal(ds[i]["labels"], first[i]["labels"]) for i in range(3))
 

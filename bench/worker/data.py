@@ -86,7 +86,8 @@ def dataset_for(
     kinds draw from DATA_SEED, `random` from the scenario's seed (as the guide does)."""
     name, argument = datakinds.split(data)
     kind = datakinds.KINDS[name]
-    request = DataRequest(config, task, samples, seq_len, DATA_SEED if kind.learnable else seed, argument, tokenizer, column)
+    seed = DATA_SEED if kind.learnable else seed
+    request = DataRequest(config, task, samples, seq_len, seed, argument, tokenizer, column)
     return contain(builder(kind)(request), source)
 
 
