@@ -51,3 +51,12 @@ def test_a_missing_data_file_exits_2_before_any_work(tmp_path: Path) -> None:
         f"scenario 'gone': data = \"text:{tmp_path / 'gone.txt'}\": {tmp_path / 'gone.txt'} does not exist" in done.err
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_run_data_sets_every_scenarios_data_and_a_kind_of_another_task_exits_2(tmp_path: Path) -> None:
+    done = gpubench_in_process("run", "--matrix", "quick", "--data", "lm-synthetic", "--device", "cpu")
+    assert done.code == 2
+    assert (
+        "scenario 'baseline': data = \"lm-synthetic\": the lm-synthetic kind serves causal-lm, but tiny trains "
+        "sequence-classification (for sequence-classification use one of random, cls-synthetic)"
+    ) in done.err
