@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from . import engines, mesh
+from . import datakinds, engines, mesh
 from .checks import MAX_SECONDS, bounded, host_port
 from .errors import BadInput, did_you_mean
 from .families import TASKS, refusal
@@ -89,7 +89,10 @@ class Scenario:
     compile: bool = False
     compile_scope: str = "model"  # only with compile = true
     attn_implementation: str = "default"
-    data_source: str = "memory"
+    data_source: str = "memory"  # the container: a torch Dataset in memory, or a datasets.Dataset
+    data: str = "random"  # what is in it: a kind of bench/datakinds.py, "NAME" or "NAME:PATH" (docs/data.md)
+    tokenizer: str = ""  # with text data: a local tokenizer folder; "" is the byte-level fallback
+    data_column: str = "text"  # with data = "saved:PATH": the column holding text or token ids
     samples: int = 512
     seq_len: int = 512
     warmup_steps: int = 10
@@ -220,6 +223,7 @@ class Scenario:
             self._check_command(bad)
             return
         self._check_parallel(bad)
+        self._check_data(bad)
         self._check_llm(bad)
         refused = engines.ENGINES[self.engine].refusal(self)  # the engine's own rules (bench/engines.py)
         if refused is not None:
@@ -310,6 +314,22 @@ class Scenario:
                 f"{self.samples} samples at batch {self.batch_size} x accumulation {self.grad_accum_steps} make "
                 f"only {self.optimizer_steps} optimizer steps; raise samples or lower window",
             )
+
+    def _check_data(self, bad: Any) -> None:
+        """The data fields' form (the files and the model's task are checked when the run is planned)."""
+        why = datakinds.syntax_error(self.data)
+        if why:
+            raise bad("data", self.data, why)
+        kind = datakinds.KINDS[datakinds.split(self.data)[0]]
+        for key, applies, default, needs in (
+            ("tokenizer", kind.tokenized, "", "text data (text:PATH or saved:PATH)"),
+            ("data_column", kind.columns, "text", 'data = "saved:PATH"'),
+        ):
+            value = getattr(self, key)
+            if not isinstance(value, str) or (key == "data_column" and not value.strip()):
+                raise bad(key, value, "must be a string" + (" (a column name)" if key == "data_column" else ""))
+            if not applies and value != default:
+                raise bad(key, value, f"needs {needs}; data = {self.data!r} takes none")
 
     def _check_llm(self, bad: Any) -> None:
         """The decoder techniques: each in range, on a model that has them, none contradicting another."""

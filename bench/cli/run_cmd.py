@@ -84,6 +84,14 @@ def run(
         ),
     ] = None,
     engine: EngineOpt = None,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            metavar="KIND",
+            help="What every scenario trains on: random (the guide's), lm-synthetic, cls-synthetic, "
+            "vision-synthetic, text:PATH, saved:PATH or cifar10:DIR (docs/data.md).",
+        ),
+    ] = None,
     profile: Annotated[
         int | None,
         typer.Option(
@@ -232,6 +240,7 @@ def run(
             "warmup_steps": warmup_steps,
             "window": _window(window),
             "engine": engine,
+            "data": data,
             "profile_steps": profile,
             "gpus": gpus_value(gpus),
             "nnodes": nnodes,

@@ -53,6 +53,9 @@ LATE_SETTINGS: dict[str, Any] = {
     "cp": 1,
     "dp_replicate": 1,
     "dp_shard": "auto",
+    "data": "random",
+    "tokenizer": "",
+    "data_column": "text",
 }
 GPU_COUNT_KEYS = ("gpus", "world_size", "nnodes")  # a change here is a change of machine
 MEMORY_SOURCE = "peak_mem_source"

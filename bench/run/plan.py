@@ -12,9 +12,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .. import datakinds
 from .. import matrix as matrix_mod
 from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
 from ..errors import BadInput
+from ..families import for_config, read_config, resolve_task
+from ..families import origin as model_origin
 from ..models import check_model, display_name, resolve_model
 from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..results.columns import KNOWN_COLUMNS
@@ -211,6 +214,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
                 hint="resume without --matrix to finish the run as it was planned",
             )
     resolve_models(scenarios, device)  # the checkpoints are still there
+    scenarios = check_data(scenarios, device)  # and the data files
     seen = probe(device, scratch)
     device, uuid = resolve_device(device, seen)
     uuids = gpu_uuids(device, seen)
@@ -257,6 +261,7 @@ def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, .
         if sc.is_command:
             check_program(sc.command[0], f"{sc.origin or m.name}: scenario '{sc.name}': command")
     models = resolve_models(scenarios, device)
+    scenarios = check_data(scenarios, device)
     shown = [display_name(m) for m in models] + (["command"] if any(s.is_command for s in scenarios) else [])
     return m.name, scenarios, shown[0] if len(shown) == 1 else ", ".join(shown), (m.parity_reference, seeds)
 
@@ -305,3 +310,24 @@ def check_program(program: str, where: str) -> None:
         raise BadInput(
             f"{where}: {program!r} is not a program on PATH nor an executable file", hint="check its spelling"
         )
+
+
+def check_data(scenarios: tuple[Scenario, ...], device: str) -> tuple[Scenario, ...]:
+    """Each scenario's data kind serves its model's task and its files are usable (bench/datakinds.py);
+    paths become absolute, so the rows and scenarios.json name the files that ran."""
+    out = []
+    for sc in scenarios:
+        if sc.data == datakinds.DEFAULT or sc.is_command:  # a command reads its own data
+            out.append(sc)
+            continue
+        model = resolve_model(sc.model, device)
+        cfg = read_config(model)
+        task = resolve_task(sc.task, cfg, for_config(cfg, model_origin(model)), model_origin(model))
+        settings = datakinds.DataSettings(tokenizer=sc.tokenizer, column=sc.data_column)
+        try:
+            datakinds.check(sc.data, task, cfg, settings, display_name(model))
+        except BadInput as exc:
+            raise BadInput(f"scenario '{sc.name}': {exc.message}", hint=exc.hint) from None
+        tokenizer = str(Path(sc.tokenizer).expanduser().resolve()) if sc.tokenizer else ""
+        out.append(sc.replace(data=datakinds.absolute(sc.data), tokenizer=tokenizer))
+    return tuple(out)

@@ -57,7 +57,7 @@ class StepClock:
         warmup_steps: int,
         total_steps: int,
         samples_per_step: int,
-        tokens_per_sample: int,
+        tokens_per_sample: float,
         on_first_step: Callable[[], None] | None = None,
         probes: Sequence[WindowProbe] = (),
         on_step: Callable[[], None] | None = None,

@@ -20,7 +20,7 @@ from ..measure.probes import make_probes
 from ..scenario import Scenario
 from . import dist
 from .clock import StepClock
-from .data import dataset_for, image_shape
+from .data import dataset_for, image_shape, trained_tokens
 from .engines.base import EngineInputs
 from .llm import build_trained
 from .memcap import apply_memory_cap
@@ -115,15 +115,19 @@ def build_inputs(
     # `samples` is per data-parallel rank: each one's share of the data set is the single-GPU epoch
     # (weak scaling); a device mesh's cp and tp ranks of one replica train the same samples
     replicas = mesh.resolve(vars(sc), world).dp if mesh.asked(vars(sc)) else world
-    dataset = dataset_for(model.config, task, sc.samples * replicas, sc.seq_len, sc.seed, sc.data_source)
+    data = (sc.data_source, sc.data, sc.tokenizer, sc.data_column)
+    dataset = dataset_for(model.config, task, sc.samples * replicas, sc.seq_len, sc.seed, *data)
     marks["data_built"] = time.time()
+    # tokens a step trains on: a causal LM's labelled tokens (padding has none), else what it feeds the model
+    fed = tokens_per_sample(read_config(model_name), family_of(model_name), sc.seq_len)
+    labelled = trained_tokens(dataset)
 
     clock = StepClock(
         device,
         warmup_steps=sc.warmup_steps,
         total_steps=sc.optimizer_steps,
         samples_per_step=sc.samples_per_step,
-        tokens_per_sample=tokens_per_sample(read_config(model_name), family_of(model_name), sc.seq_len),
+        tokens_per_sample=fed if labelled is None else labelled,
         # with several ranks the wrapper (DDP, FSDP, DeepSpeed) gives every rank rank 0's weights
         # when it is built, so a faulty rank's NaN weights are made once the first step is done
         on_first_step=lambda: poison(model) if fault == "nan" and rank is not None else inject(fault),

@@ -8,6 +8,7 @@ import shutil
 
 import torch
 
+from .. import datakinds
 from ..engines import ENGINES, precision_matmuls
 from ..scenario import Scenario
 
@@ -50,6 +51,9 @@ def optional_packages(sc: Scenario) -> list[tuple[str, str, str]]:
         needed.append(("torchao.float8", "fp8 = true (torchao's float8 training)", "torchao"))
     if sc.data_source == "datasets":
         needed.append(("datasets", 'data_source = "datasets"', "datasets"))
+    kind = datakinds.KINDS[datakinds.split(sc.data)[0]]
+    if kind.package is not None:  # the data kind's own package (bench/datakinds.py)
+        needed.append((kind.package.replace("-", "_"), f'data = "{kind.name}:..."', kind.package))
     return needed
 
 

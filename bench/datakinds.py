@@ -1,0 +1,261 @@
+"""The data-kind registry: what a scenario trains on (its `data` field), one torch-free row per kind.
+
+`data = "NAME"` or `data = "NAME:ARGUMENT"` (a path). A row says which tasks the kind serves, the
+argument it takes, the pip package it needs, and the worker function that builds it by name
+(`bench/worker/data*.py`), so the parent checks a kind, its task and its files before any work
+(exit 2) without importing torch. `data_source` is another axis: the container the worker hands
+the engine (a plain torch Dataset or a `datasets.Dataset`), whatever the kind. Adding a kind: a
+row here and a builder in the worker (docs/data.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import BadInput, did_you_mean
+from .families.base import TASKS
+
+CAUSAL, CLASSIFY, IMAGE = "causal-lm", "sequence-classification", "image-classification"
+BYTE_VOCAB = 257  # the byte-level fallback: byte b is id b + 1, id 0 ends a document
+CIFAR_CLASSES = 10
+CIFAR_BATCHES = "data_batch_*"
+
+Check = Callable[[str, "DataSettings", Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """The scenario's data fields a check reads (the kind's argument aside)."""
+
+    tokenizer: str = ""
+    column: str = "text"
+
+
+@dataclass(frozen=True)
+class DataKind:
+    """One kind of data. `builder`: "module:function" of the worker that builds it; `argument`:
+    what follows "NAME:" ("" when it takes none); `tokenized`: text that `tokenizer` turns into ids;
+    `columns`: a table whose column `data_column` holds the text;
+    `learnable`: a deterministic task a model learns (the loss falls), not noise."""
+
+    name: str
+    tasks: tuple[str, ...]
+    builder: str
+    description: str
+    argument: str = ""
+    package: str | None = None
+    tokenized: bool = False
+    columns: bool = False  # reads the scenario's data_column
+    learnable: bool = False
+    check: Check | None = None  # plan-time check of the argument, given the model's config
+
+    def serves(self, task: str) -> bool:
+        return task in self.tasks
+
+
+# -- plan-time checks of each kind's argument ---------------------------------------------------
+def _file(arg: str, what: str) -> Path:
+    path = Path(arg).expanduser()
+    if not path.exists():
+        raise BadInput(f"{what}: {path} does not exist", hint="give an existing path after the kind's colon")
+    return path
+
+
+def _check_vocab(settings: DataSettings, cfg: Mapping[str, Any], what: str) -> None:
+    vocab = int(cfg.get("vocab_size") or 0)
+    if not settings.tokenizer and vocab < BYTE_VOCAB:
+        raise BadInput(
+            f"{what}: the byte-level fallback needs a vocabulary of {BYTE_VOCAB} ids, the model has {vocab}",
+            hint='give tokenizer = "DIR" (a local tokenizer) or a model with a larger vocab_size',
+        )
+
+
+def check_text(arg: str, settings: DataSettings, cfg: Mapping[str, Any]) -> None:
+    what = f'data = "text:{arg}"'
+    path = _file(arg, what)
+    if not path.is_file():
+        raise BadInput(f"{what}: {path} is not a file", hint="give a UTF-8 text file")
+    if not path.read_bytes().strip():
+        raise BadInput(f"{what}: {path} holds no text", hint="give a file with at least one non-blank line")
+    _check_vocab(settings, cfg, what)
+
+
+def saved_split(path: Path) -> Path:
+    """The folder of the split a `save_to_disk` folder trains on: itself for a Dataset, else its
+    "train" split (the first one when there is none) for a DatasetDict."""
+    splits_file = path / "dataset_dict.json"
+    if not splits_file.is_file():
+        return path
+    splits = json.loads(splits_file.read_text(encoding="utf-8")).get("splits") or []
+    return path / ("train" if "train" in splits else str(splits[0])) if splits else path
+
+
+def saved_columns(path: Path) -> dict[str, Any]:
+    """The features (column -> feature) of a save_to_disk folder, from its dataset_info.json."""
+    info = saved_split(path) / "dataset_info.json"
+    try:
+        features = json.loads(info.read_text(encoding="utf-8")).get("features")
+    except (OSError, ValueError):
+        features = None
+    if not isinstance(features, dict):
+        raise BadInput(
+            f"{path}: not a dataset saved with datasets' save_to_disk (no features in {info.name})",
+            hint="save it with Dataset.save_to_disk(PATH), or give a text file with text:PATH",
+        )
+    return features
+
+
+def check_saved(arg: str, settings: DataSettings, cfg: Mapping[str, Any]) -> None:
+    what = f'data = "saved:{arg}"'
+    path = _file(arg, what)
+    if not path.is_dir():
+        raise BadInput(f"{what}: {path} is not a folder", hint="give the folder save_to_disk wrote")
+    columns = saved_columns(path)
+    if settings.column not in columns:
+        hint = did_you_mean(settings.column, list(columns))
+        raise BadInput(
+            f"{what}: the dataset has no column '{settings.column}' (its columns: {', '.join(columns)})",
+            hint=hint or "set data_column to its text column, or to a column of token ids",
+        )
+    feature = columns[settings.column]
+    if isinstance(feature, dict) and feature.get("dtype") == "string":
+        _check_vocab(settings, cfg, what)
+
+
+def check_cifar10(arg: str, settings: DataSettings, cfg: Mapping[str, Any]) -> None:
+    what = f'data = "cifar10:{arg}"'
+    path = _file(arg, what)
+    if not path.is_dir() or not any(path.glob(CIFAR_BATCHES)):
+        raise BadInput(
+            f"{what}: {path} holds no data_batch_N files",
+            hint="give the cifar-10-batches-py folder of CIFAR-10's python version",
+        )
+    labels = cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 2
+    if int(labels) < CIFAR_CLASSES:
+        raise BadInput(
+            f"{what}: CIFAR-10 has {CIFAR_CLASSES} classes, the model has num_labels = {labels}",
+            hint="set num_labels = 10 in the model's config (the vit presets have it)",
+        )
+    if int(cfg.get("num_channels", 3)) != 3:
+        raise BadInput(f"{what}: CIFAR-10's images are RGB, the model takes num_channels = {cfg['num_channels']}")
+
+
+WORKER = "bench.worker"
+KINDS: dict[str, DataKind] = {
+    kind.name: kind
+    for kind in (
+        DataKind(
+            "random",
+            TASKS,
+            f"{WORKER}.data:random_data",
+            "the guide's recipe: uniform token ids (or normal pixels), labels all 0; nothing to learn",
+        ),
+        DataKind(
+            "lm-synthetic",
+            (CAUSAL,),
+            f"{WORKER}.datasynth:lm_synthetic",
+            "a sparse Markov chain over 512 token ids: the loss falls from ln(vocab) toward ~1.1",
+            learnable=True,
+        ),
+        DataKind(
+            "cls-synthetic",
+            (CLASSIFY,),
+            f"{WORKER}.datasynth:cls_synthetic",
+            "the label is the majority class of the tokens (token class = id mod num_labels)",
+            learnable=True,
+        ),
+        DataKind(
+            "vision-synthetic",
+            (IMAGE,),
+            f"{WORKER}.datasynth:vision_synthetic",
+            "one smooth pattern per class plus noise, at the model's image size",
+            learnable=True,
+        ),
+        DataKind(
+            "text",
+            (CAUSAL,),
+            f"{WORKER}.datafiles:text_file",
+            "a local UTF-8 text file, documents split at blank lines, tokenised and packed",
+            argument="PATH",
+            tokenized=True,
+            learnable=True,
+            check=check_text,
+        ),
+        DataKind(
+            "saved",
+            (CAUSAL,),
+            f"{WORKER}.datafiles:saved_dataset",
+            "a datasets Dataset saved with save_to_disk: its data_column (text or token ids), packed",
+            argument="PATH",
+            package="datasets",
+            tokenized=True,
+            columns=True,
+            learnable=True,
+            check=check_saved,
+        ),
+        DataKind(
+            "cifar10",
+            (IMAGE,),
+            f"{WORKER}.datafiles:cifar10",
+            "CIFAR-10's python batches (data_batch_N), resized to the model's image size",
+            argument="DIR",
+            learnable=True,
+            check=check_cifar10,
+        ),
+    )
+}
+DEFAULT = "random"
+
+
+def split(data: str) -> tuple[str, str]:
+    """(kind name, argument) of a `data` value: "text:/a/b.txt" -> ("text", "/a/b.txt")."""
+    name, _, arg = data.partition(":")
+    return name, arg
+
+
+def syntax_error(data: Any) -> str | None:
+    """Why a `data` value is not a kind with the argument it takes, or None (no file is read)."""
+    if not isinstance(data, str):
+        return "must be a string"
+    name, arg = split(data)
+    if name not in KINDS:
+        forms = [f"{k.name}:{k.argument}" if k.argument else k.name for k in KINDS.values()]
+        hint = did_you_mean(name, list(KINDS))
+        return f"is not a data kind ({', '.join(forms)})" + (f"; {hint}" if hint else "")
+    kind = KINDS[name]
+    if kind.argument and not arg.strip():
+        return f'needs its {kind.argument}: data = "{name}:{kind.argument}"'
+    if not kind.argument and ":" in data:
+        return f'takes no argument: data = "{name}"'
+    return None
+
+
+def absolute(data: str) -> str:
+    """The value with its path made absolute (rows and scenarios.json name the file that ran)."""
+    name, arg = split(data)
+    if not KINDS[name].argument:
+        return data
+    return f"{name}:{Path(arg).expanduser().resolve()}"
+
+
+def check(data: str, task: str, cfg: Mapping[str, Any], settings: DataSettings, model: str) -> None:
+    """Plan-time: the kind serves the model's task and its argument is usable. BadInput otherwise."""
+    name, arg = split(data)
+    kind = KINDS[name]
+    if not kind.serves(task):
+        takers = [k.name for k in KINDS.values() if k.serves(task)]
+        raise BadInput(
+            f'data = "{data}": the {name} kind serves {", ".join(kind.tasks)}, but {model} trains {task}',
+            hint=f"for {task} use one of {', '.join(takers)}",
+        )
+    if settings.tokenizer and not Path(settings.tokenizer).expanduser().is_dir():
+        raise BadInput(
+            f'tokenizer = "{settings.tokenizer}": not a folder',
+            hint="give a local folder a tokenizer was saved to (save_pretrained), or leave it out for bytes",
+        )
+    if kind.check is not None:
+        kind.check(arg, settings, cfg)
