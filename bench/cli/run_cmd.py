@@ -161,6 +161,15 @@ def run(
             "(Linux; the default); spawn: a fresh interpreter per worker.",
         ),
     ] = DEFAULT_LAUNCHER,
+    lanes: Annotated[
+        str | None,
+        typer.Option(
+            "--lanes",
+            metavar="N|all",
+            help="Run N single-GPU scenarios at once, one per GPU from --device on (all: every one; on the CPU, "
+            "N worker processes at once); rows as a plain run writes them. Refused for multi-process scenarios.",
+        ),
+    ] = None,
     require: Annotated[
         list[str] | None,
         typer.Option(
@@ -253,6 +262,7 @@ def run(
         cmd_name=name,
         parity_seeds=parity_seeds,
         preflight=not skip_preflight,
+        lanes=lanes,
     )
     plan, outcome = api.run(
         request,
