@@ -17,6 +17,7 @@ from .. import matrix as matrix_mod
 from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
 from ..errors import BadInput
 from ..models import check_model, display_name, resolve_model
+from ..nodes import NODE_OWN
 from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..results.columns import KNOWN_COLUMNS
 from ..results.parity import seed_scenarios
@@ -218,7 +219,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         for flag, given in (
             ("--model", request.model),
             ("--only", request.only),
-            *((f"--{k.replace('_', '-')}", v) for k, v in request.overrides.items()),
+            *((f"--{k.replace('_', '-')}", v) for k, v in request.overrides.items() if k not in NODE_OWN),
         )
         if given is not None
     ]
@@ -240,6 +241,9 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
                 f"--resume {out}: matrix '{request.matrix}' no longer matches the run's scenarios",
                 hint="resume without --matrix to finish the run as it was planned",
             )
+    own = {k: v for k, v in request.overrides.items() if k in NODE_OWN and v is not None}
+    if own:  # each node's own (bench/nodes.py): a Slurm step's node learns them when it starts
+        scenarios = tuple(s.replace(**own) if s.nnodes > 1 else s for s in scenarios)
     resolve_models(scenarios, device)  # the checkpoints are still there
     seen = probe(device, scratch)
     device, uuid = resolve_device(device, seen)
