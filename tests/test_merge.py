@@ -12,8 +12,9 @@ from harness import gpubench_in_process, results, write_run
 from bench.errors import BadInput
 from bench.results.merge import combine, merge_dirs, pick
 
+PACKAGES = {"torch": "2.13", "transformers": "5.0", "accelerate": "1.0"}
 ENV = {"matrix": "quick", "host": "h0", "created_at": "2025-01-01T00:00:00+00:00", "gpu": None, "device": "cpu",
-       "gpubench": "1.0", "python": "3.12", "packages": {"torch": "2.13", "transformers": "5.0", "accelerate": "1.0"}}  # fmt: skip
+       "gpubench": "1.0", "python": "3.12", "packages": PACKAGES}  # fmt: skip
 
 
 def row(
@@ -106,5 +107,5 @@ def test_lanes_are_refused_for_scenarios_of_several_processes(tmp_path: Path) ->
     )
     assert done.code == 2 and "use several processes (strategy); lanes run single-GPU scenarios only" in done.err
     assert not (tmp_path / "r").exists()
-    done = gpubench_in_process("run", "--matrix", "quick", "--device", "cpu", "--lanes", "two", "--out", tmp_path / "r")
+    done = gpubench_in_process("run", "--device", "cpu", "--matrix", "quick", "--lanes", "two", "--out", tmp_path)
     assert done.code == 2 and "--lanes 'two' must be a whole number or all" in done.err

@@ -29,7 +29,7 @@ def merge(
     one run. Shards of another matrix, GPU model or software are refused. A scenario and repeat
     held by two shards keeps one row: a final row over an interrupted one, then the later started.
 
-    Example: gpubench merge results/night results/night-host1 results/night-host2
+    Example: gpubench merge night results/night-host1 results/night-host2
     """
     from ..results.merge import merge_dirs
 
