@@ -45,6 +45,8 @@ def child_flags(request: RunRequest) -> list[str]:
         flags.append("--no-ceiling")
     if request.exclusive:
         flags.append("--exclusive")
+    if not request.preflight:
+        flags.append("--skip-preflight")
     if request.cpu_affinity is not None:
         flags += ["--cpu-affinity", request.cpu_affinity]
     return flags

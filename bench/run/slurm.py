@@ -53,7 +53,7 @@ def plan_request(request: RunRequest, options: SlurmOptions) -> RunRequest:
 
 def _new_plan(request: RunRequest) -> tuple[Path, dict[str, Any]]:
     models_device = "cpu" if request.device == "cpu" else "cuda:0"  # model "auto": the device's preset
-    name, scenarios, model = _scenarios(request, models_device)
+    name, scenarios, model, parity = _scenarios(request, models_device)
     check_patterns(request.require, [s.name for s in scenarios], f"matrix '{name}'")
     out = request.out or Path("results") / datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
     check_unused(out)
@@ -64,6 +64,7 @@ def _new_plan(request: RunRequest) -> tuple[Path, dict[str, Any]]:
         "device": request.device,
         "model": model,
         "timeout_s": request.timeout_s,
+        "parity": {"reference": parity[0], "seeds": parity[1]},
         "scenarios": [s.settings() for s in scenarios],
     }
     return out, plan
