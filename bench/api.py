@@ -7,8 +7,9 @@ from typing import Any
 from . import matrix as matrix_mod
 from .models import resolve_model
 from .run.session import environment, run
+from .run.slurm import run_slurm
 
-__all__ = ["environment", "list_scenarios", "run"]
+__all__ = ["environment", "list_scenarios", "run", "run_slurm"]
 
 
 def list_scenarios(matrix: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 HEAVY_FIRST = (  # longest first (make test --durations on an idle 2-core machine)
     "test_multigpu.py",
     "test_reliability.py",
+    "test_slurm.py",  # a real Slurm job, cancelled and resumed (with GPUBENCH_TEST_SLURM=1)
     "test_families.py",
     "test_run_e2e.py",
     "test_parity_e2e.py",

@@ -228,3 +228,26 @@ def test_run_a_local_checkpoint(tmp_path: Path) -> None:
     assert row["model_params"] == params  # the checkpoint itself, not a preset
     assert not (out / "report.html").exists() and "report:" not in done.stderr  # --no-report (harness default)
     assert json.loads((out / SCENARIOS_JSON).read_text())["model"] == str(checkpoint.resolve())
+
+
+LANES_ONLY = "baseline,fp16,tf32"
+
+
+def test_a_lanes_run_writes_the_rows_of_a_plain_run(
+    quick: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
+) -> None:
+    """--lanes 2 on the CPU: two lane runs at once, their rows in one results.csv, as the plain run's."""
+    _, plain = quick
+    out = tmp_path / "lanes"
+    done = gpubench("run", *QUICK, "--only", LANES_ONLY, "--lanes", "2", "--out", out, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    frame, reference = results(out), results(plain)
+    reference = reference[reference["scenario"].isin(LANES_ONLY.split(","))]
+    assert list(frame["scenario"]) == list(reference["scenario"]) == ["baseline", "fp16", "tf32"]
+    assert statuses(frame) == statuses(reference)
+    assert (out / RESULTS_CSV).read_text().splitlines()[0] == ",".join(COLUMNS)
+    assert sorted(p.name for p in (out / "lanes").iterdir()) == ["lane-0", "lane-1"]
+    lane0 = json.loads((out / "lanes" / "lane-0" / SCENARIOS_JSON).read_text())
+    assert [s["name"] for s in lane0["scenarios"]] == ["baseline", "tf32"]  # dealt round-robin
+    assert {f"{n}-r0.log" for n in LANES_ONLY.split(",")} <= {p.name for p in (out / "logs").iterdir()}
+    assert json.loads((out / ENV_JSON).read_text())["lanes"]["lanes"] == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sys
@@ -166,9 +167,44 @@ def run(
         str,
         typer.Option(
             help="fork: a fork server imports torch/transformers once per run and forks each worker "
-            "(Linux; the default); spawn: a fresh interpreter per worker.",
+            "(Linux; the default); spawn: a fresh interpreter per worker; slurm: submit the matrix as one Slurm "
+            "job (one srun step per scenario, docs/cluster.md) and wait for its rows.",
         ),
     ] = DEFAULT_LAUNCHER,
+    lanes: Annotated[
+        str | None,
+        typer.Option(
+            "--lanes",
+            metavar="N|all",
+            help="Run N single-GPU scenarios at once, one per GPU from --device on (all: every one; on the CPU, "
+            "N worker processes at once); rows as a plain run writes them. Refused for multi-process scenarios.",
+        ),
+    ] = None,
+    partition: Annotated[str | None, typer.Option(help="--launcher slurm: the job's partition.")] = None,
+    account: Annotated[str | None, typer.Option(help="--launcher slurm: the account the job is charged to.")] = None,
+    slurm_time: Annotated[
+        str | None, typer.Option("--slurm-time", help="--launcher slurm: the job's time limit (sbatch --time).")
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None, typer.Option("--gpus-per-node", min=1, help="--launcher slurm: GPUs to ask for on each node.")
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            "--print-script",
+            help="--launcher slurm: write DIR/slurm/job-N.sbatch and print it; submit nothing.",
+        ),
+    ] = False,
+    wait_timeout: Annotated[
+        float,
+        typer.Option(
+            "--wait-timeout",
+            min=1.0,
+            help="--launcher slurm: seconds to wait for the job; then exit 4, the job left running "
+            "(collect it with --resume DIR).",
+        ),
+    ] = 7 * 24 * 3600.0,
     require: Annotated[
         list[str] | None,
         typer.Option(
@@ -262,14 +298,36 @@ def run(
         cmd_name=name,
         parity_seeds=parity_seeds,
         preflight=not skip_preflight,
+        lanes=lanes,
     )
-    plan, outcome = api.run(
-        request,
-        RichReporter(err),
-        warn=lambda m: err.print(f"[yellow]warning:[/yellow] {escape(m)}"),
-        record_db=db_target(db) if record else None,
-        info=lambda m: err.print(m, highlight=False, markup=False),
-    )
+    slurm = launcher == "slurm"
+    given = [flag for flag, v in (("--partition", partition), ("--account", account), ("--slurm-time", slurm_time),
+             ("--gpus-per-node", gpus_per_node), ("--dry-run", dry_run or None)) if v is not None]  # fmt: skip
+    if given and not slurm:
+        raise BadInput(f"{', '.join(given)} without --launcher slurm")
+    if slurm:
+        from ..run.slurm_script import SlurmOptions
+
+        options = SlurmOptions(
+            partition, account, slurm_time, gpus_per_node, nnodes or 1, wait_timeout, dry_run=dry_run
+        )
+        plan, outcome = api.run_slurm(
+            dataclasses.replace(request, launcher=DEFAULT_LAUNCHER, overrides={**request.overrides, "nnodes": None}),
+            options,
+            RichReporter(err),
+            info=lambda m: err.print(m, highlight=False, markup=False, soft_wrap=True),
+            emit_script=lambda text: print(text, end=""),
+        )
+        if dry_run:
+            raise typer.Exit(0)
+    else:
+        plan, outcome = api.run(
+            request,
+            RichReporter(err),
+            warn=lambda m: err.print(f"[yellow]warning:[/yellow] {escape(m)}"),
+            record_db=db_target(db) if record else None,
+            info=lambda m: err.print(m, highlight=False, markup=False),
+        )
     if outcome.rows:
         frame = to_frame(outcome.rows)
         for caveat in caveats(read_env(plan.out), frame):  # before the table: what its figures are worth
@@ -296,9 +354,10 @@ def run(
         err.print(f"no scenario ran; the plan is in {plan.out}", markup=False)
     if outcome.skipped_required:
         err.print(required.message(outcome.skipped_required), highlight=False, markup=False, soft_wrap=True)
+    again = f"gpubench run {'--launcher slurm ' if slurm else ''}--resume {plan.out}"
     if outcome.interrupted and not outcome.discarded:
-        err.print(f"interrupted: finish the run with `gpubench run --resume {plan.out}`", markup=False)
-    if outcome.time_limited:
+        err.print(f"interrupted: finish the run with `{again}`", markup=False, soft_wrap=True)
+    if outcome.time_limited and not slurm:
         err.print(
             f"stopped at --time-limit {time_limit:g} s with {len(outcome.rows)} of "
             f"{len(plan.scenarios) * plan.repeats} rows done: finish the run with `gpubench run --resume {plan.out}`",

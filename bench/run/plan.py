@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ from ..errors import BadInput
 from ..families import for_config, read_config, resolve_task
 from ..families import origin as model_origin
 from ..models import check_model, display_name, resolve_model
+from ..nodes import NODE_OWN
 from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..results.columns import KNOWN_COLUMNS
 from ..results.parity import seed_scenarios
@@ -46,6 +48,7 @@ class RunPlan:
     launcher: str = DEFAULT_LAUNCHER
     cpu_affinity: tuple[int, ...] | None = None
     gpu_uuids: tuple[str, ...] = ()  # the chosen GPU and those after it: a multi-GPU scenario's
+    lanes: int = 1  # --lanes: scenarios run at once, one per GPU (bench/run/lanes.py)
     ceiling_tflops: dict[str, float] = field(default_factory=dict)  # measured per format (env.json matmul_ceiling)
     made: tuple[Path, ...] = ()  # the folders this run made for `out` (it and new parents), deepest first
     parity_reference: str = matrix_mod.DEFAULT_PARITY_REFERENCE  # the loss reference (docs/parity.md)
@@ -103,6 +106,7 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         uuids = gpu_uuids(device, seen)
         name, scenarios, model, parity = _scenarios(request, device)
         scenarios = resolve_gpus(scenarios, device, uuids)
+        lanes = resolve_lanes(request.lanes, device, uuids, scenarios)
     except BaseException:
         remove_folders(made)  # leave no empty result directory behind
         raise
@@ -122,11 +126,38 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         made=made,
         parity_reference=parity[0],
         parity_seeds=parity[1],
+        lanes=lanes,
     )
     return plan, seen
 
 
 CPU_ALL_PROCESSES = 2  # gpus = "all" on the CPU: enough gloo processes to exercise the collectives
+
+
+def resolve_lanes(lanes: str | int | None, device: str, gpu_uuids: Sequence[str], scenarios: Sequence[Scenario]) -> int:
+    """--lanes as a number (all: every GPU from --device on; 2 on the CPU); BadInput for more lanes
+    than GPUs or for a scenario that spans several GPUs."""
+    if lanes is None:
+        return 1
+    have = CPU_ALL_PROCESSES if device == "cpu" else len(gpu_uuids)
+    if lanes == "all":
+        count = have
+    elif isinstance(lanes, int) or (isinstance(lanes, str) and lanes.isascii() and lanes.isdigit()):
+        count = int(lanes)
+    else:
+        raise BadInput(f"--lanes {lanes!r} must be a whole number or all")
+    if count < 1:
+        raise BadInput(f"--lanes {count}: give 1 or more")
+    if device != "cpu" and count > have:
+        raise BadInput(f"--lanes {count}: {device} and the GPUs after it are {have}", hint="give --lanes all")
+    spanning = [s.name for s in scenarios if s.distributed]
+    if count > 1 and spanning:
+        raise BadInput(
+            f"--lanes {count}: scenario(s) {', '.join(spanning[:5])} use several processes (strategy); lanes "
+            "run single-GPU scenarios only",
+            hint="run those without --lanes, or leave them out with --only",
+        )
+    return count
 
 
 def gpu_uuids(device: str, probe: dict[str, Any]) -> tuple[str, ...]:
@@ -191,7 +222,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         for flag, given in (
             ("--model", request.model),
             ("--only", request.only),
-            *((f"--{k.replace('_', '-')}", v) for k, v in request.overrides.items()),
+            *((f"--{k.replace('_', '-')}", v) for k, v in request.overrides.items() if k not in NODE_OWN),
         )
         if given is not None
     ]
@@ -213,12 +244,16 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
                 f"--resume {out}: matrix '{request.matrix}' no longer matches the run's scenarios",
                 hint="resume without --matrix to finish the run as it was planned",
             )
+    own = {k: v for k, v in request.overrides.items() if k in NODE_OWN and v is not None}
+    if own:  # each node's own (bench/nodes.py): a Slurm step's node learns them when it starts
+        scenarios = tuple(s.replace(**own) if s.nnodes > 1 else s for s in scenarios)
     resolve_models(scenarios, device)  # the checkpoints are still there
     scenarios = check_data(scenarios, device)  # and the data files
     seen = probe(device, scratch)
     device, uuid = resolve_device(device, seen)
     uuids = gpu_uuids(device, seen)
     scenarios = resolve_gpus(scenarios, device, uuids)
+    lanes = resolve_lanes(request.lanes, device, uuids, scenarios)
     check_writable(out)
     name = str(saved.get("matrix", ""))
     saved_parity = saved.get("parity")
@@ -241,6 +276,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         gpu_uuids=uuids,
         parity_reference=str(reference),
         parity_seeds=int(parity.get("seeds", 1)),
+        lanes=lanes,
     )
     return plan, seen
 

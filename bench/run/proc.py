@@ -173,6 +173,23 @@ def start_server(cmd: Sequence[str], *, log_path: Path, env: dict[str, str] | No
         )
 
 
+def start_child(cmd: Sequence[str], *, log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """A child the caller polls and bounds itself (a lane's `gpubench run`): stdout and stderr to
+    `log_path`, its own session (the caller passes Ctrl-C on as SIGTERM), SIGKILLed by the kernel
+    if this process dies (Linux)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_kill_me_with_parent(os.getpid()),
+        )
+
+
 def tail(path: Path, limit: int = 2000) -> str:
     try:
         with open(path, "rb") as fh:

@@ -44,6 +44,7 @@ class RunRequest:
     cmd: str | None = None  # `--cmd "torchrun ... train.py"`: the user's script as the one scenario
     cmd_name: str = "cmd"  # that scenario's name
     parity_seeds: int | None = None  # the loss reference's seeds (docs/parity.md); None: the matrix's
+    lanes: str | None = None  # --lanes N|all: single-GPU scenarios at once, one per GPU
 
 
 def check_request(request: RunRequest) -> tuple[int, ...] | None:

@@ -14,7 +14,7 @@ from .. import cpus
 from ..errors import BadInput
 from ..measure.nvml import open_nvml
 from ..results import note_harness_time, note_launcher_fallback, write_plan
-from . import envinfo, interconnect
+from . import envinfo, interconnect, lanes, shards
 from .childenv import inductor_cache_dir
 from .outdir import check_unused, discard_unmeasured, entries, locked, remove_folders, remove_stale_temps
 from .plan import RunPlan, prepare
@@ -133,7 +133,10 @@ def _measure(
                 )
         else:
             env["interconnect"] = {"reason": "--skip-preflight"}
-    if plan.device != "cpu" and request.ceiling:  # a GPU run: the matmul ceiling, before any worker
+    if plan.lanes > 1:
+        env["lanes"] = {"lanes": plan.lanes, "dirs": "lanes/lane-K", "devices": "each lane's env.json"}
+        env["matmul_ceiling"] = {"reason": "--lanes: each lane measures its own GPU's (lanes/lane-K/env.json)"}
+    elif plan.device != "cpu" and request.ceiling:  # a GPU run: the matmul ceiling, before any worker
         with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
             env["matmul_ceiling"] = measure_ceiling(plan.device, gemm_shapes(plan.scenarios), Path(scratch))
         plan = dataclasses.replace(plan, ceiling_tflops=ceiling_tflops(env["matmul_ceiling"]))
@@ -143,7 +146,10 @@ def _measure(
     deadline = None if request.time_limit_s is None else started + request.time_limit_s
     workers_from = time.time()
     try:
-        outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
+        if plan.lanes > 1:
+            outcome = lanes.execute(plan, shards.child_flags(request), reporter, warn, deadline=deadline)
+        else:
+            outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
     finally:
         shutil.rmtree(plan.shared_dir, ignore_errors=True)  # gigabytes of a preset's random weights
     outcome = judge_required(outcome, request.require)
