@@ -40,30 +40,26 @@ def train(tmp_path: Path, engine: str, **fields: Any) -> dict[str, Any]:
 def test_fabric_and_accelerate_train_the_same_recipe_alike(tmp_path: Path) -> None:
     """Both loops set up on the same recipe (seed, model, data order, accumulation 2) in this process
     and stepped in turn, a micro-batch each: the same losses micro-batch by micro-batch (the loss is
-    scaled by 1/accumulation in both), all finite, and a comparable rate. The rate is each loop's
-    fastest micro-batch, taken in turn, so a busy CPU slows both alike; the band is generous."""
+    scaled by 1/accumulation in both, the same learning-rate schedule), all finite. Their speeds are
+    compared side by side in a benchmark, not here: a timed assertion fails on a loaded machine."""
     import torch
 
     from bench.worker import run as run_module
     from bench.worker.engines import accelerate, fabric
 
-    loops, times = {}, {}
+    loops = {}
     for engine, module in (("accelerate", accelerate), ("fabric", fabric)):
         sc = Scenario(name="s", engine=engine, **RECIPE, samples=64, grad_accum_steps=2, warmup_steps=1)
         inputs = run_module.build_inputs(sc, sc.model, torch.device("cpu"), tmp_path, {})
-        loops[engine], times[engine] = module.setup(inputs), []  # type: ignore[attr-defined]
+        loops[engine] = module.setup(inputs)  # type: ignore[attr-defined]
     batches = {engine: iter(loop.loader) for engine, loop in loops.items()}
     for _ in range(8):  # 4 optimizer steps
         for engine, loop in loops.items():
-            start = time.perf_counter()
             loop.step(next(batches[engine]))
-            times[engine].append(time.perf_counter() - start)
     losses = {engine: [float(v) for v in loop.inputs.losses.losses] for engine, loop in loops.items()}
     assert len(losses["fabric"]) == 8 and all(math.isfinite(v) for v in losses["fabric"] + losses["accelerate"])
     assert losses["fabric"] == pytest.approx(losses["accelerate"], rel=1e-5)
     assert losses["fabric"][-1] != pytest.approx(losses["fabric"][0], rel=1e-6)  # it trained
-    ratio = min(times["fabric"]) / min(times["accelerate"])
-    assert 0.5 <= ratio <= 2.0, ratio
 
 
 def test_fabric_reads_a_torchrun_job_from_its_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

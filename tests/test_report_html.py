@@ -283,10 +283,10 @@ def test_scaling_section_for_two_directories(tmp_path: Path) -> None:
     assert 'aria-label="Scaling efficiency against GPUs"' in scaling
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", scaling)]
     assert [c for c in cells if c] == [  # the lines in the order their rows come
-        ["fsdp full", "1", "81.00", "3", "1.00", "one-gpu/fsdp"],
-        ["fsdp full", "2", "141.00", "3", "0.87", "two-gpus/fsdp"],
-        ["ddp", "1", "101.00", "3", "1.00", "single"],
-        ["ddp", "2", "191.00", "3", "0.95", "ddp"],
+        ["fsdp full", "1", "81.00", "3", "1.00", "–", "one-gpu/fsdp"],
+        ["fsdp full", "2", "141.00", "3", "0.87", "–", "two-gpus/fsdp"],
+        ["ddp", "1", "101.00", "3", "1.00", "–", "single"],
+        ["ddp", "2", "191.00", "3", "0.95", "–", "ddp"],
     ]
     assert f"rows pooled from 2 result directories: {tmp_path / 'one-gpu'}, {tmp_path / 'two-gpus'}" in html
     checker = TagChecker()

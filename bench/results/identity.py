@@ -32,7 +32,16 @@ if TYPE_CHECKING:
 
 # settings that do not change what is measured stay out of the series key
 # (profiling runs after the timed window: bench/worker/profiling.py)
-NOT_IN_KEY = ("description", "timeout_s", "device", "model", "model_resolved", "profile_steps", "profile_memory")
+NOT_IN_KEY = (
+    "description",
+    "timeout_s",
+    "device",
+    "model",
+    "model_resolved",
+    "profile_steps",
+    "profile_memory",
+    "loss_every_steps",  # how often the loss curve takes a point: after the fact, not what is timed
+)
 KEY_SETTINGS = tuple(c for c in SETTING_COLUMNS if c not in NOT_IN_KEY)
 # settings added after results were first recorded, with their defaults
 LATE_SETTINGS: dict[str, Any] = {
@@ -56,6 +65,9 @@ LATE_SETTINGS: dict[str, Any] = {
     "data": "random",
     "tokenizer": "",
     "data_column": "text",
+    "learning_rate": None,
+    "lr_schedule": "linear",
+    "lr_warmup_steps": 0,
 }
 GPU_COUNT_KEYS = ("gpus", "world_size", "nnodes")  # a change here is a change of machine
 MEMORY_SOURCE = "peak_mem_source"
