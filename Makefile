@@ -11,7 +11,7 @@ BENCH_OUT ?= results/h200-bert-large
 BENCH_PARTS ?=  # empty: every part (validation/run_all.py's --parts default)
 BENCH_LIMIT ?=
 
-.PHONY: install run test test-validation test-gpu lint bench clean
+.PHONY: install run test test-heavy test-validation test-gpu lint bench clean
 
 # CONSTRAINTS=constraints/h200-2026-11.txt installs the versions behind the published H200 results
 # (pip -c; on a CUDA machine); set, it reinstalls even when .venv is up to date.
@@ -36,7 +36,12 @@ run: install
 # wait on them (on an idle 2-core machine: 8 min in one process, about 5 with 2 or 3).
 TEST_JOBS ?= 3
 test: install
-	$(BIN)/python -m pytest -m "not gpu and not validation" -q -n $(TEST_JOBS) --dist loadfile
+	$(BIN)/python -m pytest -m "not gpu and not validation and not heavy" -q -n $(TEST_JOBS) --dist loadfile
+
+# The second tier: the multi-process, multi-run end-to-end tests (tests/conftest.py's HEAVY_*);
+# .ci/run runs it after `make test`.
+test-heavy: install
+	$(BIN)/python -m pytest -m "heavy and not gpu and not validation" -q -n $(TEST_JOBS) --dist loadfile
 
 # End-to-end runs of the validation scripts (validation/) on the CPU with the tiny model.
 test-validation: install

@@ -49,7 +49,42 @@ HEAVY_FIRST = (  # longest first (make test --durations on an idle 2-core machin
 )
 
 
+# The second tier (`heavy`: `make test-heavy`, run by .ci/run after `make test`): the modules and
+# tests whose real multi-process or multi-run subprocesses cost tens of seconds each on a 2-core
+# machine, so that `make test` stays under 5 minutes there. Nothing here is skipped: .ci/run runs both.
+HEAVY_MODULES = (
+    "test_multigpu.py",
+    "test_mesh.py",
+    "test_reliability.py",
+    "test_slurm.py",
+    "test_parity_e2e.py",
+    "test_data_e2e.py",
+    "test_workflow.py",
+    "test_required.py",
+    "test_launcher.py",
+    "test_llm.py",
+    "test_readme.py",
+)
+HEAVY_TESTS = (
+    "test_families.py::test_models_gpubench_has_no_code_for_train_as_their_own_task",
+    "test_families.py::test_a_model_table_in_the_matrix_trains_with_random_weights",
+    "test_run_e2e.py::test_run_a_local_checkpoint",
+    "test_run_e2e.py::test_a_lanes_run_writes_the_rows_of_a_plain_run",
+    "test_history_store.py::test_a_resaved_results_csv_is_the_same_run_and_a_changed_value_another",
+    "test_input_classes.py::test_resume_refuses_a_results_file_with_a_hand_added_column",
+    "test_run_e2e.py::test_profile_writes_a_trace_and_the_breakdown_and_the_gpu_columns_say_why_they_are_empty",
+    "test_hook.py::test_run_cmd_times_the_loop_as_a_scenario",
+    "test_hook.py::test_commands_that_fail_are_rows_with_a_status_and_their_reason",
+    "test_fit.py::test_fit_on_the_cpu_brackets_the_largest_batch_with_real_probes",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        if item.path.name in HEAVY_MODULES or name in HEAVY_TESTS:
+            item.add_marker(pytest.mark.heavy)
+
     def rank(item: pytest.Item) -> int:
         name = item.path.name
         return HEAVY_FIRST.index(name) if name in HEAVY_FIRST else len(HEAVY_FIRST)

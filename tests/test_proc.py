@@ -149,13 +149,19 @@ def dotted(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
+# the one unpickler: CIFAR-10's python batches through a find_class that admits numpy arrays only
+# (tests/test_datakinds.py feeds it a pickle that would run code)
+PICKLE_ALLOWED = {"bench/worker/datafiles.py": ("import pickle",)}
+
+
 def test_no_shell_eval_or_pickle_anywhere_in_bench() -> None:
     assert len(SOURCES) > 20
     offences = []
     for path in SOURCES:
         text = path.read_text()
+        allowed = PICKLE_ALLOWED.get(str(path.relative_to(REPO)), ())
         for word in ("shell=True", "os.system", "os.popen", "import pickle", "pickle.load", "torch.load("):
-            if word in text:
+            if word in text and word not in allowed:
                 offences.append(f"{path.relative_to(REPO)}: {word}")
         for call in calls(ast.parse(text)):
             name = dotted(call.func)
