@@ -168,3 +168,28 @@ def test_the_fabric_vit_matrix_is_the_talks_table() -> None:
         ("vit-b16", "adamw", 16)
     }
     assert rows["fabric-bf16-b64"].batch_size == 64 and rows["fabric-ddp"].gpus == rows["fabric-fsdp"].gpus == "all"
+
+
+def test_fabric_never_asks_torch_for_the_legacy_matmul_precision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CUDA device Fabric's accelerator set-up calls `_check_cuda_matmul_precision`, which asks
+    torch.get_float32_matmul_precision(): torch 2.11 raises there after gpubench set TF32 per backend
+    (every H200 Fabric row failed). The engine turns the hint off; the set-up path finds it by name."""
+    import inspect
+
+    import torch
+    from lightning_fabric.accelerators import cuda
+
+    from bench.worker.engines import fabric
+
+    def raises() -> str:
+        raise RuntimeError("PyTorch is checking the matmul precision without a specific backend name")
+
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", raises)
+    monkeypatch.setattr(cuda, "_check_cuda_matmul_precision", cuda._check_cuda_matmul_precision)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cuda, "_is_ampere_or_later", lambda device=None: True)
+    with pytest.raises(RuntimeError, match="without a specific backend"):
+        cuda._check_cuda_matmul_precision.__wrapped__(torch.device("cuda", 0))  # the hint as Fabric ships it
+    fabric.no_precision_hint()
+    cuda._check_cuda_matmul_precision(torch.device("cuda", 0))  # what CUDAAccelerator.setup_device calls
+    assert "_check_cuda_matmul_precision(device)" in inspect.getsource(cuda.CUDAAccelerator.setup_device)

@@ -88,10 +88,22 @@ def fabric_arguments(inputs: EngineInputs) -> dict[str, Any]:
     return {"accelerator": accelerator, "devices": one, "plugins": [LightningEnvironment()]}
 
 
+def no_precision_hint() -> None:
+    """Turn off Fabric's TF32 hint on CUDA (`_check_cuda_matmul_precision`, which only logs advice
+    to call `set_float32_matmul_precision`). It asks `torch.get_float32_matmul_precision()`, which
+    raises in torch 2.11 once the precision was set per backend through the new API, as gpubench
+    does (worker/precision.py: `tf32` is the scenario's, set by gpubench, not by Fabric): every H200
+    Fabric row failed there with "checking the matmul precision without a specific backend name"."""
+    from lightning_fabric.accelerators import cuda
+
+    cuda._check_cuda_matmul_precision = lambda device: None  # type: ignore[assignment]
+
+
 def setup(inputs: EngineInputs) -> FabricLoop:
     sc, model, device = inputs.sc, inputs.model, inputs.device
     from lightning_fabric import Fabric
 
+    no_precision_hint()
     fabric = Fabric(
         precision=TO_FABRIC.get(sc.precision, sc.precision),  # type: ignore[arg-type]
         strategy=parallel.fabric_strategy(sc, model),
