@@ -185,11 +185,12 @@ def test_fabric_never_asks_torch_for_the_legacy_matmul_precision(monkeypatch: py
         raise RuntimeError("PyTorch is checking the matmul precision without a specific backend name")
 
     monkeypatch.setattr(torch, "get_float32_matmul_precision", raises)
-    monkeypatch.setattr(cuda, "_check_cuda_matmul_precision", cuda._check_cuda_matmul_precision)
+    shipped = getattr(cuda, "gpubench_shipped_hint", cuda._check_cuda_matmul_precision)  # another test set Fabric up
+    monkeypatch.setattr(cuda, "_check_cuda_matmul_precision", shipped)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(cuda, "_is_ampere_or_later", lambda device=None: True)
     with pytest.raises(RuntimeError, match="without a specific backend"):
-        cuda._check_cuda_matmul_precision.__wrapped__(torch.device("cuda", 0))  # the hint as Fabric ships it
+        shipped.__wrapped__(torch.device("cuda", 0))  # the hint as Fabric ships it
     fabric.no_precision_hint()
     cuda._check_cuda_matmul_precision(torch.device("cuda", 0))  # what CUDAAccelerator.setup_device calls
     assert "_check_cuda_matmul_precision(device)" in inspect.getsource(cuda.CUDAAccelerator.setup_device)

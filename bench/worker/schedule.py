@@ -37,3 +37,11 @@ def effective(learning_rate: float, schedule: str, warmup_steps: int) -> dict[st
         "effective_lr_schedule": str(schedule),
         "effective_lr_warmup_steps": int(warmup_steps),
     }
+
+
+def effective_of(sc: Scenario, scheduler: Any) -> dict[str, Any]:
+    """What a hand-written loop trains with: the scenario's schedule, or a constant rate where it
+    has no scheduler (DeepSpeed's own CPU Adam under ZeRO-Offload)."""
+    if scheduler is None:
+        return effective(sc.effective_learning_rate, "constant", 0)
+    return effective(sc.effective_learning_rate, scheduler_name(sc), sc.lr_warmup_steps)

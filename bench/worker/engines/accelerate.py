@@ -8,7 +8,6 @@ block by block, beside the reference loop.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +21,8 @@ from ..dist import wrapper_name
 from ..llm import apply_liger, fused_loss_eager
 from ..offload import offload_forward
 from ..optimizers import AdamSettings, make_optimizer
-from ..schedule import effective, make_scheduler, scheduler_name
-from .base import EngineInputs
+from ..schedule import effective_of, make_scheduler
+from .base import EngineInputs, run_epoch
 
 MIXED = {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}
 
@@ -43,14 +42,6 @@ class AccelerateLoop:
     around: Callable[[dict[str, torch.Tensor]], Any] = lambda batch: contextlib.nullcontext()
     autocast: Callable[[], Any] = contextlib.nullcontext
     wrapper: str = ""
-
-    @property
-    def effective(self) -> dict[str, Any]:
-        """The learning rate, schedule and warm-up this loop trains with (results columns)."""
-        sc = self.inputs.sc
-        if self.scheduler is None:
-            return effective(sc.effective_learning_rate, "constant", 0)
-        return effective(sc.effective_learning_rate, scheduler_name(sc), sc.lr_warmup_steps)
 
     def step(self, batch: dict[str, torch.Tensor]) -> None:
         accelerator, model, optimizer = self.accelerator, self.model, self.optimizer
@@ -154,22 +145,8 @@ def _on_mesh(inputs: EngineInputs, accelerator: Any, loader: Any) -> AccelerateL
 
 def train(inputs: EngineInputs) -> dict[str, Any]:
     loop = setup(inputs)
-    inputs.clock.train_begin()
-    start = time.perf_counter()
-    batches = 0
-    for batch in loop.loader:
-        loop.step(batch)
-        batches += 1
-        if inputs.clock.done:  # the window has closed (window = "auto" or STEPS): end the epoch here
-            break
-    if inputs.device.type == "cuda":
-        torch.cuda.synchronize()
-    loop_s = time.perf_counter() - start
-    samples = batches * inputs.sc.batch_size
-    # The loop's own figures over what it trained (the whole epoch unless the window ended it), the
-    # counterpart of the Trainer's train_runtime (this rank's; bench/worker/ranks.py adds the ranks up).
-    figures: dict[str, Any] = {"trainer_runtime_s": loop_s, "trainer_samples_per_s": samples / loop_s}
-    figures.update(loop.effective)
+    figures = run_epoch(inputs, loop.loader, loop.step)
+    figures.update(effective_of(inputs.sc, loop.scheduler))
     if inputs.sc.distributed:
         figures["parallel_wrapper"] = loop.wrapper or wrapper_name(loop.model)
     return figures

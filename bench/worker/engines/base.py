@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,3 +27,22 @@ class EngineInputs:
     losses: LossTracker
     phases: MemoryPhases
     scratch: Path
+
+
+def run_epoch(inputs: EngineInputs, loader: Iterable[Any], step: Callable[[Any], None]) -> dict[str, Any]:
+    """A hand-written loop's epoch (the Accelerate and Fabric engines): `step` over the loader's
+    micro-batches until the clock's window has closed (window = "auto" or STEPS) or the epoch ends;
+    the loop's own figures over what it trained, this rank's (bench/worker/ranks.py adds the ranks
+    up), the counterpart of the Trainer's train_runtime."""
+    inputs.clock.train_begin()
+    start = time.perf_counter()
+    batches = 0
+    for batch in loader:
+        step(batch)
+        batches += 1
+        if inputs.clock.done:
+            break
+    if inputs.device.type == "cuda":
+        torch.cuda.synchronize()
+    loop_s = time.perf_counter() - start
+    return {"trainer_runtime_s": loop_s, "trainer_samples_per_s": batches * inputs.sc.batch_size / loop_s}
