@@ -109,3 +109,23 @@ def test_lanes_are_refused_for_scenarios_of_several_processes(tmp_path: Path) ->
     assert not (tmp_path / "r").exists()
     done = gpubench_in_process("run", "--device", "cpu", "--matrix", "quick", "--lanes", "two", "--out", tmp_path)
     assert done.code == 2 and "--lanes 'two' must be a whole number or all" in done.err
+
+
+def test_a_merged_sharded_night_compares_as_one_against_a_whole_one(tmp_path: Path) -> None:
+    """Shards alone each miss scenarios against a whole night (compare exits 1, naming them); merged,
+    they are one night: every scenario judged, nothing missing, exit 0."""
+    whole = shard(tmp_path / "whole", [row("a"), row("b"), row("c")], ["a", "b", "c"])
+    a = shard(tmp_path / "a", [row("a"), row("c")], ["a", "c"])
+    b = shard(tmp_path / "b", [row("b")], ["b"], host="h1")
+    alone = gpubench_in_process("compare", whole, a, "--format", "json")
+    assert alone.code == 1 and json.loads(alone.out)["counts"] == {"missing": 1, "unchanged": 2}
+    assert gpubench_in_process("merge", tmp_path / "night", a, b).code == 0
+    merged = gpubench_in_process("compare", whole, tmp_path / "night", "--format", "json")
+    assert merged.code == 0, merged.err
+    report = json.loads(merged.out)
+    assert report["counts"] == {"unchanged": 3}
+    assert [(r["scenario"], r["verdict"]) for r in report["rows"]] == [
+        ("a", "unchanged"),
+        ("b", "unchanged"),
+        ("c", "unchanged"),
+    ]
