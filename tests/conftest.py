@@ -76,6 +76,8 @@ HEAVY_TESTS = (
     "test_hook.py::test_run_cmd_times_the_loop_as_a_scenario",
     "test_hook.py::test_commands_that_fail_are_rows_with_a_status_and_their_reason",
     "test_fit.py::test_fit_on_the_cpu_brackets_the_largest_batch_with_real_probes",
+    "test_help.py::test_every_help_example_runs_as_shown",
+    "test_inputs.py::test_compare_thresholds_are_finite_and_bounded",
 )
 
 
