@@ -18,11 +18,9 @@ from ... import mesh as mesh_layout
 from .. import dist, mesh, parallel
 from ..compiling import compiled
 from ..dist import wrapper_name
-from ..llm import apply_liger, fused_loss_eager
-from ..offload import offload_forward
 from ..optimizers import AdamSettings, make_optimizer
 from ..schedule import effective_of, make_scheduler
-from .base import EngineInputs, run_epoch
+from .base import EngineInputs, apply_techniques, epoch_loader, run_epoch
 
 MIXED = {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}
 
@@ -76,22 +74,8 @@ def setup(inputs: EngineInputs) -> AccelerateLoop:
         **plugins,
     )
     parallel.force_fsdp_on_cpu(accelerator, plugins.get("fsdp_plugin"))
-    if sc.liger:
-        apply_liger(model)
-        fused_loss_eager(sc)
-    if sc.grad_checkpointing:
-        model.gradient_checkpointing_enable()
-    if sc.activation_offload:
-        offload_forward(model)
-    loader = torch.utils.data.DataLoader(
-        inputs.dataset,
-        batch_size=sc.batch_size,
-        shuffle=True,
-        drop_last=True,
-        num_workers=sc.dataloader_workers,
-        pin_memory=sc.pin_memory,
-        generator=torch.Generator().manual_seed(sc.seed),
-    )
+    apply_techniques(sc, model)
+    loader = epoch_loader(inputs)
     if mesh_layout.asked(vars(sc)):
         return _on_mesh(inputs, accelerator, loader)
     if sc.strategy == "deepspeed" and sc.offload != "none":  # DeepSpeed builds its CPU Adam

@@ -46,3 +46,32 @@ def run_epoch(inputs: EngineInputs, loader: Iterable[Any], step: Callable[[Any],
         torch.cuda.synchronize()
     loop_s = time.perf_counter() - start
     return {"trainer_runtime_s": loop_s, "trainer_samples_per_s": batches * inputs.sc.batch_size / loop_s}
+
+
+def epoch_loader(inputs: EngineInputs) -> Any:
+    """The hand-written loops' DataLoader: shuffled by the scenario's seed, whole batches only."""
+    sc = inputs.sc
+    return torch.utils.data.DataLoader(
+        inputs.dataset,
+        batch_size=sc.batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=sc.dataloader_workers,
+        pin_memory=sc.pin_memory,
+        generator=torch.Generator().manual_seed(sc.seed),
+    )
+
+
+def apply_techniques(sc: Scenario, model: Any) -> None:
+    """What the hand-written loops do to the model before it is wrapped: Liger's kernels (its fused
+    loss kept eager under a whole-model compile), gradient checkpointing, activation offload."""
+    from ..llm import apply_liger, fused_loss_eager
+    from ..offload import offload_forward
+
+    if sc.liger:
+        apply_liger(model)
+        fused_loss_eager(sc)
+    if sc.grad_checkpointing:
+        model.gradient_checkpointing_enable()
+    if sc.activation_offload:
+        offload_forward(model)

@@ -19,12 +19,10 @@ from ...precisions import TO_FABRIC
 from .. import dist, parallel
 from ..compiling import compiled
 from ..dist import wrapper_name
-from ..llm import apply_liger, fused_loss_eager
-from ..offload import offload_forward
 from ..optimizers import AdamSettings, make_optimizer
 from ..precision import set_tf32
 from ..schedule import effective_of, make_scheduler
-from .base import EngineInputs, run_epoch
+from .base import EngineInputs, apply_techniques, epoch_loader, run_epoch
 
 
 @dataclass
@@ -103,13 +101,7 @@ def setup(inputs: EngineInputs) -> FabricLoop:
         **fabric_arguments(inputs),
     )
     fabric.launch()  # under torchrun: no processes started, the distributed environment set up
-    if sc.liger:
-        apply_liger(model)
-        fused_loss_eager(sc)
-    if sc.grad_checkpointing:
-        model.gradient_checkpointing_enable()
-    if sc.activation_offload:
-        offload_forward(model)
+    apply_techniques(sc, model)
     if sc.compile:  # Fabric compiles again around its own wrapper (setup_module's _reapply_compile)
         model = compiled(model, sc.compile_scope, sc.compile_mode)
     hp = AdamSettings(lr=sc.effective_learning_rate)
@@ -124,15 +116,7 @@ def setup(inputs: EngineInputs) -> FabricLoop:
     else:  # the optimizer over the wrapped parameters (FSDP's), as Fabric's FSDP guide builds it
         model = fabric.setup_module(model)
         optimizer = fabric.setup_optimizers(make_optimizer(sc.optimizer, model, hp))
-    loader = torch.utils.data.DataLoader(
-        inputs.dataset,
-        batch_size=sc.batch_size,
-        shuffle=True,
-        drop_last=True,
-        num_workers=sc.dataloader_workers,
-        pin_memory=sc.pin_memory,
-        generator=torch.Generator().manual_seed(sc.seed),
-    )
+    loader = epoch_loader(inputs)
     # the scheduler over the set-up optimizer (none beside DeepSpeed's CPU Adam, as in the Accelerate loop)
     offloaded = sc.strategy == "deepspeed" and sc.offload != "none"
     scheduler = None if offloaded else make_scheduler(sc, optimizer)
