@@ -64,15 +64,13 @@ HEAVY_MODULES = (
     "test_launcher.py",
     "test_llm.py",
     "test_readme.py",
+    "test_run_e2e.py",  # the quick matrix end to end (make run), and what it writes
 )
 HEAVY_TESTS = (
     "test_families.py::test_models_gpubench_has_no_code_for_train_as_their_own_task",
     "test_families.py::test_a_model_table_in_the_matrix_trains_with_random_weights",
-    "test_run_e2e.py::test_run_a_local_checkpoint",
-    "test_run_e2e.py::test_a_lanes_run_writes_the_rows_of_a_plain_run",
     "test_history_store.py::test_a_resaved_results_csv_is_the_same_run_and_a_changed_value_another",
     "test_input_classes.py::test_resume_refuses_a_results_file_with_a_hand_added_column",
-    "test_run_e2e.py::test_profile_writes_a_trace_and_the_breakdown_and_the_gpu_columns_say_why_they_are_empty",
     "test_hook.py::test_run_cmd_times_the_loop_as_a_scenario",
     "test_hook.py::test_commands_that_fail_are_rows_with_a_status_and_their_reason",
     "test_fit.py::test_fit_on_the_cpu_brackets_the_largest_batch_with_real_probes",
