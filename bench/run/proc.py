@@ -108,18 +108,8 @@ def run_subprocess(
     `die_with_parent`: the child is SIGKILLed by the kernel when this process dies, even by
     SIGKILL (Linux; for a child that cannot ask for it itself, such as torchrun, whose ranks then
     die with it: bench/worker/entry.py die_with_parent)."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            list(cmd),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            preexec_fn=_kill_me_with_parent(os.getpid()) if die_with_parent else None,
-        )
+    proc = start_child(cmd, log_path=log_path, env=env, die_with_parent=die_with_parent, append=False)
     try:
         if on_start is not None:
             on_start(proc.pid)
@@ -173,12 +163,19 @@ def start_server(cmd: Sequence[str], *, log_path: Path, env: dict[str, str] | No
         )
 
 
-def start_child(cmd: Sequence[str], *, log_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """A child the caller polls and bounds itself (a lane's `gpubench run`): stdout and stderr to
-    `log_path`, its own session (the caller passes Ctrl-C on as SIGTERM), SIGKILLed by the kernel
-    if this process dies (Linux)."""
+def start_child(
+    cmd: Sequence[str],
+    *,
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    die_with_parent: bool = True,
+    append: bool = True,
+) -> subprocess.Popen[bytes]:
+    """A child the caller polls and bounds itself (a lane's `gpubench run`; run_subprocess's):
+    stdout and stderr to `log_path` (appended, or written afresh), its own session (the caller
+    passes Ctrl-C on as SIGTERM), SIGKILLed by the kernel if this process dies (Linux)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    with open(log_path, "ab" if append else "wb") as log:
         return subprocess.Popen(
             list(cmd),
             stdin=subprocess.DEVNULL,
@@ -186,7 +183,7 @@ def start_child(cmd: Sequence[str], *, log_path: Path, env: dict[str, str] | Non
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=_kill_me_with_parent(os.getpid()),
+            preexec_fn=_kill_me_with_parent(os.getpid()) if die_with_parent else None,
         )
 
 
