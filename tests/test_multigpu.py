@@ -380,3 +380,38 @@ def test_model_states_shard_as_the_zero_paper_says() -> None:
     single = predict(scenario(model="bert-large", precision="bf16", strategy="none", gpus=1), dims)
     # the reducer's buckets, and the bucket in flight while gradients are reduced
     assert ddp.phases["backward"] - single.phases["backward"] == 2 * ddp.grads
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    strategy=st.sampled_from(["none", "ddp", "fsdp"]),
+    gpus=st.sampled_from(["all", 1, 2]),
+    have=st.integers(min_value=0, max_value=4),
+    device=st.sampled_from(["cpu", "cuda:0"]),
+)
+def test_spreading_over_one_gpu_is_a_skip_with_its_reason(strategy: str, gpus: Any, have: int, device: str) -> None:
+    """gpus = "all" with a strategy is skipped on a host with one GPU (it would run its strategy in one
+    process); an explicit number, no strategy, the CPU's gloo processes or 2+ GPUs run as asked."""
+    from bench.run.plan import spread_skips
+
+    if strategy == "none" and gpus != 1:
+        return  # not a valid scenario
+    sc = Scenario(name="s", strategy=strategy, gpus=gpus)
+    uuids = tuple(f"GPU-{i}" for i in range(have))
+    skips = spread_skips((sc,), device, uuids)
+    expected = device != "cpu" and have < 2 and gpus == "all" and strategy != "none"
+    assert ("s" in skips) == expected
+    if expected:
+        assert f'strategy = "{strategy}"' in skips["s"] and "--gpus 1" in skips["s"]
+
+
+def test_a_skipped_plan_row_starts_no_worker(tmp_path: Path) -> None:
+    """run_one returns the plan's skip as a skipped row, with the scenario's settings, and launches nothing."""
+    from bench.run.plan import RunPlan
+    from bench.run.runner import run_one
+
+    sc = Scenario(name="spread", model="tiny", strategy="ddp", gpus=1)
+    plan = RunPlan("m", (sc,), 1, "cuda:0", None, "tiny", tmp_path, 60.0, skips={"spread": "needs 2 GPUs"})
+    row = run_one(plan, sc, 0, None, None, launcher=None)  # type: ignore[arg-type]
+    assert (row["status"], row["error"], row["strategy"]) == ("skipped", "needs 2 GPUs", "ddp")
+    assert plan.to_json()["skips"] == {"spread": "needs 2 GPUs"}

@@ -53,6 +53,7 @@ class RunPlan:
     made: tuple[Path, ...] = ()  # the folders this run made for `out` (it and new parents), deepest first
     parity_reference: str = matrix_mod.DEFAULT_PARITY_REFERENCE  # the loss reference (docs/parity.md)
     parity_seeds: int = 1  # the seeds it runs at (its extra seeds are scenarios of the plan)
+    skips: dict[str, str] = field(default_factory=dict)  # scenario -> why it cannot mean what it says here
 
     @property
     def results_csv(self) -> Path:
@@ -81,6 +82,7 @@ class RunPlan:
             "model": self.model,
             "timeout_s": self.timeout_s,
             "parity": {"reference": self.parity_reference, "seeds": self.parity_seeds},
+            "skips": dict(self.skips),
             "scenarios": [s.settings() for s in self.scenarios],
         }
 
@@ -105,6 +107,7 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         device, uuid = resolve_device(request.device, seen)
         uuids = gpu_uuids(device, seen)
         name, scenarios, model, parity = _scenarios(request, device)
+        skips = spread_skips(scenarios, device, uuids)
         scenarios = resolve_gpus(scenarios, device, uuids)
         lanes = resolve_lanes(request.lanes, device, uuids, scenarios)
     except BaseException:
@@ -127,6 +130,7 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         parity_reference=parity[0],
         parity_seeds=parity[1],
         lanes=lanes,
+        skips=skips,
     )
     return plan, seen
 
@@ -166,6 +170,20 @@ def gpu_uuids(device: str, probe: dict[str, Any]) -> tuple[str, ...]:
         return ()
     devices = probe.get("devices", [])
     return tuple(str(d.get("uuid")) for d in devices[int(device.split(":")[1]) :])
+
+
+def spread_skips(scenarios: tuple[Scenario, ...], device: str, uuids: tuple[str, ...]) -> dict[str, str]:
+    """The scenarios that ask to spread over every GPU (gpus = "all" with a strategy) on a host with
+    one: each would run its strategy in one process, a row that does not measure what it names. Each
+    is a skipped row saying why (`gpus = 1` or --gpus 1 runs it on one GPU on purpose)."""
+    if device == "cpu" or len(uuids) > 1:
+        return {}
+    return {
+        sc.name: f'gpus = "all" found {len(uuids)} GPU here: strategy = "{sc.strategy}" needs 2 or more to '
+        "spread over; run it on a host with more GPUs, or set gpus = 1 (or --gpus 1) to time it on one"
+        for sc in scenarios
+        if sc.gpus == "all" and sc.strategy != "none" and sc.nnodes == 1
+    }
 
 
 def resolve_gpus(scenarios: tuple[Scenario, ...], device: str, uuids: tuple[str, ...]) -> tuple[Scenario, ...]:
@@ -277,6 +295,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         parity_reference=str(reference),
         parity_seeds=int(parity.get("seeds", 1)),
         lanes=lanes,
+        skips={str(k): str(v) for k, v in (saved.get("skips") or {}).items()},
     )
     return plan, seen
 
