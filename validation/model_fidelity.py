@@ -37,17 +37,28 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--only", default="", help="scenarios, comma-separated (default: every ok one)")
     p.add_argument("--device", default="cuda")
+    p.add_argument(
+        "--loop",
+        choices=("auto", "plain", "fabric"),
+        default="auto",
+        help="the yardstick (validation/model_loop.py): auto is Fabric's loop for engine = fabric rows; "
+        "plain beside it measures Fabric's own cost (its files: loop-plain-SCENARIO-rR.json)",
+    )
     p.add_argument("--time-limit", type=float, default=None, help="seconds; start nothing after that (exit 4)")
     return p
 
 
+def stem(a: argparse.Namespace) -> str:
+    return "loop" if a.loop == "auto" else f"loop-{a.loop}"
+
+
 def loop_once(a: argparse.Namespace, scenario: str, repeat: int, model: str | None) -> Path:
-    out = a.out / f"loop-{scenario}-r{repeat}.json"
+    out = a.out / f"{stem(a)}-{scenario}-r{repeat}.json"
     if out.is_file():
         return out
     cmd = [sys.executable, "-m", "validation.model_loop", "--matrix", a.matrix, "--scenario", scenario]
-    cmd += ["--device", a.device, "--out", str(out)] + (["--model", model] if model else [])
-    log = a.out / f"loop-{scenario}-r{repeat}.log"
+    cmd += ["--device", a.device, "--out", str(out), "--loop", a.loop] + (["--model", model] if model else [])
+    log = a.out / f"{stem(a)}-{scenario}-r{repeat}.log"
     with log.open("w") as fh:
         subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=LOOP_TIMEOUT_S, check=False, env=os.environ)
     return out
@@ -57,7 +68,8 @@ def table(a: argparse.Namespace, rows: pd.DataFrame, scenarios: list[str]) -> pd
     out = []
     for name in scenarios:
         engine = rows[(rows["scenario"] == name) & (rows["status"] == "ok")]["samples_per_s"].astype(float)
-        loops = [json.loads(p.read_text())["samples_per_s"] for p in sorted(a.out.glob(f"loop-{name}-r*.json"))]
+        found = [json.loads(p.read_text()) for p in sorted(a.out.glob(f"{stem(a)}-{name}-r*.json"))]
+        loops = [f["samples_per_s"] for f in found]
         if engine.empty or not loops:
             continue
         e, lo = float(engine.median()), statistics.median(loops)
@@ -65,6 +77,7 @@ def table(a: argparse.Namespace, rows: pd.DataFrame, scenarios: list[str]) -> pd
             {
                 "scenario": name,
                 "engine_samples_per_s": e,
+                "loop": found[0].get("loop", "plain"),
                 "loop_samples_per_s": lo,
                 "ratio": e / lo,
                 "within_5pct": abs(e / lo - 1) <= LIMIT,
@@ -92,7 +105,7 @@ def main() -> int:
             model = None if a.device != "cpu" else str(ok[ok["scenario"] == name]["model_resolved"].iloc[0])
             loop_once(a, name, repeat, model)
     result = table(a, rows, scenarios)
-    result.to_csv(a.out / "fidelity.csv", index=False)
+    result.to_csv(a.out / ("fidelity.csv" if a.loop == "auto" else f"fidelity-{a.loop}.csv"), index=False)
     print(result.to_string(index=False))
     return 0
 

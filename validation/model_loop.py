@@ -4,7 +4,10 @@ the model families (vit, moe, decoders matrices) that gpubench's engines time.
 The same model as the engine trains (built by gpubench's builder: family, task, LoRA/QLoRA base,
 Liger, experts kernels), the same random data, optimizer (torch's AdamW over the trainable
 parameters) and precision (autocast; a GradScaler under fp16); then nothing but forward, backward,
-step and zero_grad. No Accelerate, no Trainer, no hooks. The window is the scenario's own: its
+step and zero_grad. No Accelerate, no Trainer, no hooks. A scenario of `engine = "fabric"` is the
+talk's Fabric loop (`--loop auto`, the default): `Fabric(precision=...)`, `setup_module`,
+`setup_optimizers`, `fabric.backward`, nothing else; `--loop plain` runs the plain loop for it, so
+that Fabric's own cost is measured apart from gpubench's. The window is the scenario's own: its
 warm-up steps, then `window` optimizer steps (or the rest of the epoch), timed with a device
 synchronisation at both ends and a CUDA event at each step's end. Writes one JSON object to --out.
 
@@ -37,7 +40,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="override the scenario's model (as gpubench run --model)")
     p.add_argument("--device", default="cuda", help="cuda (the yardstick) or cpu (to test the script)")
     p.add_argument("--out", required=True)
+    p.add_argument(
+        "--loop", choices=("auto", "plain", "fabric"), default="auto", help="auto: Fabric for engine = fabric"
+    )
     return p
+
+
+def fabric_of(sc: Scenario, device: torch.device) -> Any:
+    """A Fabric on the one device, in the scenario's precision (Fabric's spelling), as the talk's scripts."""
+    from lightning_fabric import Fabric
+
+    from bench.precisions import TO_FABRIC
+    from bench.worker.engines.fabric import no_precision_hint
+
+    no_precision_hint()  # its TF32 hint fails in torch 2.11 once the precision was set per backend
+    accelerator = "cuda" if device.type == "cuda" else "cpu"
+    devices = [device.index or 0] if device.type == "cuda" else 1
+    fabric = Fabric(accelerator=accelerator, devices=devices, precision=TO_FABRIC.get(sc.precision, sc.precision))
+    fabric.launch()
+    return fabric
 
 
 def build(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> tuple[Any, Any]:
@@ -47,7 +68,7 @@ def build(sc: Scenario, model_name: str, device: torch.device, scratch: Path) ->
     return model, dataset_for(model.config, task, sc.samples, sc.seq_len, sc.seed, "memory")
 
 
-def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> dict[str, Any]:
+def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop: str = "plain") -> dict[str, Any]:
     cuda = device.type == "cuda"
     if cuda:
         set_tf32(sc.tf32)
@@ -63,6 +84,12 @@ def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> d
     forward = torch.compile(model) if sc.compile else model
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(sc.precision)
     scaler = torch.amp.GradScaler(device.type) if sc.precision == "fp16" else None
+    fabric = fabric_of(sc, device) if loop == "fabric" else None
+    if fabric is not None:  # Fabric's autocast and scaler instead of the loop's own
+        forward, optimizer = fabric.setup_module(forward), fabric.setup_optimizers(optimizer)
+        dtype, scaler = None, None
+        if cuda:
+            set_tf32(sc.tf32)
     batches = sc.samples // sc.batch_size
     steps = min(batches, sc.warmup_steps + sc.window) if isinstance(sc.window, int) else batches
 
@@ -72,7 +99,10 @@ def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> d
         labels = data.labels[start : start + sc.batch_size].to(device)
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             out = forward(**batch, labels=labels).loss
-        if scaler is not None:
+        if fabric is not None:
+            fabric.backward(out)
+            optimizer.step()
+        elif scaler is not None:
             scaler.scale(out).backward()
             scaler.step(optimizer)
             scaler.update()
@@ -88,6 +118,7 @@ def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path) -> d
     return {
         "scenario": sc.name,
         "model": model_name,
+        "loop": loop,
         "samples_per_s": window_samples / w.window_s,
         **step_time_ms(w.step_s),
         "window_s": w.window_s,
@@ -107,7 +138,8 @@ def main() -> None:
     device = torch.device(a.device)
     model_name = resolve_model(sc.model, "cpu" if device.type == "cpu" else "cuda")
     out = Path(a.out)
-    result = run(sc, model_name, device, out.parent / f".{out.stem}-scratch")
+    loop = ("fabric" if sc.engine == "fabric" else "plain") if a.loop == "auto" else a.loop
+    result = run(sc, model_name, device, out.parent / f".{out.stem}-scratch", loop)
     out.write_text(json.dumps(result), encoding="utf-8")
     print(json.dumps(result))
 

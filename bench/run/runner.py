@@ -165,7 +165,9 @@ def run_one(
     workdir = plan.out / "work" / f"{sc.name}-r{repeat}"
     workdir.mkdir(parents=True, exist_ok=True)
     if sc.name in plan.skips:  # it cannot run as it says here (plan.spread_skips)
-        return _row(sc, repeat, resolve_model(sc.model, plan.device), plan.device, "skipped", plan.skips[sc.name], {}, None)
+        return _row(
+            sc, repeat, resolve_model(sc.model, plan.device), plan.device, "skipped", plan.skips[sc.name], {}, None
+        )
     if sc.is_command:
         return _run_command(plan, sc, repeat, gpu_name, workdir, interrupts)
     spec_path, result_path = workdir / "spec.json", workdir / "result.json"

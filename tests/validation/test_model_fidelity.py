@@ -20,7 +20,11 @@ def test_the_loop_runs_beside_every_ok_row_and_the_table_pairs_them(tmp_path: Pa
     base = {"samples": 12, "seq_len": 32, "warmup_steps": 1, "batch_size": 4, "engine": "accelerate"}
     matrix = write_matrix(
         tmp_path / "m.toml",
-        {"qwen": {"model": "qwen2-tiny"}, "vit": {"model": "vit-tiny", "precision": "bf16"}},
+        {
+            "qwen": {"model": "qwen2-tiny"},
+            "vit": {"model": "vit-tiny", "precision": "bf16"},
+            "vitf": {"model": "vit-tiny", "engine": "fabric", "precision": "bf16-mixed"},
+        },
         base=base,
     )
     run = tmp_path / "run"
@@ -32,8 +36,22 @@ def test_the_loop_runs_beside_every_ok_row_and_the_table_pairs_them(tmp_path: Pa
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
     assert done.returncode == 0, done.stderr
     table = pd.read_csv(out / "fidelity.csv").set_index("scenario")
-    assert list(table.index) == ["qwen", "vit"]
+    assert list(table.index) == ["qwen", "vit", "vitf"]
+    assert table["loop"].tolist() == ["plain", "plain", "fabric"]  # the Fabric row's yardstick is Fabric's loop
     assert (table["loop_samples_per_s"] > 0).all() and (table["engine_repeats"] == 1).all()
     assert table["ratio"].tolist() == pytest.approx(
         (table["engine_samples_per_s"] / table["loop_samples_per_s"]).tolist()
     )
+    # the plain loop beside the Fabric row: Fabric's own cost, in a table of its own
+    done = subprocess.run(
+        [*cmd, "--loop", "plain", "--only", "vitf"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    plain = pd.read_csv(out / "fidelity-plain.csv")
+    assert plain["scenario"].tolist() == ["vitf"] and plain["loop"].tolist() == ["plain"]
+    assert (out / "loop-plain-vitf-r0.json").is_file() and (out / "loop-vitf-r0.json").is_file()
