@@ -46,7 +46,7 @@ def test_fp16_and_bf16_flags_are_accepted_as_the_guide_writes_them(tmp_path: Pat
     assert [s.precision for s in load_matrix(str(path)).scenarios] == ["fp16", "bf16", "fp32"]
 
 
-SHIPPED = ["full", "quick", "throughput", "nightly", "multi-gpu", "precision", "llm", "fabric-vit"]
+SHIPPED = ["full", "quick", "throughput", "nightly", "multi-gpu", "precision", "llm", "fabric-vit", "parity"]
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -54,6 +54,15 @@ def test_shipped_matrices_load(name: str) -> None:
     m = load_matrix(name)
     assert m.scenarios and m.description
     assert len(set(m.names())) == len(m.names())
+
+
+def test_the_parity_matrix_judges_every_row_on_a_learnable_task() -> None:
+    """Every row of `parity` trains the same steps on the same learnable samples as its reference."""
+    m = load_matrix("parity")
+    assert (m.parity_reference, m.parity_seeds) == ("baseline", 3)
+    assert {(s.data, s.window, s.samples, s.batch_size, s.learning_rate) for s in m.scenarios} == {
+        ("lm-synthetic", "epoch", 1200, 8, 3e-4)
+    }
 
 
 def test_full_matrix_is_the_guides_table() -> None:
