@@ -56,7 +56,7 @@ def fabric_of(sc: Scenario, device: torch.device) -> Any:
     no_precision_hint()  # its TF32 hint fails in torch 2.11 once the precision was set per backend
     accelerator = "cuda" if device.type == "cuda" else "cpu"
     devices = [device.index or 0] if device.type == "cuda" else 1
-    fabric = Fabric(accelerator=accelerator, devices=devices, precision=TO_FABRIC.get(sc.precision, sc.precision))
+    fabric = Fabric(accelerator=accelerator, devices=devices, precision=TO_FABRIC.get(sc.precision, sc.precision))  # type: ignore[arg-type]
     fabric.launch()
     return fabric
 
