@@ -116,6 +116,7 @@ def test_a_server_that_cannot_serve_is_replaced_by_spawn(
     )
     spec, result = _spec(tmp_path)
     second = tmp_path / "result2.json"
+    launcher.prestart()  # started ahead (session._measure): a server that cannot serve is found at the first run
     try:
         done = launcher.run(WorkerJob(spec, result, 120, tmp_path / "w.log"))
         again = launcher.run(WorkerJob(spec, second, 120, tmp_path / "w2.log"))
@@ -171,3 +172,22 @@ def test_the_fork_server_imports_only_the_engines_the_run_uses() -> None:
     assert done.stdout.strip() == "False"
     server = open_launcher("fork", {}, Path("x.log"), print, engines=["accelerate"])
     assert isinstance(server, ForkLauncher) and server.server_cmd[-2:] == ["--serve", "accelerate"]
+
+
+def test_a_prestarted_server_is_running_before_the_first_worker_and_serves_it(tmp_path: Path) -> None:
+    """prestart starts the fork server at once (its imports overlap the parent's ceiling probe); the
+    first worker goes to that same server. spawn has nothing to start ahead."""
+    launcher = open_launcher("fork", worker_env(None), tmp_path / "logs" / "server.log", print, engines=["accelerate"])
+    assert isinstance(launcher, ForkLauncher) and launcher.server is None
+    try:
+        launcher.prestart()
+        server = launcher.server
+        assert server is not None and server.poll() is None  # importing, before any job
+        ready = launcher._message(time.monotonic() + 300)  # the server's first line, once its imports are done
+        assert ready is not None and "ready" in ready, ready
+        assert launcher._start() is server  # the first run reuses it
+    finally:
+        launcher.close()
+    spawn = open_launcher("spawn", {}, tmp_path / "x.log", print)
+    spawn.prestart()
+    assert not (tmp_path / "x.log").exists()

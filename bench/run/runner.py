@@ -79,8 +79,10 @@ def execute(
     reporter: Reporter | None = None,
     warn: Callable[[str], None] = lambda _m: None,
     deadline: float | None = None,
+    launcher: Launcher | None = None,
 ) -> RunOutcome:
-    """Every scenario x repeat not yet finished, interleaved; `deadline` (time.monotonic) is --time-limit."""
+    """Every scenario x repeat not yet finished, interleaved; `deadline` (time.monotonic) is --time-limit.
+    `launcher`: one the caller opened ahead (run_launcher, prestarted); execute closes it."""
     reporter = reporter or NullReporter()
     order = {s.name: i for i, s in enumerate(plan.scenarios)}
     rows = _finished_rows(plan) if plan.resume else []
@@ -90,13 +92,7 @@ def execute(
     reporter.start(total=len(todo) + len(done), done=len(done))
     interrupted = time_limited = False
     ctrl_c = Interrupts()
-    launcher = open_launcher(
-        plan.launcher,
-        worker_env(plan.gpu_uuid, plan.inductor_cache, plan.cpu_affinity),
-        plan.out / "logs" / "forkserver.log",
-        warn,
-        engines=sorted({sc.engine for _, sc in todo}),
-    )
+    launcher = launcher or run_launcher(plan, warn, [sc for _, sc in todo])
     with ctrl_c:
         try:
             for repeat, sc in todo:
@@ -136,6 +132,18 @@ def execute(
         return RunOutcome(rows, ExitCode.TIME_LIMIT, False, fallback, time_limited=True)
     failed = any(r["status"] in FAILED_STATUSES for r in rows)
     return RunOutcome(rows, ExitCode.FAILED if failed else ExitCode.OK, False, fallback)
+
+
+def run_launcher(plan: RunPlan, warn: Callable[[str], None], scenarios: list[Scenario] | None = None) -> Launcher:
+    """The launcher of this run's workers (not started): the fork server imports the engines of
+    `scenarios` (default: every scenario of the plan)."""
+    return open_launcher(
+        plan.launcher,
+        worker_env(plan.gpu_uuid, plan.inductor_cache, plan.cpu_affinity),
+        plan.out / "logs" / "forkserver.log",
+        warn,
+        engines=sorted({sc.engine for sc in (plan.scenarios if scenarios is None else scenarios)}),
+    )
 
 
 def _finished_rows(plan: RunPlan) -> list[dict[str, Any]]:

@@ -16,12 +16,13 @@ from ..measure.nvml import open_nvml
 from ..results import note_harness_time, note_launcher_fallback, write_plan
 from . import envinfo, interconnect, lanes, shards
 from .childenv import inductor_cache_dir
+from .launcher import Launcher
 from .outdir import check_unused, discard_unmeasured, entries, locked, remove_folders, remove_stale_temps
 from .plan import RunPlan, prepare
 from .probe import ceiling_tflops, gemm_shapes, measure_ceiling, probe_torch, resolve_device
 from .request import RunRequest, check_device_name
 from .required import judge_required
-from .runner import Reporter, RunOutcome, execute
+from .runner import Reporter, RunOutcome, execute, run_launcher
 
 
 def _gpu(
@@ -120,11 +121,35 @@ def _measure(
         cpu_affinity=plan.cpu_affinity,
     )
     env["launcher"] = plan.launcher
-    env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
-    env["inductor_cache"] = inductor_cache_dir(plan.inductor_cache)
     most = max((s.gpus for s in plan.scenarios if s.distributed and isinstance(s.gpus, int)), default=0)
     if most and plan.device != "cpu":
         env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
+    # the fork server imports torch and transformers while the parent measures the ceiling; after
+    # the CPU probe (envinfo.collect), which a busy import would disturb
+    ahead = run_launcher(plan, warn) if plan.lanes == 1 else None
+    try:
+        if ahead is not None:
+            ahead.prestart()
+        return _run_rows(plan, request, env, gpu, started, reporter, warn, ahead)
+    except BaseException:
+        if ahead is not None:
+            ahead.close(kill=True)  # execute closes it once it has it; before that, here
+        raise
+
+
+def _run_rows(
+    plan: RunPlan,
+    request: RunRequest,
+    env: dict[str, Any],
+    gpu: dict[str, Any] | None,
+    started: float,
+    reporter: Reporter | None,
+    warn: Callable[[str], None],
+    launcher: Launcher | None,
+) -> tuple[RunPlan, RunOutcome]:
+    """The probes that use the GPU (interconnect, ceiling), scenarios.json, then the rows."""
+    env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
+    env["inductor_cache"] = inductor_cache_dir(plan.inductor_cache)
     if interconnect.world_sizes(plan.scenarios):  # before the multi-process scenarios: bus GB/s per world size
         if request.preflight:
             with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
@@ -149,7 +174,7 @@ def _measure(
         if plan.lanes > 1:
             outcome = lanes.execute(plan, shards.child_flags(request), reporter, warn, deadline=deadline)
         else:
-            outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline)
+            outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline, launcher=launcher)
     finally:
         shutil.rmtree(plan.shared_dir, ignore_errors=True)  # gigabytes of a preset's random weights
     outcome = judge_required(outcome, request.require)
