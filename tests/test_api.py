@@ -11,6 +11,7 @@ import pytest
 from bench import api
 from bench.errors import BadInput, ExitCode
 from bench.run import runner, session
+from bench.run.launcher import SpawnLauncher
 from bench.run.plan import RunPlan
 from bench.run.request import RunRequest
 from bench.scenario import Scenario
@@ -41,12 +42,14 @@ def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     )
 
     def execute(
-        plan: RunPlan, gpu_name: Any, reporter: Any = None, warn: Any = None, deadline: Any = None
+        plan: RunPlan, gpu_name: Any, reporter: Any = None, warn: Any = None, deadline: Any = None, launcher: Any = None
     ) -> runner.RunOutcome:
         calls.append(f"execute on {gpu_name}")
+        assert launcher is not None  # started ahead of the ceiling (a GPU run), handed to execute
         return runner.RunOutcome([], ExitCode.OK, False)
 
     monkeypatch.setattr(session, "execute", execute)
+    monkeypatch.setattr(session, "run_launcher", lambda plan, warn: SpawnLauncher({}))  # no real server here
     return calls
 
 

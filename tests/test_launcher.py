@@ -191,3 +191,23 @@ def test_a_prestarted_server_is_running_before_the_first_worker_and_serves_it(tm
     spawn = open_launcher("spawn", {}, tmp_path / "x.log", print)
     spawn.prestart()
     assert not (tmp_path / "x.log").exists()
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:0"])
+@pytest.mark.parametrize("lanes", [1, 2])
+@pytest.mark.parametrize("ceiling", [True, False])
+@pytest.mark.parametrize("multi", [True, False])
+def test_the_server_starts_ahead_only_where_the_parent_probes_the_gpu(
+    tmp_path: Path, device: str, lanes: int, ceiling: bool, multi: bool
+) -> None:
+    """The fork server is started before the ceiling and the interconnect check (session._measure)
+    only when the parent runs one of them on a GPU, and never with --lanes (each lane its own)."""
+    from bench.run.plan import RunPlan
+    from bench.run.request import RunRequest
+    from bench.run.session import _parent_probes_gpu
+
+    sc = Scenario(name="d", strategy="ddp", gpus=2) if multi else Scenario(name="s")
+    plan = RunPlan("m", (sc,), 1, device, None, "tiny", tmp_path, 60.0, lanes=lanes)
+    request = RunRequest(ceiling=ceiling)
+    expected = device != "cpu" and lanes == 1 and (ceiling or multi)
+    assert _parent_probes_gpu(plan, request) == expected

@@ -177,7 +177,12 @@ def fake_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunRequest:
     )
 
     def execute(
-        plan: RunPlan, gpu_name: str | None, reporter: Any = None, warn: Any = None, deadline: Any = None
+        plan: RunPlan,
+        gpu_name: str | None,
+        reporter: Any = None,
+        warn: Any = None,
+        deadline: Any = None,
+        launcher: Any = None,
     ) -> RunOutcome:
         rows = cpu_rows()
         write_results(plan.results_csv, rows)

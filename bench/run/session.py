@@ -124,17 +124,25 @@ def _measure(
     most = max((s.gpus for s in plan.scenarios if s.distributed and isinstance(s.gpus, int)), default=0)
     if most and plan.device != "cpu":
         env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
-    # the fork server imports torch and transformers while the parent measures the ceiling; after
-    # the CPU probe (envinfo.collect), which a busy import would disturb
-    ahead = run_launcher(plan, warn) if plan.lanes == 1 else None
+    # the fork server imports torch and transformers while the parent measures the ceiling or the
+    # interconnect (after the CPU probe, envinfo.collect, which a busy import would disturb)
+    ahead = run_launcher(plan, warn) if _parent_probes_gpu(plan, request) else None
     try:
         if ahead is not None:
             ahead.prestart()
         return _run_rows(plan, request, env, gpu, started, reporter, warn, ahead)
-    except BaseException:
+    finally:
         if ahead is not None:
-            ahead.close(kill=True)  # execute closes it once it has it; before that, here
-        raise
+            ahead.close()  # execute closed it if it ran; else it ends here
+
+
+def _parent_probes_gpu(plan: RunPlan, request: RunRequest) -> bool:
+    """Whether the parent measures on the GPU before the first worker (the ceiling, the
+    interconnect check): the time a fork server started ahead gains. Not with --lanes, whose lanes
+    start their own."""
+    if plan.lanes > 1 or plan.device == "cpu":
+        return False
+    return request.ceiling or bool(request.preflight and interconnect.world_sizes(plan.scenarios))
 
 
 def _run_rows(
