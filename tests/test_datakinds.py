@@ -306,3 +306,30 @@ def test_a_tiny_llama_learns_lm_synthetic_in_a_few_dozen_steps() -> None:
         torch.set_num_threads(threads)
     assert losses[0] > math.log(4096) - 0.5
     assert sum(losses[-5:]) / 5 < math.log(512) - 0.5, losses
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    samples=st.integers(min_value=1, max_value=200),
+    seed=st.integers(min_value=0, max_value=2**31),
+    threads=st.integers(min_value=1, max_value=4),
+)
+def test_random_images_depend_on_the_seed_alone_not_the_threads_that_draw_them(
+    samples: int, seed: int, threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guide's random images, drawn in blocks on several threads: the same values for a seed
+    whatever the thread count, a prefix of a longer set, standard normal, another seed another set."""
+    import torch
+
+    from bench.worker import data
+
+    monkeypatch.setattr(data, "MAX_DRAW_THREADS", 1)
+    one = data.random_images(samples, (2, 3, 3), seed)
+    monkeypatch.setattr(data, "MAX_DRAW_THREADS", threads)
+    monkeypatch.setattr(data.cpus, "available", lambda: set(range(threads)))
+    assert torch.equal(data.random_images(samples, (2, 3, 3), seed), one)
+    assert torch.equal(data.random_images(samples + 70, (2, 3, 3), seed)[:samples], one)
+    assert not torch.equal(data.random_images(samples, (2, 3, 3), seed + 1), one)
+    assert one.dtype == torch.float32 and one.shape == (samples, 2, 3, 3) and torch.isfinite(one).all()
+    if samples >= 100:
+        assert abs(float(one.mean())) < 0.15 and 0.85 < float(one.std()) < 1.15
