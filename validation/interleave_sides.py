@@ -1,7 +1,8 @@
 """The two sides of validation/interleaved.py, each with its own model, optimizer and data in one
-process: gpubench's Accelerate engine (the worker's own `setup` and `step`), the bare engine (its
-clock, loss tracking and memory marks replaced by stand-ins that do nothing), and the reference
-loop (validation/reference_loop.py)."""
+process: gpubench's engine (the worker's own `setup` and `step`: Accelerate, or Fabric), the bare
+engine (its clock, loss tracking and memory marks replaced by stand-ins that do nothing), and the
+hand-written loop: for the fidelity matrix validation/reference_loop.py (bert-large, the guide's
+recipe), for any other matrix validation/model_loop.py (the talk's Fabric loop for a Fabric row)."""
 
 from __future__ import annotations
 
@@ -22,16 +23,19 @@ MATRIX = "fidelity"
 WARMUP_STEPS = 12  # per side, untimed: past the engine's own warm-up (10 steps, 4 at batch 32)
 
 
-def scenario_names(option: str | None) -> list[str]:
-    """The fidelity matrix's scenarios named in a comma-separated option (all for None); BadInput
-    for a name it does not have."""
+INTERLEAVED_ENGINES = ("accelerate", "fabric")  # engines whose `setup` returns a loader and a `step(batch)`
+
+
+def scenario_names(option: str | None, matrix: str = MATRIX) -> list[str]:
+    """The matrix's scenarios named in a comma-separated option (all for None); BadInput for a
+    name it does not have."""
     only = option.split(",") if option else None
-    return [s.name for s in select(load_matrix(MATRIX).scenarios, only, MATRIX)]
+    return [s.name for s in select(load_matrix(matrix).scenarios, only, matrix)]
 
 
-def scenario(name: str) -> Any:
-    """The fidelity matrix's scenario `name`; BadInput if it has none."""
-    return select(load_matrix(MATRIX).scenarios, [name], MATRIX)[0]
+def scenario(name: str, matrix: str = MATRIX) -> Any:
+    """The matrix's scenario `name`; BadInput if it has none."""
+    return select(load_matrix(matrix).scenarios, [name], matrix)[0]
 
 
 def loop_args(sc: Any, model: str, device: str) -> argparse.Namespace:
@@ -50,6 +54,18 @@ SIDES = {
     "bare-engine": "the Accelerate engine without gpubench's clock, loss tracking and memory marks",
     "loop": "the reference loop (blocking batch copy)",
 }
+
+
+def side_label(side: str, sc: Any, matrix: str = MATRIX) -> str:
+    """What a side is, for the result: SIDES's words, or for a matrix other than fidelity the
+    scenario's engine and validation/model_loop.py's loop."""
+    if matrix == MATRIX or side not in ("engine", "loop"):
+        return SIDES[side]
+    if side == "engine":
+        return f"gpubench's {sc.engine} engine"
+    return "validation/model_loop.py's loop" + (" (Fabric's, as the talk's scripts)" if sc.engine == "fabric" else "")
+
+
 KINDS = {  # side a, side b, and the NVML sampler in side a's blocks (None: as --sampler says)
     "engine": ("engine", "loop", None),
     "control": ("loop", "loop", False),  # A/A: what the method alone gives
@@ -66,8 +82,9 @@ class _Nothing:
         return lambda *args, **kwargs: None
 
 
-def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Callable[[], None]:
+def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path, matrix: str = MATRIX) -> Callable[[], None]:
     """One training step of `side` (SIDES) per call, each side with its own model and data."""
+    from bench.engines import ENGINES
     from bench.worker.data import make_dataset
     from bench.worker.engines import accelerate as accelerate_engine
     from bench.worker.engines.base import EngineInputs
@@ -76,13 +93,18 @@ def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Cal
     from bench.worker.run import build_inputs
     from validation.reference_loop import ReferenceLoop
 
+    steps = iter(range(10**9))
+    if side == "loop" and matrix != MATRIX:  # any model family: the loop of validation/model_loop.py
+        from validation.model_loop import loop_for, make_step
+
+        step = make_step(sc, model, device, scratch / "loop", loop_for(sc))
+        return lambda: step(next(steps))
     if side == "loop":
         loop = ReferenceLoop(loop_args(sc, model, device.type))
-        steps = iter(range(10**9))
         return lambda: loop.step(next(steps))
     if side == "engine":
         inputs = build_inputs(sc, model, device, scratch, {})
-        engine = accelerate_engine.setup(inputs)
+        engine = ENGINES[sc.engine].implementation().setup(inputs)
         inputs.clock.train_begin()
     else:
         set_tf32(sc.tf32)
@@ -97,16 +119,29 @@ def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path) -> Cal
     return lambda: engine.step(next(batches))
 
 
+def check_interleavable(name: str, kind: str, matrix: str = MATRIX) -> Any:
+    """The matrix's scenario `name` if `kind` can interleave it (one process, an engine whose
+    `setup` gives a loader and a step, no gradient accumulation); BadInput saying why not."""
+    base = scenario(name, matrix)
+    engines = INTERLEAVED_ENGINES if matrix != MATRIX else ("accelerate",)
+    if base.grad_accum_steps != 1 or base.engine not in engines or base.distributed:
+        raise BadInput(
+            f"scenario {name}: interleaving needs one process, the {' or '.join(engines)} engine "
+            "and no gradient accumulation"
+        )
+    if kind in ("bare-engine", "trackers") and base.engine != "accelerate":
+        raise BadInput(f"scenario {name}: the bare engine is the Accelerate engine's; {name} is {base.engine}'s")
+    return base
+
+
 def build_sides(
-    name: str, kind: str, steps: int, device: Any, scratch: Path, first: str = "b"
+    name: str, kind: str, steps: int, device: Any, scratch: Path, first: str = "b", matrix: str = MATRIX
 ) -> tuple[Any, str, dict[str, Any]]:
     """The scenario (with data for `steps` steps a side), its model, and the two sides' step
     functions, side `first` built first (the order can matter: see --build-first)."""
-    base = scenario(name)
-    if base.grad_accum_steps != 1 or base.engine != "accelerate":
-        raise BadInput(f"scenario {name}: interleaving needs the accelerate engine and no gradient accumulation")
+    base = check_interleavable(name, kind, matrix)
     model = resolve_model(base.model, device.type)
     sc = dataclasses.replace(base, samples=steps * base.batch_size, warmup_steps=min(base.warmup_steps, WARMUP_STEPS))
     named = dict(zip("ab", KINDS[kind][:2], strict=True))
     order = (first, "b" if first == "a" else "a")
-    return sc, model, {side: make_side(named[side], sc, model, device, scratch) for side in order}
+    return sc, model, {side: make_side(named[side], sc, model, device, scratch, matrix) for side in order}

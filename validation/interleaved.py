@@ -57,7 +57,15 @@ from typing import Any
 from bench.errors import BadInput
 from bench.fsio import atomic_write_json, atomic_write_text
 from bench.run.proc import run_subprocess
-from validation.interleave_sides import KINDS, SIDES, WARMUP_STEPS, build_sides, scenario_names
+from validation.interleave_sides import (
+    KINDS,
+    MATRIX,
+    WARMUP_STEPS,
+    build_sides,
+    check_interleavable,
+    scenario_names,
+    side_label,
+)
 from validation.interleave_stats import collect, summarize
 from validation.parts import INTERRUPTED, TIME_LIMIT, expired, run_script
 
@@ -172,7 +180,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
     # enough data that no side wraps, and one spare block so the engine clock's end never falls in one
     steps = WARMUP_STEPS + (a.pairs + 1) * a.block_steps
     with tempfile.TemporaryDirectory() as scratch:
-        sc, model, sides = build_sides(a.one, a.kind, steps, device, Path(scratch), a.build_first)
+        sc, model, sides = build_sides(a.one, a.kind, steps, device, Path(scratch), a.build_first, a.matrix)
         sync = torch.cuda.synchronize if cuda else (lambda: None)
         sampler = KINDS[a.kind][2]
         switch = SamplerSwitch(gpu_uuid(torch)) if cuda and (a.sampler if sampler is None else sampler) else None
@@ -183,9 +191,10 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
                 switch.close()
     return {
         "scenario": a.one,
+        "matrix": a.matrix,
         "kind": a.kind,
-        "a": SIDES[KINDS[a.kind][0]] + (", NVML sampler on" if switch is not None else ""),
-        "b": SIDES[KINDS[a.kind][1]],
+        "a": side_label(KINDS[a.kind][0], sc, a.matrix) + (", NVML sampler on" if switch is not None else ""),
+        "b": side_label(KINDS[a.kind][1], sc, a.matrix),
         "model": model,
         "batch_size": sc.batch_size,
         "precision": sc.precision,
@@ -233,9 +242,15 @@ def _main() -> int:
     )
     p.add_argument("--out", type=Path)
     p.add_argument(
+        "--matrix",
+        default=MATRIX,
+        help="the matrix whose scenarios are interleaved (default: fidelity, against validation/reference_loop.py; "
+        "any other against validation/model_loop.py, Fabric rows against Fabric's loop)",
+    )
+    p.add_argument(
         "--only",
         default=None,
-        help="comma-separated scenarios of the fidelity matrix to run the engine against the loop on "
+        help="comma-separated scenarios of the matrix to run the engine against the loop on "
         "(default: all; '' for none, to run only the other kinds asked for)",
     )
     p.add_argument("--control", default="", help="comma-separated scenarios to run as an A/A test as well")
@@ -284,11 +299,13 @@ def _main() -> int:
         atomic_write_json(result_path(a.out, a.one, a.kind, a.build_first), result)
         return 0
     deadline = None if a.time_limit is None else time.monotonic() + a.time_limit
-    jobs = [(n, "engine") for n in scenario_names(a.only)] if a.only != "" else []
-    jobs += [(n, "control") for n in scenario_names(a.control)] if a.control else []
-    jobs += [(n, "sampler-cost") for n in scenario_names(a.sampler_cost)] if a.sampler_cost else []
-    jobs += [(n, "bare-engine") for n in scenario_names(a.bare_engine)] if a.bare_engine else []
-    jobs += [(n, "trackers") for n in scenario_names(a.trackers)] if a.trackers else []
+    jobs = [(n, "engine") for n in scenario_names(a.only, a.matrix)] if a.only != "" else []
+    jobs += [(n, "control") for n in scenario_names(a.control, a.matrix)] if a.control else []
+    jobs += [(n, "sampler-cost") for n in scenario_names(a.sampler_cost, a.matrix)] if a.sampler_cost else []
+    jobs += [(n, "bare-engine") for n in scenario_names(a.bare_engine, a.matrix)] if a.bare_engine else []
+    jobs += [(n, "trackers") for n in scenario_names(a.trackers, a.matrix)] if a.trackers else []
+    for name, kind in jobs:  # bad input before any child starts
+        check_interleavable(name, kind, a.matrix)
     a.out.mkdir(parents=True, exist_ok=True)
     for name, kind, first in ((n, k, f) for n, k in jobs for f in orders):
         path = result_path(a.out, name, kind, first)
@@ -298,7 +315,7 @@ def _main() -> int:
             return TIME_LIMIT
         cmd = [*MODULE, "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(pairs)]
         cmd += ["--block-steps", str(a.block_steps), "--device", a.device, "--sampler" if a.sampler else "--no-sampler"]
-        cmd += ["--build-first", first]
+        cmd += ["--build-first", first, "--matrix", a.matrix]
         print("+ " + " ".join(cmd), file=sys.stderr)
         log = path.with_suffix(".log")
         done = run_subprocess(cmd, timeout_s=CHILD_TIMEOUT_S, log_path=log)

@@ -68,7 +68,9 @@ def build(sc: Scenario, model_name: str, device: torch.device, scratch: Path) ->
     return model, dataset_for(model.config, task, sc.samples, sc.seq_len, sc.seed, "memory")
 
 
-def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop: str = "plain") -> dict[str, Any]:
+def make_step(sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop: str = "plain") -> Any:
+    """The loop's one optimizer step, `step(i)` on the i-th batch (the data wrap around), with its
+    own model, optimizer and data: what `run` times, and a side of validation/interleaved.py."""
     cuda = device.type == "cuda"
     if cuda:
         set_tf32(sc.tf32)
@@ -91,7 +93,6 @@ def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop
         if cuda:
             set_tf32(sc.tf32)
     batches = sc.samples // sc.batch_size
-    steps = min(batches, sc.warmup_steps + sc.window) if isinstance(sc.window, int) else batches
 
     def step(i: int) -> Any:
         start = (i % batches) * sc.batch_size
@@ -112,6 +113,14 @@ def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop
         optimizer.zero_grad(set_to_none=True)
         return out
 
+    return step
+
+
+def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop: str = "plain") -> dict[str, Any]:
+    cuda = device.type == "cuda"
+    step = make_step(sc, model_name, device, scratch, loop)
+    batches = sc.samples // sc.batch_size
+    steps = min(batches, sc.warmup_steps + sc.window) if isinstance(sc.window, int) else batches
     w = timed_window(step, steps, sc.warmup_steps, cuda)
     loss = w.last
     window_samples = (steps - sc.warmup_steps) * sc.batch_size
@@ -130,6 +139,11 @@ def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop
     }
 
 
+def loop_for(sc: Scenario, choice: str = "auto") -> str:
+    """The loop --loop names: auto is Fabric's for an engine = "fabric" scenario, else the plain one."""
+    return ("fabric" if sc.engine == "fabric" else "plain") if choice == "auto" else choice
+
+
 def main() -> None:
     a = parser().parse_args()
     overrides = {"model": a.model} if a.model else None
@@ -138,7 +152,7 @@ def main() -> None:
     device = torch.device(a.device)
     model_name = resolve_model(sc.model, "cpu" if device.type == "cpu" else "cuda")
     out = Path(a.out)
-    loop = ("fabric" if sc.engine == "fabric" else "plain") if a.loop == "auto" else a.loop
+    loop = loop_for(sc, a.loop)
     result = run(sc, model_name, device, out.parent / f".{out.stem}-scratch", loop)
     out.write_text(json.dumps(result), encoding="utf-8")
     print(json.dumps(result))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from harness import REPO
+from harness import REPO, write_matrix
 
 pytestmark = pytest.mark.validation
 
@@ -64,3 +64,37 @@ def test_interleaved_refuses_an_odd_number_of_pairs_an_unknown_scenario_and_a_re
     assert unknown.stderr.startswith("validation.interleaved: error:")
     removed = run(tmp_path / "x", "--tracker-change", "fp16-b4")  # research, archived at lab-h200-2026-11
     assert removed.returncode == 2 and "unrecognized arguments: --tracker-change" in removed.stderr
+
+
+def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with_fabrics_loop(tmp_path: Path) -> None:
+    """--matrix: a Fabric ViT row against the talk's Fabric loop, an Accelerate row against the
+    plain loop (validation/model_loop.py), one process each; a Trainer row is refused."""
+    base = {"model": "vit-tiny", "batch_size": 2, "samples": 8, "seq_len": 32, "warmup_steps": 1}
+    matrix = write_matrix(
+        tmp_path / "m.toml",
+        {
+            "fab": {"engine": "fabric", "precision": "bf16-mixed"},
+            "acc": {"engine": "accelerate"},
+            "tr": {"engine": "trainer"},
+        },
+        base=base,
+    )
+    out = tmp_path / "il"
+    done = run(
+        out, "--matrix", str(matrix), "--only", "fab,acc", "--pairs", "4", "--build-first", "b", "--block-steps", "1"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    fab, acc = (json.loads((out / f"{n}.json").read_text()) for n in ("fab", "acc"))
+    assert (
+        fab["a"] == "gpubench's fabric engine"
+        and fab["b"] == "validation/model_loop.py's loop (Fabric's, as the talk's scripts)"
+    )
+    assert acc["a"] == "gpubench's accelerate engine" and acc["b"] == "validation/model_loop.py's loop"
+    assert fab["matrix"] == str(matrix) and fab["precision"] == "bf16"
+    assert len(fab["blocks"]) == 8 and all(b["seconds"] > 0 and b["samples"] == 2 for b in fab["blocks"])
+    table = pd.read_csv(out / "interleaved.csv")
+    assert set(table["scenario"]) == {"fab", "acc"}
+    refused = run(tmp_path / "x", "--matrix", str(matrix), "--only", "tr", "--pairs", "4", "--build-first", "b")
+    assert (
+        refused.returncode == 2 and "interleaving needs one process, the accelerate or fabric engine" in refused.stderr
+    )
