@@ -170,12 +170,12 @@ def run_one(
     interrupts: Interrupts | None = None,
 ) -> dict[str, Any]:
     """One scenario x repeat in a fresh worker process; always returns a row."""
-    workdir = plan.out / "work" / f"{sc.name}-r{repeat}"
-    workdir.mkdir(parents=True, exist_ok=True)
-    if sc.name in plan.skips:  # it cannot run as it says here (plan.spread_skips)
+    if sc.name in plan.skips:  # it cannot run as it says here (plan.spread_skips): no worker, no work folder
         return _row(
             sc, repeat, resolve_model(sc.model, plan.device), plan.device, "skipped", plan.skips[sc.name], {}, None
         )
+    workdir = plan.out / "work" / f"{sc.name}-r{repeat}"
+    workdir.mkdir(parents=True, exist_ok=True)
     if sc.is_command:
         return _run_command(plan, sc, repeat, gpu_name, workdir, interrupts)
     spec_path, result_path = workdir / "spec.json", workdir / "result.json"

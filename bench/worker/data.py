@@ -134,11 +134,11 @@ def make_dataset(
 ) -> Any:
     """`image`: (channels, height, width) for an image classifier, else token ids; in the
     container `source` names."""
-    gen = torch.Generator().manual_seed(seed)
     if image is not None:
         inputs = {"pixel_values": random_images(samples, image, seed)}
         labels = torch.zeros(samples, dtype=torch.long)
     else:
+        gen = torch.Generator().manual_seed(seed)
         high = min(30000, vocab_size)
         low = min(100, high - 1)
         input_ids = torch.randint(low, high, (samples, seq_len), generator=gen, dtype=torch.long)
