@@ -68,8 +68,9 @@ def test_interleaved_refuses_an_odd_number_of_pairs_an_unknown_scenario_and_a_re
 
 def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with_fabrics_loop(tmp_path: Path) -> None:
     """--matrix: a Fabric ViT row against the talk's Fabric loop, an Accelerate row against the
-    plain loop (validation/model_loop.py), one process each; a Trainer row is refused."""
-    base = {"model": "vit-tiny", "batch_size": 2, "samples": 8, "seq_len": 32, "warmup_steps": 1}
+    plain loop (validation/model_loop.py), one process each; a Trainer row is refused. The
+    scenario's own window (longer than the interleaving's blocks, as fabric-vit's) is not used."""
+    base = {"model": "vit-tiny", "batch_size": 2, "samples": 80, "seq_len": 32, "warmup_steps": 1, "window": 30}
     matrix = write_matrix(
         tmp_path / "m.toml",
         {
