@@ -82,7 +82,9 @@ class _Nothing:
         return lambda *args, **kwargs: None
 
 
-def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path, matrix: str = MATRIX) -> Callable[[], None]:
+def make_side(
+    side: str, sc: Any, model: str, device: Any, scratch: Path, matrix: str = MATRIX, feed: str = "loader"
+) -> Callable[[], None]:
     """One training step of `side` (SIDES) per call, each side with its own model and data."""
     from bench.engines import ENGINES
     from bench.worker.data import make_dataset
@@ -97,7 +99,7 @@ def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path, matrix
     if side == "loop" and matrix != MATRIX:  # any model family: the loop of validation/model_loop.py
         from validation.model_loop import loop_for, make_step
 
-        step = make_step(sc, model, device, scratch / "loop", loop_for(sc))
+        step = make_step(sc, model, device, scratch / "loop", loop_for(sc), feed)
         return lambda: step(next(steps))
     if side == "loop":
         loop = ReferenceLoop(loop_args(sc, model, device.type))
@@ -109,8 +111,13 @@ def make_side(side: str, sc: Any, model: str, device: Any, scratch: Path, matrix
     else:
         set_tf32(sc.tf32)
         torch.manual_seed(sc.seed)
-        bare_model = build_model(model, device, sc.attn_implementation)
-        dataset = make_dataset(sc.samples, sc.seq_len, bare_model.config.vocab_size, sc.seed, sc.data_source)
+        if matrix == MATRIX:  # the guide's bert-large and its token data, as the fidelity set was run
+            bare_model = build_model(model, device, sc.attn_implementation)
+            dataset = make_dataset(sc.samples, sc.seq_len, bare_model.config.vocab_size, sc.seed, sc.data_source)
+        else:  # any model family: built as a worker builds it (validation/model_loop.py's build)
+            from validation.model_loop import build
+
+            bare_model, dataset = build(sc, model, device, scratch / "bare")
         nothing: Any = _Nothing()
         engine = accelerate_engine.setup(
             EngineInputs(sc, bare_model, dataset, device, nothing, nothing, nothing, scratch)
@@ -135,7 +142,14 @@ def check_interleavable(name: str, kind: str, matrix: str = MATRIX) -> Any:
 
 
 def build_sides(
-    name: str, kind: str, steps: int, device: Any, scratch: Path, first: str = "b", matrix: str = MATRIX
+    name: str,
+    kind: str,
+    steps: int,
+    device: Any,
+    scratch: Path,
+    first: str = "b",
+    matrix: str = MATRIX,
+    feed: str = "loader",
 ) -> tuple[Any, str, dict[str, Any]]:
     """The scenario (with data for `steps` steps a side), its model, and the two sides' step
     functions, side `first` built first (the order can matter: see --build-first)."""
@@ -152,4 +166,4 @@ def build_sides(
     )
     named = dict(zip("ab", KINDS[kind][:2], strict=True))
     order = (first, "b" if first == "a" else "a")
-    return sc, model, {side: make_side(named[side], sc, model, device, scratch, matrix) for side in order}
+    return sc, model, {side: make_side(named[side], sc, model, device, scratch, matrix, feed) for side in order}

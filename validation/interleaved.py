@@ -67,6 +67,7 @@ from validation.interleave_sides import (
     side_label,
 )
 from validation.interleave_stats import collect, summarize
+from validation.model_loop import FEEDS
 from validation.parts import INTERRUPTED, TIME_LIMIT, expired, run_script
 
 MODULE = [sys.executable, "-m", "validation.interleaved"]
@@ -180,7 +181,9 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
     # enough data that no side wraps, and one spare block so the engine clock's end never falls in one
     steps = WARMUP_STEPS + (a.pairs + 1) * a.block_steps
     with tempfile.TemporaryDirectory() as scratch:
-        sc, model, sides = build_sides(a.one, a.kind, steps, device, Path(scratch), a.build_first, a.matrix)
+        sc, model, sides = build_sides(
+            a.one, a.kind, steps, device, Path(scratch), a.build_first, a.matrix, a.loop_feed
+        )
         sync = torch.cuda.synchronize if cuda else (lambda: None)
         sampler = KINDS[a.kind][2]
         switch = SamplerSwitch(gpu_uuid(torch)) if cuda and (a.sampler if sampler is None else sampler) else None
@@ -195,6 +198,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
         "kind": a.kind,
         "a": side_label(KINDS[a.kind][0], sc, a.matrix) + (", NVML sampler on" if switch is not None else ""),
         "b": side_label(KINDS[a.kind][1], sc, a.matrix),
+        "loop_feed": a.loop_feed if a.matrix != MATRIX else None,
         "model": model,
         "batch_size": sc.batch_size,
         "precision": sc.precision,
@@ -257,6 +261,13 @@ def _main() -> int:
     p.add_argument("--sampler-cost", default="", help="comma-separated scenarios to run the sampler's A/B on")
     p.add_argument("--bare-engine", default="", help="comma-separated scenarios to run the bare engine on")
     p.add_argument("--trackers", default="", help="comma-separated scenarios: the engine against the bare engine")
+    p.add_argument(
+        "--loop-feed",
+        default="loader",
+        choices=FEEDS,
+        help="with --matrix other than fidelity: how validation/model_loop.py's loop gets its batches "
+        "(loader: a shuffled DataLoader collates them, as the engines do; slices: no collation)",
+    )
     p.add_argument("--pairs", type=int, default=40, help="block pairs per scenario (even)")
     p.add_argument("--block-steps", type=int, default=10, help="optimizer steps per block")
     p.add_argument(
@@ -312,10 +323,12 @@ def _main() -> int:
         if path.is_file():
             continue
         if expired(deadline):
+            if any(a.out.glob("*.json")):
+                write_table(a.out)  # what finished is tabled; running again goes on
             return TIME_LIMIT
         cmd = [*MODULE, "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(pairs)]
         cmd += ["--block-steps", str(a.block_steps), "--device", a.device, "--sampler" if a.sampler else "--no-sampler"]
-        cmd += ["--build-first", first, "--matrix", a.matrix]
+        cmd += ["--build-first", first, "--matrix", a.matrix, "--loop-feed", a.loop_feed]
         print("+ " + " ".join(cmd), file=sys.stderr)
         log = path.with_suffix(".log")
         done = run_subprocess(cmd, timeout_s=CHILD_TIMEOUT_S, log_path=log)

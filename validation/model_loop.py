@@ -32,6 +32,8 @@ from bench.worker.llm import apply_liger, build_trained
 from bench.worker.precision import set_tf32
 from validation.window import timed_window
 
+FEEDS = ("loader", "slices")  # how the loop's batches reach it: make_step says
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m validation.model_loop", description=__doc__)
@@ -42,6 +44,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument(
         "--loop", choices=("auto", "plain", "fabric"), default="auto", help="auto: Fabric for engine = fabric"
+    )
+    p.add_argument(
+        "--feed",
+        choices=FEEDS,
+        default="loader",
+        help="loader: a shuffled DataLoader collates each batch (as the engines and the talk's scripts); "
+        "slices: contiguous slices of the data set, no collation",
     )
     return p
 
@@ -68,9 +77,23 @@ def build(sc: Scenario, model_name: str, device: torch.device, scratch: Path) ->
     return model, dataset_for(model.config, task, sc.samples, sc.seq_len, sc.seed, "memory")
 
 
-def make_step(sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop: str = "plain") -> Any:
+def epochs(data: Any, sc: Scenario) -> Any:
+    """Batches for ever: a DataLoader as the talk's scripts and gpubench's loops have (shuffled by
+    the scenario's seed, whole batches, each collated from its rows), epoch after epoch."""
+    loader = torch.utils.data.DataLoader(
+        data, batch_size=sc.batch_size, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(sc.seed)
+    )
+    while True:
+        yield from loader
+
+
+def make_step(
+    sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop: str = "plain", feed: str = "loader"
+) -> Any:
     """The loop's one optimizer step, `step(i)` on the i-th batch (the data wrap around), with its
-    own model, optimizer and data: what `run` times, and a side of validation/interleaved.py."""
+    own model, optimizer and data: what `run` times, and a side of validation/interleaved.py.
+    `feed`: "loader" collates each batch from the data set's rows (epochs); "slices" copies
+    contiguous slices of the data set's tensors, no collation (the yardstick until 2026-12-04)."""
     cuda = device.type == "cuda"
     if cuda:
         set_tf32(sc.tf32)
@@ -93,11 +116,16 @@ def make_step(sc: Scenario, model_name: str, device: torch.device, scratch: Path
         if cuda:
             set_tf32(sc.tf32)
     batches = sc.samples // sc.batch_size
+    loader = iter(epochs(data, sc)) if feed == "loader" else None
 
     def step(i: int) -> Any:
-        start = (i % batches) * sc.batch_size
-        batch = {k: v[start : start + sc.batch_size].to(device) for k, v in data.inputs.items()}
-        labels = data.labels[start : start + sc.batch_size].to(device)
+        if loader is not None:
+            batch = {k: v.to(device) for k, v in next(loader).items()}
+            labels = batch.pop("labels")
+        else:
+            start = (i % batches) * sc.batch_size
+            batch = {k: v[start : start + sc.batch_size].to(device) for k, v in data.inputs.items()}
+            labels = data.labels[start : start + sc.batch_size].to(device)
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             out = forward(**batch, labels=labels).loss
         if fabric is not None:
@@ -116,9 +144,11 @@ def make_step(sc: Scenario, model_name: str, device: torch.device, scratch: Path
     return step
 
 
-def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop: str = "plain") -> dict[str, Any]:
+def run(
+    sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop: str = "plain", feed: str = "loader"
+) -> dict[str, Any]:
     cuda = device.type == "cuda"
-    step = make_step(sc, model_name, device, scratch, loop)
+    step = make_step(sc, model_name, device, scratch, loop, feed)
     batches = sc.samples // sc.batch_size
     steps = min(batches, sc.warmup_steps + sc.window) if isinstance(sc.window, int) else batches
     w = timed_window(step, steps, sc.warmup_steps, cuda)
@@ -128,6 +158,7 @@ def run(sc: Scenario, model_name: str, device: torch.device, scratch: Path, loop
         "scenario": sc.name,
         "model": model_name,
         "loop": loop,
+        "feed": feed,
         "samples_per_s": window_samples / w.window_s,
         **step_time_ms(w.step_s),
         "window_s": w.window_s,
@@ -153,7 +184,7 @@ def main() -> None:
     model_name = resolve_model(sc.model, "cpu" if device.type == "cpu" else "cuda")
     out = Path(a.out)
     loop = loop_for(sc, a.loop)
-    result = run(sc, model_name, device, out.parent / f".{out.stem}-scratch", loop)
+    result = run(sc, model_name, device, out.parent / f".{out.stem}-scratch", loop, a.feed)
     out.write_text(json.dumps(result), encoding="utf-8")
     print(json.dumps(result))
 

@@ -68,8 +68,9 @@ def test_interleaved_refuses_an_odd_number_of_pairs_an_unknown_scenario_and_a_re
 
 def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with_fabrics_loop(tmp_path: Path) -> None:
     """--matrix: a Fabric ViT row against the talk's Fabric loop, an Accelerate row against the
-    plain loop (validation/model_loop.py), one process each; a Trainer row is refused. The
-    scenario's own window (longer than the interleaving's blocks, as fabric-vit's) is not used."""
+    plain loop (validation/model_loop.py) and against the bare engine, one process each; a Trainer
+    row is refused. The scenario's own window (longer than the interleaving's blocks, as
+    fabric-vit's) is not used. A run cut by --time-limit tables what finished."""
     base = {"model": "vit-tiny", "batch_size": 2, "samples": 80, "seq_len": 32, "warmup_steps": 1, "window": 30}
     matrix = write_matrix(
         tmp_path / "m.toml",
@@ -81,20 +82,27 @@ def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with
         base=base,
     )
     out = tmp_path / "il"
-    done = run(
-        out, "--matrix", str(matrix), "--only", "fab,acc", "--pairs", "4", "--build-first", "b", "--block-steps", "1"
-    )
+    common = ["--matrix", str(matrix), "--pairs", "4", "--build-first", "b", "--block-steps", "1"]
+    done = run(out, *common, "--only", "fab,acc", "--bare-engine", "acc")
     assert done.returncode == 0, done.stderr[-3000:]
-    fab, acc = (json.loads((out / f"{n}.json").read_text()) for n in ("fab", "acc"))
+    fab, acc, bare = (json.loads((out / f"{n}.json").read_text()) for n in ("fab", "acc", "acc-bare-engine"))
     assert (
         fab["a"] == "gpubench's fabric engine"
         and fab["b"] == "validation/model_loop.py's loop (Fabric's, as the talk's scripts)"
     )
     assert acc["a"] == "gpubench's accelerate engine" and acc["b"] == "validation/model_loop.py's loop"
-    assert fab["matrix"] == str(matrix) and fab["precision"] == "bf16"
+    assert bare["a"].startswith("the Accelerate engine without") and len(bare["blocks"]) == 8
+    assert fab["matrix"] == str(matrix) and fab["precision"] == "bf16" and fab["loop_feed"] == "loader"
     assert len(fab["blocks"]) == 8 and all(b["seconds"] > 0 and b["samples"] == 2 for b in fab["blocks"])
     table = pd.read_csv(out / "interleaved.csv")
-    assert set(table["scenario"]) == {"fab", "acc"}
+    assert set(table["scenario"]) == {"fab", "acc"} and set(table["kind"]) == {"engine", "bare-engine"}
+
+    cut = tmp_path / "cut"  # fab finished, acc not started when the time ran out
+    assert run(cut, *common, "--only", "fab", "--loop-feed", "slices").returncode == 0
+    (cut / "interleaved.csv").unlink()
+    assert run(cut, *common, "--only", "fab,acc", "--time-limit", "0").returncode == 4
+    assert set(pd.read_csv(cut / "interleaved.csv")["scenario"]) == {"fab"}
+    assert json.loads((cut / "fab.json").read_text())["loop_feed"] == "slices"
     refused = run(tmp_path / "x", "--matrix", str(matrix), "--only", "tr", "--pairs", "4", "--build-first", "b")
     assert (
         refused.returncode == 2 and "interleaving needs one process, the accelerate or fabric engine" in refused.stderr

@@ -4,6 +4,8 @@ gpubench run of a tiny decoder and ViT, then the hand-written loop beside each r
 
 from __future__ import annotations
 
+import json
+
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +57,5 @@ def test_the_loop_runs_beside_every_ok_row_and_the_table_pairs_them(tmp_path: Pa
     plain = pd.read_csv(out / "fidelity-plain.csv")
     assert plain["scenario"].tolist() == ["vitf"] and plain["loop"].tolist() == ["plain"]
     assert (out / "loop-plain-vitf-r0.json").is_file() and (out / "loop-vitf-r0.json").is_file()
+    # the loop's batches come from a shuffled DataLoader, as the engines' do
+    assert json.loads((out / "loop-vitf-r0.json").read_text())["feed"] == "loader"
