@@ -131,7 +131,7 @@ def collect(root: Path) -> pd.DataFrame:
         if "blocks" not in result:
             continue
         env = path.parent / "env.json"
-        gpu = json.loads(env.read_text()).get("gpu", {}).get("uuid", "") if env.is_file() else ""
+        gpu = (json.loads(env.read_text()).get("gpu") or {}).get("uuid", "") if env.is_file() else ""
         key = (result["scenario"], result["kind"], result["sampler"])
         first = result.get("built_first", "b")  # results from before --build-first built b first
         run = str(path.parent.relative_to(root))

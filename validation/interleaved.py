@@ -226,6 +226,19 @@ def result_path(out: Path, name: str, kind: str, first: str = "b") -> Path:
     return out / f"{stem}{'-a-first' if first == 'a' else ''}.json"
 
 
+def write_env(out: Path, device: str) -> None:
+    """OUT/env.json, once: the machine, its GPU and the package versions, as a run writes them
+    (interleave_stats.collect reads its GPU), with this command."""
+    path = out / "env.json"
+    if path.is_file():  # a run that goes on keeps the first command's
+        return
+    from bench.run.session import environment
+
+    env = environment("cuda:0" if device == "cuda" else "cpu")
+    env["command"] = " ".join(["python -m validation.interleaved", *sys.argv[1:]])
+    atomic_write_json(path, env)
+
+
 def main() -> int:
     return run_script(_checked_main)
 
@@ -318,6 +331,7 @@ def _main() -> int:
     for name, kind in jobs:  # bad input before any child starts
         check_interleavable(name, kind, a.matrix)
     a.out.mkdir(parents=True, exist_ok=True)
+    write_env(a.out, a.device)
     for name, kind, first in ((n, k, f) for n, k in jobs for f in orders):
         path = result_path(a.out, name, kind, first)
         if path.is_file():

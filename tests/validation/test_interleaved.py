@@ -96,6 +96,8 @@ def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with
     assert len(fab["blocks"]) == 8 and all(b["seconds"] > 0 and b["samples"] == 2 for b in fab["blocks"])
     table = pd.read_csv(out / "interleaved.csv")
     assert set(table["scenario"]) == {"fab", "acc"} and set(table["kind"]) == {"engine", "bare-engine"}
+    env = json.loads((out / "env.json").read_text())  # the machine, as a run writes it
+    assert env["device"] == "cpu" and env["command"].startswith("python -m validation.interleaved --out")
 
     cut = tmp_path / "cut"  # fab finished, acc not started when the time ran out
     assert run(cut, *common, "--only", "fab", "--loop-feed", "slices").returncode == 0

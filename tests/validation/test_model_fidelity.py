@@ -5,7 +5,6 @@ gpubench run of a tiny decoder and ViT, then the hand-written loop beside each r
 from __future__ import annotations
 
 import json
-
 import subprocess
 import sys
 from pathlib import Path
