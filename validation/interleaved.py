@@ -28,7 +28,8 @@ engine against the bare engine: gpubench's share).
 
     python -m validation.interleaved --out results/h200-bert-large/interleaved --control tf32-b4
 
-On the CPU, the side whose model was built first in the process ran 1-2% slower. So by default
+On the CPU, the side whose model was built first in the process ran 1-2% slower (12% with a
+tiny ViT at 224 px, fabric-32 of a test matrix, 2026-12-04). So by default
 (`--build-first both`) each scenario runs in two processes, half the pairs each, the loop's model
 built first in one (OUT/SCENARIO.json) and side a's in the other (OUT/SCENARIO-a-first.json),
 and the table pools their units. Each result holds every block. OUT/interleaved.csv
@@ -290,7 +291,7 @@ def _main() -> int:
         "--build-first",
         default="both",
         choices=["both", "a", "b"],
-        help="the side whose model is built first in the process; on the CPU the side built first ran 1-2%% "
+        help="the side whose model is built first in the process; on the CPU the side built first ran 1-12%% "
         "slower, so 'both' (the default) runs half the pairs in each order, in two processes, and pools them",
     )
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
