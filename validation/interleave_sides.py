@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from bench.errors import BadInput
 from bench.matrix import load_matrix, select
 from bench.models import resolve_model
@@ -87,11 +85,7 @@ def make_side(
 ) -> Callable[[], None]:
     """One training step of `side` (SIDES) per call, each side with its own model and data."""
     from bench.engines import ENGINES
-    from bench.worker.data import make_dataset
     from bench.worker.engines import accelerate as accelerate_engine
-    from bench.worker.engines.base import EngineInputs
-    from bench.worker.model import build_model
-    from bench.worker.precision import set_tf32
     from bench.worker.run import build_inputs
     from validation.reference_loop import ReferenceLoop
 
@@ -104,24 +98,13 @@ def make_side(
     if side == "loop":
         loop = ReferenceLoop(loop_args(sc, model, device.type))
         return lambda: loop.step(next(steps))
+    inputs = build_inputs(sc, model, device, scratch, {})  # model and data as a worker builds them
     if side == "engine":
-        inputs = build_inputs(sc, model, device, scratch, {})
         engine = ENGINES[sc.engine].implementation().setup(inputs)
         inputs.clock.train_begin()
-    else:
-        set_tf32(sc.tf32)
-        torch.manual_seed(sc.seed)
-        if matrix == MATRIX:  # the guide's bert-large and its token data, as the fidelity set was run
-            bare_model = build_model(model, device, sc.attn_implementation)
-            dataset = make_dataset(sc.samples, sc.seq_len, bare_model.config.vocab_size, sc.seed, sc.data_source)
-        else:  # any model family: built as a worker builds it (validation/model_loop.py's build)
-            from validation.model_loop import build
-
-            bare_model, dataset = build(sc, model, device, scratch / "bare")
+    else:  # the same engine, its clock, loss tracking and memory marks doing nothing
         nothing: Any = _Nothing()
-        engine = accelerate_engine.setup(
-            EngineInputs(sc, bare_model, dataset, device, nothing, nothing, nothing, scratch)
-        )
+        engine = accelerate_engine.setup(dataclasses.replace(inputs, clock=nothing, losses=nothing, phases=nothing))
     batches = iter(engine.loader)
     return lambda: engine.step(next(batches))
 

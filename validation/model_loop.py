@@ -28,6 +28,7 @@ from bench.models import resolve_model
 from bench.scenario import Scenario
 from bench.worker.clock import step_time_ms
 from bench.worker.data import dataset_for
+from bench.worker.engines.base import shuffled_loader
 from bench.worker.llm import apply_liger, build_trained
 from bench.worker.precision import set_tf32
 from validation.window import timed_window
@@ -78,11 +79,9 @@ def build(sc: Scenario, model_name: str, device: torch.device, scratch: Path) ->
 
 
 def epochs(data: Any, sc: Scenario) -> Any:
-    """Batches for ever: a DataLoader as the talk's scripts and gpubench's loops have (shuffled by
-    the scenario's seed, whole batches, each collated from its rows), epoch after epoch."""
-    loader = torch.utils.data.DataLoader(
-        data, batch_size=sc.batch_size, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(sc.seed)
-    )
+    """Batches for ever, epoch after epoch, from the engines' own DataLoader (shuffled by the
+    scenario's seed, whole batches, each collated from its rows), as the talk's scripts have one."""
+    loader = shuffled_loader(data, sc)
     while True:
         yield from loader
 
@@ -116,16 +115,21 @@ def make_step(
         if cuda:
             set_tf32(sc.tf32)
     batches = sc.samples // sc.batch_size
-    loader = iter(epochs(data, sc)) if feed == "loader" else None
+    loader = epochs(data, sc)
+
+    def collated(_: int) -> dict[str, torch.Tensor]:
+        return {k: v.to(device) for k, v in next(loader).items()}
+
+    def sliced(i: int) -> dict[str, torch.Tensor]:
+        start = (i % batches) * sc.batch_size
+        rows = slice(start, start + sc.batch_size)
+        return {**{k: v[rows].to(device) for k, v in data.inputs.items()}, "labels": data.labels[rows].to(device)}
+
+    fetch = collated if feed == "loader" else sliced
 
     def step(i: int) -> Any:
-        if loader is not None:
-            batch = {k: v.to(device) for k, v in next(loader).items()}
-            labels = batch.pop("labels")
-        else:
-            start = (i % batches) * sc.batch_size
-            batch = {k: v[start : start + sc.batch_size].to(device) for k, v in data.inputs.items()}
-            labels = data.labels[start : start + sc.batch_size].to(device)
+        batch = fetch(i)
+        labels = batch.pop("labels")
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             out = forward(**batch, labels=labels).loss
         if fabric is not None:

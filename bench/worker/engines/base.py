@@ -50,9 +50,13 @@ def run_epoch(inputs: EngineInputs, loader: Iterable[Any], step: Callable[[Any],
 
 def epoch_loader(inputs: EngineInputs) -> Any:
     """The hand-written loops' DataLoader: shuffled by the scenario's seed, whole batches only."""
-    sc = inputs.sc
+    return shuffled_loader(inputs.dataset, inputs.sc)
+
+
+def shuffled_loader(dataset: Any, sc: Scenario) -> Any:
+    """epoch_loader's DataLoader over any data set (validation/model_loop.py's loop takes it too)."""
     return torch.utils.data.DataLoader(
-        inputs.dataset,
+        dataset,
         batch_size=sc.batch_size,
         shuffle=True,
         drop_last=True,
