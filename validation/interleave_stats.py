@@ -110,7 +110,30 @@ def summarize(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     out["ratio_b_first"] = math.exp(statistics.fmean(second)) if second else math.nan
     hz = [b["sampler_hz"] for b in blocks if b.get("sampler_hz")]
     out["sampler_hz"] = statistics.median(hz) if hz else math.nan
+    for side in ("a", "b"):
+        out.update(where_time_went([b for b in blocks if b["side"] == side], side))
     return out
+
+
+def where_time_went(blocks: list[dict[str, Any]], side: str) -> dict[str, float]:
+    """One side's traced blocks (validation/interleaved.py traced_block) summarised: the median
+    host share of a block (host_s / seconds) and thread-CPU share of its host time, its steps'
+    median and largest host time, the garbage collector's passes and the most Python threads
+    seen; NaN each for results recorded before blocks were traced."""
+    traced = [b for b in blocks if "host_s" in b and b["seconds"] > 0 and b["host_s"] > 0]
+    names = ("host_share", "thread_cpu_share", "step_p50_ms", "step_max_ms", "gc_passes", "threads")
+    if not traced:
+        return {f"{side}_{name}": math.nan for name in names}
+    steps = [ms for b in traced for ms in b["step_ms"]]
+    values = (
+        statistics.median(b["host_s"] / b["seconds"] for b in traced),
+        statistics.median(b["thread_cpu_s"] / b["host_s"] for b in traced),
+        statistics.median(steps) if steps else math.nan,
+        max(steps) if steps else math.nan,
+        float(sum(b["gc"] for b in traced)),
+        float(max(b["threads"] for b in traced)),
+    )
+    return {f"{side}_{name}": value for name, value in zip(names, values, strict=True)}
 
 
 def collect(root: Path) -> pd.DataFrame:

@@ -45,11 +45,13 @@ The sides are built in interleave_sides.py; the figures are computed in interlea
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import select
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -140,12 +142,35 @@ def sampler_helper(uuid: str, pgid: int) -> int:
 
 
 def timed_block(step: Callable[[], None], steps: int, sync: Callable[[], None]) -> float:
+    return traced_block(step, steps, sync)["seconds"]
+
+
+def traced_block(step: Callable[[], None], steps: int, sync: Callable[[], None]) -> dict[str, Any]:
+    """`steps` steps between two device synchronisations: `seconds` (the block's time), and what
+    says where a slower side's time went. `host_s`: until the last step returned, before the final
+    synchronisation (near `seconds` when the CPU's launching is the bound); `thread_cpu_s`: the CPU
+    time of this thread over those steps (below `host_s` when it waited off the CPU: the GIL held
+    by another thread, a descheduled vCPU, a blocking copy whose wait yields); `step_ms`: each
+    step's host time; `gc`: the garbage collector's passes in the block; `threads`: the Python
+    threads alive (each one can take the GIL from the launching thread)."""
     sync()
-    start = time.perf_counter()
+    threads = threading.active_count()
+    passes = sum(g["collections"] for g in gc.get_stats())
+    start, cpu = time.perf_counter(), time.thread_time()
+    marks = [start]
     for _ in range(steps):
         step()
+        marks.append(time.perf_counter())
+    cpu = time.thread_time() - cpu
     sync()
-    return time.perf_counter() - start
+    return {
+        "seconds": time.perf_counter() - start,
+        "host_s": marks[-1] - start,
+        "thread_cpu_s": cpu,
+        "step_ms": [round((b - a) * 1000, 3) for a, b in zip(marks, marks[1:], strict=False)],
+        "gc": sum(g["collections"] for g in gc.get_stats()) - passes,
+        "threads": threads,
+    }
 
 
 def alternate(
@@ -167,9 +192,9 @@ def alternate(
             if sampler is not None:
                 sampler.on()
             start = time.perf_counter() - t0
-            seconds = timed_block(sides[side], block_steps, sync)
+            traced = traced_block(sides[side], block_steps, sync)
             hz = sampler.off() if sampler is not None else None
-            block = {"pair": pair, "side": side, "start_s": start, "seconds": seconds}
+            block = {"pair": pair, "side": side, "start_s": start, **traced}
             blocks.append({**block, "samples": block_steps * batch_size, "sampler_hz": hz})
     return blocks
 

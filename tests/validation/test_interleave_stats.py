@@ -80,3 +80,25 @@ def test_pooled_interval_widens_when_the_processes_disagree(tmp_path: Path) -> N
     assert pooled["ci_low"] >= 0.97 and pooled["ci_high"] <= 1.03  # the units alone: within 3%
     assert pooled["process_ci_low"] < 0.97 and pooled["process_ci_high"] > 1.03
     assert not pooled["within_3pct"]
+
+
+def test_where_time_went_tells_a_side_that_waited_off_the_cpu_from_one_that_launched() -> None:
+    def traced(side: str, host_s: float, cpu_s: float, steps: list[float]) -> dict[str, Any]:
+        block = {"pair": 0, "side": side, "seconds": 1.0, "samples": 10}
+        return block | {"host_s": host_s, "thread_cpu_s": cpu_s, "step_ms": steps, "gc": 1, "threads": 2}
+
+    launching = [traced("a", 0.98, 0.97, [98.0] * 10)] * 3  # the CPU's launching is the block
+    waiting = [traced("b", 0.9, 0.45, [50.0] * 9 + [450.0])] * 3  # half of it off the CPU, one stall
+    figures = il.where_time_went(launching, "a") | il.where_time_went(waiting, "b")
+    assert figures["a_host_share"] == pytest.approx(0.98)
+    assert figures["a_thread_cpu_share"] == pytest.approx(0.97 / 0.98)
+    assert figures["b_thread_cpu_share"] == pytest.approx(0.5)
+    assert figures["b_step_p50_ms"] == 50.0 and figures["b_step_max_ms"] == 450.0
+    assert figures["a_gc_passes"] == 3.0 and figures["b_threads"] == 2.0
+    # blocks recorded before they were traced: NaN, never 0
+    old = il.where_time_went([{"pair": 0, "side": "a", "seconds": 1.0, "samples": 10}], "a")
+    names = ("host_share", "thread_cpu_share", "step_p50_ms", "step_max_ms", "gc_passes", "threads")
+    assert set(old) == {f"a_{name}" for name in names}
+    assert all(v != v for v in old.values())
+    summary = il.summarize(blocks(lambda i: 50.0, 1.0, pairs=8))  # untraced blocks still summarise
+    assert summary["a_host_share"] != summary["a_host_share"] and summary["ratio"] == pytest.approx(1.0)

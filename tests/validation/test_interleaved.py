@@ -44,6 +44,10 @@ def test_interleaved_runs_each_kind_in_both_build_orders_and_resumes(tmp_path: P
     assert engine["built_first"] == "b" and json.loads((out / "fp32-b4-a-first.json").read_text())["built_first"] == "a"
     assert [b["side"] for b in engine["blocks"][:4]] == ["a", "b", "b", "a"]
     assert len(engine["blocks"]) == 8 and all(b["seconds"] > 0 and b["samples"] == 4 for b in engine["blocks"])
+    for block in engine["blocks"]:  # traced: where each block's time went
+        assert 0 < block["host_s"] <= block["seconds"] and block["thread_cpu_s"] > 0
+        assert len(block["step_ms"]) == 1 and block["threads"] >= 1 and block["gc"] >= 0
+    assert 0 < engine["summary"]["b_host_share"] <= 1 and engine["summary"]["a_step_p50_ms"] > 0
     assert json.loads((out / "fp32-b4-trackers.json").read_text())["b"].startswith("the Accelerate engine without")
 
     # run again: every result is kept, nothing runs
