@@ -287,3 +287,59 @@ def test_a_liger_row_never_runs_the_meta_cross_check() -> None:
     out = figures(model, fam, "causal-lm", 32, never, {"input_ids": ids}, no_check="Liger")
     assert out["flops_generic_per_sample"] > 0 and out["flops_check_per_sample"] is None
     assert out["flops_check_note"] == "FlopCounterMode cross-check not run: Liger"
+
+
+SMALL = [name for name in PRESETS if "tiny" in name]
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_every_familys_random_cpu_build_draws_its_weights_once(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """build_random_on_cpu (the QLoRA base's random checkpoint): one build (no fallback to the
+    usual one for any shipped family), the same parameters as build_model, none left as the
+    constructors' NaN fill, deterministic in the seed, and torch's init functions given back."""
+    import torch
+
+    from bench.worker import model as model_mod
+    from bench.worker.model import build_model, build_random_on_cpu
+
+    real = {n: getattr(torch.nn.init, n) for n in ("normal_", "uniform_", "kaiming_uniform_", "ones_", "zeros_")}
+    builds: list[str] = []
+    monkeypatch.setattr(model_mod, "build_model", lambda *a, **k: builds.append(a[0]) or build_model(*a, **k))
+    torch.manual_seed(3)
+    fast = build_random_on_cpu(name, torch.float32)
+    assert builds == [name]
+    monkeypatch.undo()
+    assert {n: getattr(torch.nn.init, n) for n in real} == real
+    torch.manual_seed(3)
+    again = build_random_on_cpu(name, torch.float32).state_dict()
+    usual = build_model(name, torch.device("cpu"), "default").state_dict()
+    state = fast.state_dict()
+    assert {k: v.shape for k, v in state.items()} == {k: v.shape for k, v in usual.items()}
+    assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())
+    assert all(torch.equal(state[k], again[k]) for k in state)
+
+
+def test_a_weight_only_its_constructor_draws_makes_the_random_cpu_build_draw_as_usual(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A family whose _init_weights leaves a module to its constructor (here the embeddings): the
+    one-draw build finds the NaN fill left there and builds again the usual way."""
+    import torch
+    from transformers.models.llama import modeling_llama
+
+    from bench.worker import model as model_mod
+
+    real_init = modeling_llama.LlamaPreTrainedModel._init_weights
+
+    def skips_embeddings(self: object, module: torch.nn.Module) -> None:
+        if not isinstance(module, torch.nn.Embedding):
+            real_init(self, module)
+
+    monkeypatch.setattr(modeling_llama.LlamaPreTrainedModel, "_init_weights", skips_embeddings)
+    builds: list[str] = []
+    real_build = model_mod.build_model
+    monkeypatch.setattr(model_mod, "build_model", lambda *a, **k: builds.append(a[0]) or real_build(*a, **k))
+    built = model_mod.build_random_on_cpu("llama-tiny", torch.float32)
+    assert builds == ["llama-tiny", "llama-tiny"]  # the one-draw build, then the usual one
+    assert all(torch.isfinite(p).all() for p in built.parameters())
+    assert float(built.get_input_embeddings().weight.detach().std()) > 0.5  # nn.Embedding's own N(0, 1)

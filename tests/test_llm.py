@@ -270,13 +270,13 @@ def test_a_random_checkpoint_is_built_once_and_is_what_the_seed_gives(
     from bench.worker import llm as llm_mod
 
     builds: list[str] = []
-    real_build = llm_mod.build_model
+    real_build = llm_mod.build_random_on_cpu
 
     def counting_build(*args: Any, **kwargs: Any) -> Any:
         builds.append(args[0])
         return real_build(*args, **kwargs)
 
-    monkeypatch.setattr(llm_mod, "build_model", counting_build)
+    monkeypatch.setattr(llm_mod, "build_random_on_cpu", counting_build)
     shared = tmp_path / "shared"
     shared.mkdir()
     (shared / ".llama-tiny-bfloat16-seed7-killed").mkdir()  # a worker killed while saving
@@ -288,7 +288,7 @@ def test_a_random_checkpoint_is_built_once_and_is_what_the_seed_gives(
     other_seed = llm_mod.random_checkpoint("llama-tiny", torch.bfloat16, 8, shared)
     assert first == again != other_seed and builds == ["llama-tiny", "llama-tiny"]
     torch.manual_seed(7)
-    direct = real_build("llama-tiny", torch.device("cpu"), "default", torch.bfloat16).state_dict()
+    direct = real_build("llama-tiny", torch.bfloat16).state_dict()
     loaded = llm_mod.load_checkpoint(first, torch.device("cpu"), torch.bfloat16).state_dict()
     assert all(torch.equal(direct[k], loaded[k]) for k in loaded)
     assert sorted(p.name for p in shared.iterdir() if not p.name.startswith(".")) == [first.name, other_seed.name]
