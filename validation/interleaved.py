@@ -357,7 +357,6 @@ def _main() -> int:
     for name, kind in jobs:  # bad input before any child starts
         check_interleavable(name, kind, a.matrix)
     a.out.mkdir(parents=True, exist_ok=True)
-    write_env(a.out, a.device)
     for name, kind, first in ((n, k, f) for n, k in jobs for f in orders):
         path = result_path(a.out, name, kind, first)
         if path.is_file():
@@ -366,6 +365,7 @@ def _main() -> int:
             if any(f.name != "env.json" for f in a.out.glob("*.json")):
                 write_table(a.out)  # what finished is tabled; running again goes on
             return TIME_LIMIT
+        write_env(a.out, a.device)  # once, before the first child: a spent time limit writes nothing
         cmd = [*MODULE, "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(pairs)]
         cmd += ["--block-steps", str(a.block_steps), "--device", a.device, "--sampler" if a.sampler else "--no-sampler"]
         cmd += ["--build-first", first, "--matrix", a.matrix, "--loop-feed", a.loop_feed]

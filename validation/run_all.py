@@ -13,6 +13,13 @@ Parts (each a result directory under --out):
   interleaved-launch-bound
               python -m validation.interleaved --only tf32-b4,fp16-b4,bf16-b4 --pairs 100: the
               launch-bound rows again, 2.5x the pairs; takes no extra arguments
+  fabric-vit-interleaved
+              python -m validation.interleaved --matrix fabric-vit --pairs 20 --only
+              plain,fabric-32,fabric-bf16-b64 --bare-engine plain --trackers plain --sampler-cost
+              plain: the Fabric talk's rows against their loops, the engine's cost split, and the
+              sampler's cost on a ViT step; takes no extra arguments
+  fabric-vit-interleaved-no-sampler
+              the same engine rows (plain, fabric-32) with the NVML sampler off (--no-sampler)
   cumulative-bert-base
               gpubench run --matrix cumulative-bert-base --repeats 3: the RTX 3080 re-run's table
               (bert-base, each technique added to the previous ones)
@@ -77,6 +84,16 @@ SCRIPT_PARTS = {
     # the launch-bound rows again, with the trackers that cost no kernel, 2.5x the pairs
     "interleaved-launch-bound": ScriptPart("interleaved", [
         "--only", "tf32-b4,fp16-b4,bf16-b4", "--pairs", "100",
+    ], "interleaved.csv", False),
+    # the Fabric talk's rows against their loops (the Fabric issue's 5%), split: the engine with the
+    # sampler on its blocks, accelerate's and gpubench's shares, the sampler's cost on the loop
+    "fabric-vit-interleaved": ScriptPart("interleaved", [
+        "--matrix", "fabric-vit", "--pairs", "20", "--only", "plain,fabric-32,fabric-bf16-b64",
+        "--bare-engine", "plain", "--trackers", "plain", "--sampler-cost", "plain",
+    ], "interleaved.csv", False),
+    # and the engine with the sampler off
+    "fabric-vit-interleaved-no-sampler": ScriptPart("interleaved", [
+        "--matrix", "fabric-vit", "--pairs", "20", "--only", "plain,fabric-32", "--no-sampler",
     ], "interleaved.csv", False),
 }  # fmt: skip
 COMPARE_TIMEOUT_S = 300.0  # gpubench compare of two result directories: seconds

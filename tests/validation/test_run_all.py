@@ -46,7 +46,7 @@ def test_every_part_of_make_bench_is_a_validation_part_and_the_research_ones_are
     parts = [*run_all.PARTS, *run_all.SCRIPT_PARTS]
     assert sorted(parts) == sorted(
         ["full", "throughput", "faults", "fidelity", "interleaved", "interleaved-launch-bound"]
-        + ["cumulative-bert-base", "aa"]
+        + ["fabric-vit-interleaved", "fabric-vit-interleaved-no-sampler", "cumulative-bert-base", "aa"]
     )
 
 
@@ -56,6 +56,8 @@ def test_every_part_of_make_bench_is_a_validation_part_and_the_research_ones_are
         ("fidelity", "validation.fidelity", []),
         ("interleaved", "validation.interleaved", ["--control", "tf32-b4", "--trackers", "fp16-b4"]),
         ("interleaved-launch-bound", "validation.interleaved", ["--only", "tf32-b4,fp16-b4,bf16-b4"]),
+        ("fabric-vit-interleaved", "validation.interleaved", ["--matrix", "fabric-vit", "--bare-engine", "plain"]),
+        ("fabric-vit-interleaved-no-sampler", "validation.interleaved", ["--matrix", "fabric-vit", "--pairs", "20"]),
     ],
 )
 def test_make_bench_script_parts_run_their_module_under_a_timeout(
@@ -86,13 +88,16 @@ def test_a_part_under_a_deadline_gets_the_time_left_and_a_margin_as_its_timeout(
 
 
 @pytest.mark.validation
-@pytest.mark.parametrize("part", ["fidelity", "interleaved", "interleaved-launch-bound"])
+@pytest.mark.parametrize("part", sorted(run_all.SCRIPT_PARTS))
 def test_make_bench_script_parts_hand_their_scripts_arguments_they_accept(
     part: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cmd, _ = part_command(part, tmp_path / "p", [], monkeypatch)
     # the module takes those arguments: a spent time limit stops it after parsing them, before any run
-    spent = subprocess.run([*cmd, "--time-limit", "0"], cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S)
+    cpu = ["--device", "cpu"] if "validation.interleaved" in cmd else []  # its GPU check comes first
+    spent = subprocess.run(
+        [*cmd, *cpu, "--time-limit", "0"], cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
     assert spent.returncode == 4, spent.stderr[-2000:]
     assert not list((tmp_path / "p").rglob("*.json"))
     (tmp_path / "p").mkdir(exist_ok=True)
