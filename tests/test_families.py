@@ -343,3 +343,27 @@ def test_a_weight_only_its_constructor_draws_makes_the_random_cpu_build_draw_as_
     assert builds == ["llama-tiny", "llama-tiny"]  # the one-draw build, then the usual one
     assert all(torch.isfinite(p).all() for p in built.parameters())
     assert float(built.get_input_embeddings().weight.detach().std()) > 0.5  # nn.Embedding's own N(0, 1)
+
+
+def test_a_module_imported_during_the_random_cpu_build_keeps_torchs_real_init_functions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module imported while the constructors' draws are a NaN fill, binding an init function by
+    name (`from torch.nn.init import normal_`), holds the real one once the build is done."""
+    import sys
+
+    import torch
+
+    from bench.worker import model as model_mod
+
+    (tmp_path / "late_import.py").write_text("from torch.nn.init import normal_, zeros_\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "late_import", raising=False)
+    real_normal = torch.nn.init.normal_
+    with model_mod._constructor_inits_fill_nan():
+        import late_import  # type: ignore[import-not-found]
+
+        assert late_import.normal_ is not real_normal  # the filler, while the build runs
+        assert torch.isnan(late_import.zeros_(torch.empty(2))).all()
+    assert late_import.normal_ is torch.nn.init.normal_ and late_import.zeros_ is torch.nn.init.zeros_
+    assert torch.nn.modules.linear.init.kaiming_uniform_ is torch.nn.init.kaiming_uniform_

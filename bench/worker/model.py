@@ -4,6 +4,7 @@ from a preset or a config (a directory or file holding only config.json), or a l
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import sys
 from collections.abc import Iterator
@@ -72,7 +73,7 @@ def build_random_on_cpu(model: str, dtype: torch.dtype, task: str = "auto") -> A
     return build_model(model, torch.device("cpu"), "default", dtype, task)
 
 
-def _fill_nan(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+def _nan_filler(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     with torch.no_grad():
         return tensor.fill_(math.nan)
 
@@ -80,20 +81,24 @@ def _fill_nan(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
 @contextlib.contextmanager
 def _constructor_inits_fill_nan() -> Iterator[None]:
     """torch.nn.init's functions, wherever torch.nn's modules hold them, fill NaN while this is
-    open; transformers' own init functions keep the real ones (they were bound at its import)."""
-    real = [f for n, f in vars(torch.nn.init).items() if n.endswith("_") and not n.startswith("_") and callable(f)]
-    patched: list[tuple[Any, str, Any]] = []
+    open; transformers' own init functions keep the real ones (they were bound at its import).
+    Each function gets a filler of its own, so that on the way out every module that holds one
+    (one imported meanwhile with `from torch.nn.init import normal_` too) gets the real one back."""
+    real = {n: f for n, f in vars(torch.nn.init).items() if n.endswith("_") and not n.startswith("_") and callable(f)}
+    fillers = {id(f): functools.wraps(f)(functools.partial(_nan_filler)) for f in real.values()}
+    originals = {id(fillers[id(f)]): f for f in real.values()}
     holders = [m for n, m in list(sys.modules.items()) if n == "torch.nn.init" or n.startswith("torch.nn.modules")]
     for module in holders:
         for name, value in list(vars(module).items()):
-            if any(value is f for f in real):
-                patched.append((module, name, value))
-                setattr(module, name, _fill_nan)
+            if id(value) in fillers and any(value is f for f in real.values()):
+                setattr(module, name, fillers[id(value)])
     try:
         yield
     finally:
-        for module, name, value in reversed(patched):
-            setattr(module, name, value)
+        for module in list(sys.modules.values()):
+            for name, value in list(getattr(module, "__dict__", {}).items()):
+                if id(value) in originals and any(value is f for f in fillers.values()):
+                    setattr(module, name, originals[id(value)])
 
 
 def _has_nan(model: Any) -> bool:
