@@ -2,6 +2,8 @@
 
 Parts (each a result directory under --out):
   full        gpubench run --matrix full --repeats 3        the guide's table
+  llm         gpubench run --matrix llm --repeats 3         the decoder techniques on llama-1b (needs
+              the llm extra: peft, bitsandbytes, liger-kernel, torchao); not in the default list
   throughput  gpubench run --matrix throughput --repeats 3  how far batch 4 is from the chip's best
   faults      gpubench run --matrix faults                  a real OOM and a real timeout mid-run
   fidelity    python -m validation.fidelity                 engine vs hand-written loop; sampler cost
@@ -60,6 +62,7 @@ from validation.parts import (
 
 PARTS = {
     "full": ["--matrix", "full", "--repeats", "3"],
+    "llm": ["--matrix", "llm", "--repeats", "3"],
     "throughput": ["--matrix", "throughput", "--repeats", "3"],
     "faults": ["--matrix", "faults"],
     "cumulative-bert-base": ["--matrix", "cumulative-bert-base", "--repeats", "3"],

@@ -45,7 +45,7 @@ def part_command(name: str, out: Path, extra: list[str], monkeypatch: pytest.Mon
 def test_every_part_of_make_bench_is_a_validation_part_and_the_research_ones_are_gone() -> None:
     parts = [*run_all.PARTS, *run_all.SCRIPT_PARTS]
     assert sorted(parts) == sorted(
-        ["full", "throughput", "faults", "fidelity", "interleaved", "interleaved-launch-bound"]
+        ["full", "llm", "throughput", "faults", "fidelity", "interleaved", "interleaved-launch-bound"]
         + ["fabric-vit-interleaved", "fabric-vit-interleaved-no-sampler", "cumulative-bert-base", "aa"]
     )
 
