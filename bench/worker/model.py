@@ -84,21 +84,22 @@ def _constructor_inits_fill_nan() -> Iterator[None]:
     open; transformers' own init functions keep the real ones (they were bound at its import).
     Each function gets a filler of its own, so that on the way out every module that holds one
     (one imported meanwhile with `from torch.nn.init import normal_` too) gets the real one back."""
-    real = {n: f for n, f in vars(torch.nn.init).items() if n.endswith("_") and not n.startswith("_") and callable(f)}
-    fillers = {id(f): functools.wraps(f)(functools.partial(_nan_filler)) for f in real.values()}
-    originals = {id(fillers[id(f)]): f for f in real.values()}
+    real = [f for n, f in vars(torch.nn.init).items() if n.endswith("_") and not n.startswith("_") and callable(f)]
+    pairs = [(f, functools.wraps(f)(functools.partial(_nan_filler))) for f in real]
+    filler_of = {id(f): filler for f, filler in pairs}  # ids of objects held alive in `pairs`
+    real_of = {id(filler): f for f, filler in pairs}
     holders = [m for n, m in list(sys.modules.items()) if n == "torch.nn.init" or n.startswith("torch.nn.modules")]
     for module in holders:
         for name, value in list(vars(module).items()):
-            if id(value) in fillers and any(value is f for f in real.values()):
-                setattr(module, name, fillers[id(value)])
+            if id(value) in filler_of:
+                setattr(module, name, filler_of[id(value)])
     try:
         yield
     finally:
         for module in list(sys.modules.values()):
             for name, value in list(getattr(module, "__dict__", {}).items()):
-                if id(value) in originals and any(value is f for f in fillers.values()):
-                    setattr(module, name, originals[id(value)])
+                if id(value) in real_of:
+                    setattr(module, name, real_of[id(value)])
 
 
 def _has_nan(model: Any) -> bool:
