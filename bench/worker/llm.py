@@ -95,7 +95,7 @@ def random_checkpoint(model: str, dtype: torch.dtype, seed: int, shared: Path, t
     """A preset's random weights (those torch.manual_seed(seed) gives) saved as safetensors in
     `shared`, built on the CPU by the run's first worker that needs them and loaded by the rest
     (llama-1b's build, save and quantized load took 50-86 s on the H200 host with the weights drawn
-    twice; build_random_on_cpu draws them once, 1.9x faster on a 2-core CPU). Written under a
+    twice; build_random_on_cpu draws them once, 1.7-1.9x faster on a 2-core CPU). Written under a
     temporary name and renamed, so a worker never reads a partial copy; the global RNG is left as
     it was, so a worker that builds and one that loads go on alike. The run deletes the folder when it ends."""
     stem = model

@@ -59,7 +59,7 @@ def build_random_on_cpu(model: str, dtype: torch.dtype, task: str = "auto") -> A
     (`_constructor_inits_fill_nan`). Any NaN left in a parameter or buffer afterwards is one that
     only its constructor initialises: then the model is built again the usual way. Deterministic in
     torch's seed like build_model, though not the same values (the constructors no longer draw).
-    llama-1b in bf16 on a 2-core CPU: 9 s against 16-17 s (docs/llm.md)."""
+    llama-1b in bf16 on a 2-core CPU: 8.4-9.0 s against 14.0-17.4 s (docs/llm.md)."""
     # imported before the patch: a module imported under it would keep the NaN fill for good
     # (transformers' init functions bind torch's at their import)
     import transformers.modeling_utils  # noqa: F401
