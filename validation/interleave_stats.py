@@ -136,6 +136,24 @@ def where_time_went(blocks: list[dict[str, Any]], side: str) -> dict[str, float]
     return {f"{side}_{name}": value for name, value in zip(names, values, strict=True)}
 
 
+def profile_gap(profile: dict[str, Any] | None, top: int = 5) -> str:
+    """A profiled pair (validation/interleaved.py profiled_blocks) in one line: both sides' step
+    times under the profiler with their operators' own CPU time, then the operators whose self
+    CPU time per step differs most between the sides (a minus b), largest difference first; ''
+    without a profile. Each side keeps only its top operators, so an operator missing from one
+    side's list counts 0 there."""
+    if not profile:
+        return ""
+    ops = {side: {op["name"]: op["self_cpu_ms"] for op in profile[side]["cpu_ops"]} for side in ("a", "b")}
+    diffs = [(name, ops["a"].get(name, 0.0) - ops["b"].get(name, 0.0)) for name in {*ops["a"], *ops["b"]}]
+    diffs.sort(key=lambda d: (-abs(d[1]), d[0]))
+    a, b = profile["a"], profile["b"]
+    head = ", ".join(
+        f"step {side} {p['step_ms']:.2f} ms (ops {p['cpu_ops_total_ms']:.2f})" for side, p in (("a", a), ("b", b))
+    )
+    return "; ".join([head, *(f"{name} {diff:+.2f} ms" for name, diff in diffs[:top])])
+
+
 def collect(root: Path) -> pd.DataFrame:
     """Every result under `root` (one directory per device command, each with its env.json): one
     row per result, its summary recomputed from its blocks, and a `pooled` row per scenario, kind
@@ -159,7 +177,9 @@ def collect(root: Path) -> pd.DataFrame:
         first = result.get("built_first", "b")  # results from before --build-first built b first
         run = str(path.parent.relative_to(root))
         head = {"run": run, "scenario": key[0], "kind": key[1], "sampler": key[2], "built_first": first}
-        rows.append({**head, "gpu_uuid": gpu, **summarize(result["blocks"])})
+        rows.append(
+            {**head, "gpu_uuid": gpu, **summarize(result["blocks"]), "profile_gap": profile_gap(result.get("profile"))}
+        )
         a_units, b_units = units(result["blocks"])
         groups, orders = pooled.setdefault(key, ([], set()))
         groups.append((a_units, b_units))  # one group per result (process)

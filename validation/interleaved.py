@@ -46,8 +46,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import gzip
 import os
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,6 +76,7 @@ from validation.model_loop import FEEDS
 from validation.parts import INTERRUPTED, TIME_LIMIT, expired, run_script
 
 MODULE = [sys.executable, "-m", "validation.interleaved"]
+PROFILE_TOP_OPS = 40  # operators kept per side of a profiled block, by self CPU time
 # One scenario's process: about a minute on a GPU at 40-100 pairs of 10 steps; a hang guard far above.
 CHILD_TIMEOUT_S = 900.0
 ANSWER_TIMEOUT_S = 60.0  # the sampler helper answers a command within milliseconds
@@ -199,13 +202,60 @@ def alternate(
     return blocks
 
 
+def profiled_blocks(
+    sides: dict[str, Callable[[], None]], steps: int, sync: Callable[[], None], cuda: bool, stem: Path
+) -> dict[str, Any]:
+    """One more block of each side under torch.profiler, after the timed pairs (the profiler's own
+    cost is in neither side's figures): per side its step time under the profiler, its gzipped
+    Chrome trace (STEM-a.trace.json.gz), the kernel time per step by category
+    (bench/measure/kernels.py, as `profile = N` gives a row) and the operators with the most self
+    CPU time per step: where a slower side's host time goes (interleave_stats.profile_gap)."""
+    import torch
+
+    from bench.worker.profiling import breakdown
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    out: dict[str, Any] = {}
+    for side in ("a", "b"):
+        sync()
+        with torch.profiler.profile(activities=activities) as prof:
+            start = time.perf_counter()
+            for _ in range(steps):
+                sides[side]()
+            sync()
+            wall_s = time.perf_counter() - start
+        trace = stem.with_name(f"{stem.name}-{side}.trace.json")
+        prof.export_chrome_trace(str(trace))
+        with trace.open("rb") as raw, gzip.open(f"{trace}.gz", "wb") as packed:
+            shutil.copyfileobj(raw, packed)
+        trace.unlink()
+        events = prof.key_averages()
+        on_cpu = [e for e in events if not str(getattr(e, "device_type", "")).endswith("CUDA")]
+        top = sorted(on_cpu, key=lambda e: e.self_cpu_time_total, reverse=True)[:PROFILE_TOP_OPS]
+        out[side] = {
+            "step_ms": wall_s * 1000.0 / steps,
+            "trace": f"{trace.name}.gz",
+            "kernels_ms": breakdown(events, steps, wall_s, cuda),
+            # every operator's and runtime call's own CPU time: the rest of a CPU-bound step is Python
+            "cpu_ops_total_ms": sum(e.self_cpu_time_total for e in on_cpu) / 1000.0 / steps,
+            "cpu_ops": [
+                {"name": str(e.key), "self_cpu_ms": e.self_cpu_time_total / 1000.0 / steps, "calls": e.count / steps}
+                for e in top
+            ],
+        }
+    return out
+
+
 def measure(a: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     device = torch.device("cuda:0" if a.device == "cuda" else "cpu")  # a worker gets an index too
     cuda = device.type == "cuda"
-    # enough data that no side wraps, and one spare block so the engine clock's end never falls in one
-    steps = WARMUP_STEPS + (a.pairs + 1) * a.block_steps
+    # enough data that no side wraps (the profiled block's too), and one spare block so the engine
+    # clock's end never falls in one
+    steps = WARMUP_STEPS + (a.pairs + 1 + int(a.profile_block)) * a.block_steps
     with tempfile.TemporaryDirectory() as scratch:
         sc, model, sides = build_sides(
             a.one, a.kind, steps, device, Path(scratch), a.build_first, a.matrix, a.loop_feed
@@ -215,6 +265,8 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
         switch = SamplerSwitch(gpu_uuid(torch)) if cuda and (a.sampler if sampler is None else sampler) else None
         try:
             blocks = alternate(sides, a.pairs, a.block_steps, sc.batch_size, sync, switch)
+            stem = result_path(a.out, a.one, a.kind, a.build_first).with_suffix("")
+            profile = profiled_blocks(sides, a.block_steps, sync, cuda, stem) if a.profile_block else None
         finally:
             if switch is not None:
                 switch.close()
@@ -237,6 +289,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
         "torch": torch.__version__,
         "summary": summarize(blocks),
         "blocks": blocks,
+        "profile": profile,
     }
 
 
@@ -319,6 +372,12 @@ def _main() -> int:
         help="the side whose model is built first in the process; on the CPU the side built first ran 1-12%% "
         "slower, so 'both' (the default) runs half the pairs in each order, in two processes, and pools them",
     )
+    p.add_argument(
+        "--profile-block",
+        action="store_true",
+        help="after the pairs, one more block of each side under torch.profiler: its trace (gzipped), kernel "
+        "time by category and the operators with the most self CPU time (the result's `profile`)",
+    )
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--time-limit", type=float, default=None, help="seconds; then exit 4, run again to go on")
     p.add_argument("--collect", type=Path, default=None, help="write DIR/interleaved.csv from every result under DIR")
@@ -369,6 +428,7 @@ def _main() -> int:
         cmd = [*MODULE, "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(pairs)]
         cmd += ["--block-steps", str(a.block_steps), "--device", a.device, "--sampler" if a.sampler else "--no-sampler"]
         cmd += ["--build-first", first, "--matrix", a.matrix, "--loop-feed", a.loop_feed]
+        cmd += ["--profile-block"] if a.profile_block else []
         print("+ " + " ".join(cmd), file=sys.stderr)
         log = path.with_suffix(".log")
         done = run_subprocess(cmd, timeout_s=CHILD_TIMEOUT_S, log_path=log)

@@ -18,8 +18,9 @@ Parts (each a result directory under --out):
   fabric-vit-interleaved
               python -m validation.interleaved --matrix fabric-vit --pairs 20 --only
               plain,fabric-32,fabric-bf16-b64 --bare-engine plain --trackers plain --sampler-cost
-              plain: the Fabric talk's rows against their loops, the engine's cost split, and the
-              sampler's cost on a ViT step; takes no extra arguments
+              plain --profile-block: the Fabric talk's rows against their loops, the engine's cost
+              split, the sampler's cost on a ViT step, and one profiled block a side after the pairs
+              (where a slower side's host time goes); takes no extra arguments
   fabric-vit-interleaved-no-sampler
               the same engine rows (plain, fabric-32) with the NVML sampler off (--no-sampler)
   cumulative-bert-base
@@ -92,11 +93,11 @@ SCRIPT_PARTS = {
     # sampler on its blocks, accelerate's and gpubench's shares, the sampler's cost on the loop
     "fabric-vit-interleaved": ScriptPart("interleaved", [
         "--matrix", "fabric-vit", "--pairs", "20", "--only", "plain,fabric-32,fabric-bf16-b64",
-        "--bare-engine", "plain", "--trackers", "plain", "--sampler-cost", "plain",
+        "--bare-engine", "plain", "--trackers", "plain", "--sampler-cost", "plain", "--profile-block",
     ], "interleaved.csv", False),
     # and the engine with the sampler off
     "fabric-vit-interleaved-no-sampler": ScriptPart("interleaved", [
-        "--matrix", "fabric-vit", "--pairs", "20", "--only", "plain,fabric-32", "--no-sampler",
+        "--matrix", "fabric-vit", "--pairs", "20", "--only", "plain,fabric-32", "--no-sampler", "--profile-block",
     ], "interleaved.csv", False),
 }  # fmt: skip
 COMPARE_TIMEOUT_S = 300.0  # gpubench compare of two result directories: seconds

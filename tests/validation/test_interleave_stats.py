@@ -102,3 +102,31 @@ def test_where_time_went_tells_a_side_that_waited_off_the_cpu_from_one_that_laun
     assert all(v != v for v in old.values())
     summary = il.summarize(blocks(lambda i: 50.0, 1.0, pairs=8))  # untraced blocks still summarise
     assert summary["a_host_share"] != summary["a_host_share"] and summary["ratio"] == pytest.approx(1.0)
+
+
+def test_profile_gap_names_the_operators_a_slower_side_spends_its_host_time_in() -> None:
+    def side(step_ms: float, ops: dict[str, float]) -> dict[str, Any]:
+        listed = [{"name": name, "self_cpu_ms": ms, "calls": 1.0} for name, ms in ops.items()]
+        return {"step_ms": step_ms, "cpu_ops_total_ms": sum(ops.values()), "cpu_ops": listed}
+
+    profile = {
+        "a": side(50.0, {"cudaStreamSynchronize": 20.0, "aten::mm": 5.0, "aten::add_": 1.0}),
+        "b": side(31.0, {"aten::mm": 5.5, "aten::add_": 1.0, "aten::copy_": 2.0}),
+    }
+    gap = il.profile_gap(profile, top=3)
+    head, *ops = gap.split("; ")
+    assert head == "step a 50.00 ms (ops 26.00), step b 31.00 ms (ops 8.50)"
+    # the largest difference first, either sign; one side's missing operator counts 0 there
+    assert ops == ["cudaStreamSynchronize +20.00 ms", "aten::copy_ -2.00 ms", "aten::mm -0.50 ms"]
+    assert il.profile_gap(None) == "" and il.profile_gap({}) == ""
+
+
+def test_collect_carries_each_results_profile_gap(tmp_path: Path) -> None:
+    result = {"scenario": "s", "kind": "engine", "sampler": False, "blocks": blocks(lambda i: 50.0, 0.9, pairs=8)}
+    op = {"name": "aten::mm", "self_cpu_ms": 1.0, "calls": 1.0}
+    profiled = {side: {"step_ms": 10.0, "cpu_ops_total_ms": 1.0, "cpu_ops": [op]} for side in ("a", "b")}
+    (tmp_path / "s.json").write_text(json.dumps(result | {"profile": profiled}))
+    (tmp_path / "s-a-first.json").write_text(json.dumps(result | {"built_first": "a"}))  # recorded unprofiled
+    table = il.collect(tmp_path).set_index("built_first")
+    assert table.loc["b", "profile_gap"].startswith("step a 10.00 ms (ops 1.00)")
+    assert table.loc["a", "profile_gap"] == ""

@@ -87,7 +87,7 @@ def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with
     )
     out = tmp_path / "il"
     common = ["--matrix", str(matrix), "--pairs", "4", "--build-first", "b", "--block-steps", "1"]
-    done = run(out, *common, "--only", "fab,acc", "--bare-engine", "acc")
+    done = run(out, *common, "--only", "fab,acc", "--bare-engine", "acc", "--profile-block")
     assert done.returncode == 0, done.stderr[-3000:]
     fab, acc, bare = (json.loads((out / f"{n}.json").read_text()) for n in ("fab", "acc", "acc-bare-engine"))
     assert (
@@ -98,8 +98,14 @@ def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with
     assert bare["a"].startswith("the Accelerate engine without") and len(bare["blocks"]) == 8
     assert fab["matrix"] == str(matrix) and fab["precision"] == "bf16" and fab["loop_feed"] == "loader"
     assert len(fab["blocks"]) == 8 and all(b["seconds"] > 0 and b["samples"] == 2 for b in fab["blocks"])
+    for side in ("a", "b"):  # --profile-block: one more block a side under torch.profiler, after the pairs
+        profiled = fab["profile"][side]
+        assert profiled["trace"] == f"fab-{side}.trace.json.gz" and (out / profiled["trace"]).stat().st_size > 0
+        assert profiled["step_ms"] > 0 and 0 < profiled["cpu_ops_total_ms"] and profiled["cpu_ops"][0]["calls"] > 0
+        assert set(profiled["kernels_ms"]) >= {"gemm", "optimizer", "idle"}
     table = pd.read_csv(out / "interleaved.csv")
     assert set(table["scenario"]) == {"fab", "acc"} and set(table["kind"]) == {"engine", "bare-engine"}
+    assert table["profile_gap"].str.startswith("step a ").all()
     env = json.loads((out / "env.json").read_text())  # the machine, as a run writes it
     assert env["device"] == "cpu" and env["command"].startswith("python -m validation.interleaved --out")
 
