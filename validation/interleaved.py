@@ -46,10 +46,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import os
 import select
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -203,41 +201,30 @@ def alternate(
 
 
 def profiled_blocks(
-    sides: dict[str, Callable[[], None]], steps: int, sync: Callable[[], None], cuda: bool, stem: Path
+    sides: dict[str, Callable[[], None]], steps: int, sync: Callable[[], None], device: Any, stem: Path
 ) -> dict[str, Any]:
-    """One more block of each side under torch.profiler, after the timed pairs (the profiler's own
-    cost is in neither side's figures): per side its step time under the profiler, its gzipped
-    Chrome trace (STEM-a.trace.json.gz), the kernel time per step by category
-    (bench/measure/kernels.py, as `profile = N` gives a row) and the operators with the most self
-    CPU time per step: where a slower side's host time goes (interleave_stats.profile_gap)."""
-    import torch
+    """One more block of each side under the worker's profiler (bench/worker/profiling.py, what
+    `profile = N` runs), after the timed pairs (the profiler's own cost is in neither side's
+    figures): per side its step time under the profiler, its gzipped Chrome trace
+    (STEM-a.trace.json.gz), the kernel time per step by category and the operators with the most
+    self CPU time per step: where a slower side's host time goes (interleave_stats.profile_gap)."""
+    from bench.measure.kernels import NAMES
+    from bench.worker.profiling import StepProfiler, on_device
 
-    from bench.worker.profiling import breakdown
-
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if cuda:
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
     out: dict[str, Any] = {}
     for side in ("a", "b"):
+        profiler = StepProfiler(steps, device, stem.with_name(f"{stem.name}-{side}.trace.json.gz"))
         sync()
-        with torch.profiler.profile(activities=activities) as prof:
-            start = time.perf_counter()
-            for _ in range(steps):
-                sides[side]()
-            sync()
-            wall_s = time.perf_counter() - start
-        trace = stem.with_name(f"{stem.name}-{side}.trace.json")
-        prof.export_chrome_trace(str(trace))
-        with trace.open("rb") as raw, gzip.open(f"{trace}.gz", "wb") as packed:
-            shutil.copyfileobj(raw, packed)
-        trace.unlink()
-        events = prof.key_averages()
-        on_cpu = [e for e in events if not str(getattr(e, "device_type", "")).endswith("CUDA")]
+        profiler.start()
+        for _ in range(steps):
+            sides[side]()
+        figures = profiler.stop()
+        on_cpu = [e for e in profiler.events if not on_device(e)]
         top = sorted(on_cpu, key=lambda e: e.self_cpu_time_total, reverse=True)[:PROFILE_TOP_OPS]
         out[side] = {
-            "step_ms": wall_s * 1000.0 / steps,
-            "trace": f"{trace.name}.gz",
-            "kernels_ms": breakdown(events, steps, wall_s, cuda),
+            "step_ms": figures["prof_step_ms"],
+            "trace": figures["prof_trace"],
+            "kernels_ms": {name: figures[f"prof_{name}_ms"] for name in NAMES},
             # every operator's and runtime call's own CPU time: the rest of a CPU-bound step is Python
             "cpu_ops_total_ms": sum(e.self_cpu_time_total for e in on_cpu) / 1000.0 / steps,
             "cpu_ops": [
@@ -266,7 +253,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
         try:
             blocks = alternate(sides, a.pairs, a.block_steps, sc.batch_size, sync, switch)
             stem = result_path(a.out, a.one, a.kind, a.build_first).with_suffix("")
-            profile = profiled_blocks(sides, a.block_steps, sync, cuda, stem) if a.profile_block else None
+            profile = profiled_blocks(sides, a.block_steps, sync, device, stem) if a.profile_block else None
         finally:
             if switch is not None:
                 switch.close()

@@ -26,14 +26,18 @@ def _self_time_us(event: Any, cuda: bool) -> float:
     return float(event.self_cpu_time_total)
 
 
+def on_device(event: Any) -> bool:
+    """A profiled event that ran on the GPU (a kernel), not on the CPU (an operator, a runtime call)."""
+    return str(getattr(event, "device_type", "")).endswith("CUDA")
+
+
 def breakdown(events: Any, steps: int, wall_s: float, cuda: bool) -> dict[str, float]:
     """Per-step ms of each category (NAMES) from a profile's averaged events: on CUDA the kernels'
     device time by kernel name, on the CPU the operators' self CPU time by operator name; idle is
     the wall time no kernel (operator) covered, at least 0."""
     totals = dict.fromkeys(NAMES, 0.0)
     for event in events:
-        on_device = str(getattr(event, "device_type", "")).endswith("CUDA")
-        if on_device != cuda:
+        if on_device(event) != cuda:
             continue
         totals[category(str(event.key))] += _self_time_us(event, cuda) / 1000.0
     per_step = {name: ms / steps for name, ms in totals.items()}
@@ -51,6 +55,7 @@ class StepProfiler:
         self.memory = memory and self.cuda
         self._prof: Any = None
         self._t0 = 0.0
+        self.events: Any = None  # the profile's averaged events, once stopped
 
     def start(self) -> None:
         activities = [torch.profiler.ProfilerActivity.CPU]
@@ -74,7 +79,8 @@ class StepProfiler:
                 str(self.trace_path.with_name(self.trace_path.name.replace(".trace.json", ".memory.pickle")))
             )
             torch.cuda.memory._record_memory_history(enabled=None)
-        per_step = breakdown(self._prof.key_averages(), self.steps, wall_s, self.cuda)
+        self.events = self._prof.key_averages()
+        per_step = breakdown(self.events, self.steps, wall_s, self.cuda)
         out: dict[str, Any] = {"prof_steps": self.steps, "prof_step_ms": wall_s * 1000.0 / self.steps}
         out.update({f"prof_{name}_ms": ms for name, ms in per_step.items()})
         out["prof_trace"] = self.trace_path.name
