@@ -130,6 +130,141 @@ def test_a_server_that_cannot_serve_is_replaced_by_spawn(
     assert len(warnings) == 1 and "each worker starts afresh (--launcher spawn)" in warnings[0]
 
 
+# A fork server that serves each request itself (as FAKE_WORKER, naming the server in the result):
+# with `--with PACKAGES` it says it preloaded only peft, whatever it was asked for.
+SERVES = """
+import json, os, sys
+extra = "--with" in sys.argv
+print(json.dumps({"ready": True, "imports_s": 0, "error": None, "preloaded": ["peft"] if extra else []}), flush=True)
+for line in sys.stdin:
+    request = json.loads(line)
+    print(json.dumps({"pid": os.getpid()}), flush=True)
+    with open(request["result"], "w") as f:
+        json.dump({"status": "ok", "figures": {}, "worker": "with" if extra else "main"}, f)
+    print(json.dumps({"pid": os.getpid(), "returncode": 0}), flush=True)
+"""
+
+
+def test_a_scenario_that_imports_peft_goes_to_the_server_that_preloaded_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run with peft or torchao scenarios starts a second server `--with` them (its own log); a
+    worker whose packages it preloaded is forked there, one that needs a package it did not preload
+    starts afresh, with one warning a package; the others go to the main server."""
+    from bench.run import launcher as launcher_mod
+
+    monkeypatch.setattr(launcher_mod, "WORKER", [sys.executable, "-c", FAKE_WORKER])
+    warnings: list[str] = []
+    launcher = ForkLauncher(
+        worker_env(None), tmp_path / "fs.log", warnings.append, [sys.executable, "-c", SERVES], ["peft", "torchao"]
+    )
+    assert launcher.extra is not None and launcher.extra.server_cmd[-2:] == ["--with", "peft,torchao"]
+    spec, _ = _spec(tmp_path)
+    jobs = {"none": (), "peft": ("peft",), "fp8": ("torchao",), "both": ("peft", "torchao"), "fp8-again": ("torchao",)}
+    try:
+        launcher.prestart()
+        assert launcher.extra.server is not None  # both started ahead
+        done = {
+            name: launcher.run(WorkerJob(spec, tmp_path / f"{name}.json", 120, tmp_path / f"{name}.log", imports=i))
+            for name, i in jobs.items()
+        }
+    finally:
+        launcher.close()
+    assert all(d.returncode == 0 for d in done.values()), done
+    by = {name: json.loads((tmp_path / f"{name}.json").read_text())["worker"] for name in jobs}
+    spawned = [str(spec), str(tmp_path / "fp8.json")]
+    assert by == {"none": "main", "peft": "with", "fp8": spawned, "both": by["both"], "fp8-again": by["fp8-again"]}
+    assert isinstance(by["both"], list) and isinstance(by["fp8-again"], list)  # torchao: not preloaded
+    assert len(warnings) == 1 and "did not preload torchao" in warnings[0] and "fs-with.log" in warnings[0]
+    assert launcher.server is None and launcher.extra.server is None  # close ends both
+
+
+# A package that creates a CUDA context on import (on the CPU: torch says one was created), one
+# whose import fails, one that imports cleanly: the fork server preloads only the last.
+FAKE_PACKAGES = {
+    "makes_context": "import torch\ntorch.cuda.is_initialized = lambda: True\n",
+    "fails": "raise ImportError('no such library')\n",
+    "clean": "VALUE = 1\n",
+}
+
+
+@pytest.mark.parametrize("names", [("clean",), ("makes_context", "clean"), ("fails", "clean", "makes_context"), ()])
+def test_the_server_preloads_only_what_imports_without_a_cuda_context(names: tuple[str, ...], tmp_path: Path) -> None:
+    """Each `--with` package is tried in a forked child first: the server imports those that left
+    no CUDA context, keeps serving, and says which it preloaded."""
+    for name, text in FAKE_PACKAGES.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    code = (
+        "import json, sys; from bench.worker.forkserver import _preload; "
+        f"unsafe, preloaded = _preload(['accelerate'], {list(names)!r}); import torch; "
+        "print(json.dumps([unsafe, preloaded, sorted(n for n in sys.modules if n in "
+        f"{list(FAKE_PACKAGES)!r}), torch.cuda.is_initialized()]))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    unsafe, preloaded, imported, initialized = json.loads(done.stdout.strip().splitlines()[-1])
+    clean = ["clean"] if "clean" in names else []
+    assert (unsafe, preloaded, imported, initialized) == (None, clean, clean, False)
+    if "fails" in names:
+        assert "importing fails failed: ImportError: no such library" in done.stderr
+
+
+# An engine import that asks for the capability, as transformers.trainer importing peft and so
+# bitsandbytes: on the CPU, a CUDA context stands for torch's error without the capability from NVML.
+ASKS = """import torch
+try:
+    torch.cuda.get_device_capability(0)
+except Exception:
+    torch.cuda.is_initialized = lambda: True
+"""
+
+
+@pytest.mark.parametrize("extras", [["clean"], []], ids=["with-server", "main-server"])
+def test_a_server_with_packages_imports_its_engines_with_the_capability_from_nvml(
+    extras: list[str], tmp_path: Path
+) -> None:
+    """transformers.trainer imports peft itself where peft is importable (the `--with` server): there
+    the engines' imports answer the capability from NVML too (a stand-in here, as on a GPU host); the
+    main server's do not need it, and an import that asks CUDA makes it unsafe."""
+    (tmp_path / "asks.py").write_text(ASKS)
+    (tmp_path / "clean.py").write_text(FAKE_PACKAGES["clean"])
+    code = (
+        "import importlib, json; from bench.worker import cudafree, forkserver; import bench.worker.run as r; "
+        "cudafree.nvml_capability = lambda: (lambda device=None: (9, 0)); engine = r.preload; "
+        "r.preload = lambda e, f=None: (engine(e), importlib.import_module('asks')); "
+        f"print(json.dumps(forkserver._preload(['accelerate'], {extras!r})))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    unsafe, preloaded = json.loads(done.stdout.strip().splitlines()[-1])
+    if extras:
+        assert (unsafe, preloaded) == (None, ["clean"])
+    else:
+        assert unsafe is not None and "created a CUDA context" in unsafe and preloaded == []
+
+
+def test_only_the_server_with_peft_keeps_it_importable() -> None:
+    """`--serve ENGINES --with peft`: the server leaves peft importable (it preloads it), the main
+    server blocks every CUDA_AT_IMPORT package; `--with` names nothing else."""
+    from bench.worker.__main__ import served_extras
+
+    assert served_extras(["--serve", "accelerate", "--with", "torchao,peft,numpy"]) == ("peft", "torchao")
+    assert served_extras(["--serve", "accelerate"]) == ()
+    assert served_extras(["spec.json", "result.json"]) == ()
+    code = (
+        "import sys; from bench.worker.__main__ import keep_cuda_imports_out; "
+        "keep_cuda_imports_out(None, {serving!r}); "
+        "print(sorted(n for n in ('peft', 'torchao') if sys.modules.get(n, 1) is None))"
+    )
+    for serving, blocked in (((), "['peft', 'torchao']"), (("peft",), "['torchao']")):
+        done = subprocess.run(
+            [sys.executable, "-c", code.format(serving=serving)], capture_output=True, text=True, timeout=120
+        )
+        assert done.stdout.strip() == blocked, done.stderr[-2000:]
+
+
 def test_a_bad_launcher_is_bad_input(tmp_path: Path) -> None:
     done = gpubench("run", "--matrix", "quick", "--device", "cpu", "--launcher", "thread", "--out", tmp_path / "x")
     assert done.returncode == 2
@@ -165,7 +300,7 @@ def test_the_fork_server_imports_only_the_engines_the_run_uses() -> None:
     a worker of the other engine would import them itself."""
     code = (
         "import sys; from bench.worker.forkserver import _preload; "
-        "assert _preload(['accelerate']) is None; print('transformers.trainer' in sys.modules)"
+        "assert _preload(['accelerate']) == (None, []); print('transformers.trainer' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

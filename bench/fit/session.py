@@ -27,7 +27,7 @@ from ..run.outdir import check_unused, locked, remove_folders
 from ..run.plan import RunPlan, prepare
 from ..run.proc import Interrupts
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
-from ..run.runner import NullReporter, Reporter, run_one
+from ..run.runner import NullReporter, Reporter, run_one, worker_imports
 from ..run.session import _gpu
 from ..scenario import Scenario
 from .plan import DIMENSIONS, Prediction, ProbeShape, predict_largest, value_range
@@ -218,6 +218,7 @@ def _run_searches(
         plan.out / "logs" / "forkserver.log",
         warn,
         engines=sorted({s.sc.engine for s in searches}),
+        imports=sorted({name for s in searches for name in worker_imports(plan, s.sc)}),
     )
     ctrl_c = Interrupts()
     fits: list[ScenarioFit] = []

@@ -1,7 +1,10 @@
 """How the runner starts a worker: `spawn` (a fresh `python -m bench.worker` per scenario) or
 `fork` (the default on Linux: a fork server, started once per run, imports torch and transformers
 and forks each worker; a worker is still its own process, in its own process group, with its own
-log, timeout and CUDA context). If the fork server cannot serve, the run goes on with `spawn`."""
+log, timeout and CUDA context). If the fork server cannot serve, the run goes on with `spawn`.
+A run with scenarios that import peft or torchao (scenario.CUDA_AT_IMPORT) starts a second fork
+server for them (`--with`), which preloads those of the packages that import without a CUDA
+context; a scenario that needs one it could not preload is spawned afresh."""
 
 from __future__ import annotations
 
@@ -37,9 +40,9 @@ class WorkerJob:
     log_path: Path
     on_start: Callable[[int], None] | None = None
     interrupts: Interrupts | None = None
-    # a fresh interpreter even under the fork server: the scenario imports peft or torchao, which
-    # the server keeps out of its imports (scenario.CUDA_AT_IMPORT)
-    fresh: bool = False
+    # the packages of scenario.CUDA_AT_IMPORT the scenario imports: the fork server keeps them out
+    # of its imports, so the worker is forked by the server `--with` them, or started afresh
+    imports: tuple[str, ...] = ()
 
 
 class Launcher(Protocol):
@@ -92,6 +95,7 @@ class ForkLauncher:
         log_path: Path,
         warn: Callable[[str], None] = lambda _m: None,
         server_cmd: list[str] | None = None,
+        imports: Sequence[str] = (),
     ) -> None:
         self.env, self.log_path, self.warn = env, log_path, warn
         self.server_cmd = server_cmd or SERVER
@@ -99,6 +103,21 @@ class ForkLauncher:
         self.server: subprocess.Popen[bytes] | None = None
         self.fallback: SpawnLauncher | None = None
         self._buffer = b""
+        self.said: set[str] = set()  # a `--with` server: the packages it did not preload, said
+        self.preloaded: list[str] | None = None  # the `--with` packages the server imported (its ready line)
+        withs = server_cmd[server_cmd.index("--with") + 1] if server_cmd and "--with" in server_cmd else ""
+        self.role = f"the fork server of the scenarios that import {withs}" if withs else "the fork server"
+        # the second server, for the scenarios that import `imports` (CUDA_AT_IMPORT)
+        self.extra = (
+            ForkLauncher(
+                env,
+                log_path.with_name(f"{log_path.stem}-with.log"),
+                warn,
+                [*self.server_cmd, "--with", ",".join(imports)],
+            )
+            if imports
+            else None
+        )
 
     def prestart(self) -> None:
         """Start the server now, so that its imports (torch, transformers: 10-15 s on a GPU host)
@@ -107,12 +126,38 @@ class ForkLauncher:
         with contextlib.suppress(OSError, ValueError):
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._start()
+        if self.extra is not None:
+            self.extra.prestart()
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self.server is None or self.server.poll() is not None:
-            self._buffer = b""
+            self._buffer, self.preloaded = b"", None
             self.server = start_server(self.server_cmd, log_path=self.log_path, env=self.env)
         return self.server
+
+    def say_missing(self, imports: Sequence[str]) -> None:
+        """Warn, once a package, that this `--with` server did not preload one of `imports`."""
+        missing = sorted(set(imports) - set(self.preloaded or ()) - self.said)
+        if self.preloaded is not None and missing:
+            self.said.update(missing)
+            self.warn(
+                f"{self.role} did not preload {', '.join(missing)} (it creates a CUDA context on import, "
+                f"or fails: logs/{self.log_path.name} says which): their scenarios start afresh"
+            )
+
+    def serves(self, imports: Sequence[str], deadline: float) -> bool:
+        """Whether this server preloaded every package of `imports` (waiting for its ready line
+        until `deadline`); False if it cannot tell."""
+        if self.fallback is not None:
+            return False
+        try:
+            self._start()
+            while self.preloaded is None:
+                if self._message(deadline) is None:
+                    return False
+        except (ServerGone, OSError, ValueError):
+            return False
+        return set(imports) <= set(self.preloaded)
 
     def _message(self, deadline: float) -> dict[str, Any] | None:
         """The server's next message; None at the deadline; ServerGone if it ended."""
@@ -130,6 +175,8 @@ class ForkLauncher:
                 self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         message: dict[str, Any] = json.loads(line)
+        if "ready" in message:
+            self.preloaded = list(message.get("preloaded") or []) if message["ready"] else []
         return message
 
     def _expect(self, key: str, deadline: float) -> dict[str, Any] | None:
@@ -142,11 +189,16 @@ class ForkLauncher:
     def run(self, job: WorkerJob) -> ProcResult:
         if self.fallback is not None:
             return self.fallback.run(job)
-        if job.fresh:
-            return SpawnLauncher(self.env).run(job)
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         deadline = start + job.timeout_s
+        if job.imports and (self.extra is None or not self.extra.serves(job.imports, deadline)):
+            if self.extra is not None:
+                self.extra.say_missing(job.imports)
+            left = max(1.0, deadline - time.monotonic())
+            return SpawnLauncher(self.env).run(replace(job, timeout_s=left))
+        if job.imports and self.extra is not None:
+            return self.extra.run(replace(job, imports=()))
         pid: int | None = None
         try:
             with job.interrupts.armed_while() if job.interrupts else contextlib.nullcontext():
@@ -191,7 +243,7 @@ class ForkLauncher:
 
     def _fall_back(self, why: str, job: WorkerJob, deadline: float) -> ProcResult:
         self.fallback_reason = why
-        self.warn(f"the fork server cannot start workers ({why}); each worker starts afresh (--launcher spawn)")
+        self.warn(f"{self.role} cannot start workers ({why}); each worker starts afresh (--launcher spawn)")
         self.close(kill=True)
         self.fallback = SpawnLauncher(self.env)
         return self.fallback.run(replace(job, timeout_s=max(1.0, deadline - time.monotonic())))
@@ -222,6 +274,8 @@ class ForkLauncher:
 
     def close(self, kill: bool = False) -> None:
         """End the server: closing its stdin ends it; `kill` ends it (and any worker of it) at once."""
+        if self.extra is not None:
+            self.extra.close(kill)
         server, self.server = self.server, None
         if server is None:
             return
@@ -247,9 +301,11 @@ def open_launcher(
     log_path: Path,
     warn: Callable[[str], None],
     engines: Sequence[str] = tuple(ENGINES),
+    imports: Sequence[str] = (),
 ) -> Launcher:
     """`engines`: those the run's scenarios use; the fork server imports only these (the Trainer's
-    imports cost about 4 s of CPU that an Accelerate-only run does not need)."""
+    imports cost about 4 s of CPU that an Accelerate-only run does not need). `imports`: the
+    CUDA_AT_IMPORT packages they import, for which a second server is started."""
     if name == "fork":
-        return ForkLauncher(env, log_path, warn, server_cmd=[*SERVER, ",".join(sorted(engines))])
+        return ForkLauncher(env, log_path, warn, [*SERVER, ",".join(sorted(engines))], sorted(imports))
     return SpawnLauncher(env)

@@ -136,14 +136,22 @@ def execute(
 
 def run_launcher(plan: RunPlan, warn: Callable[[str], None], scenarios: list[Scenario] | None = None) -> Launcher:
     """The launcher of this run's workers (not started): the fork server imports the engines of
-    `scenarios` (default: every scenario of the plan)."""
+    `scenarios` (default: every scenario of the plan), a second one the CUDA_AT_IMPORT packages
+    they use where they can run."""
+    chosen = plan.scenarios if scenarios is None else scenarios
     return open_launcher(
         plan.launcher,
         worker_env(plan.gpu_uuid, plan.inductor_cache, plan.cpu_affinity),
         plan.out / "logs" / "forkserver.log",
         warn,
-        engines=sorted({sc.engine for sc in (plan.scenarios if scenarios is None else scenarios)}),
+        engines=sorted({sc.engine for sc in chosen}),
+        imports=sorted({name for sc in chosen for name in worker_imports(plan, sc)}),
     )
+
+
+def worker_imports(plan: RunPlan, sc: Scenario) -> tuple[str, ...]:
+    """The CUDA_AT_IMPORT packages the scenario's worker imports (none where it cannot run anyway)."""
+    return () if plan.device == "cpu" and sc.needs_cuda else sc.cuda_at_import
 
 
 def _finished_rows(plan: RunPlan) -> list[dict[str, Any]]:
@@ -214,9 +222,9 @@ def run_one(
             sampler.start(pid)
 
     # peft and torchao are kept out of the fork server's imports: a scenario that can run here and
-    # uses one starts afresh
-    fresh = bool(sc.cuda_at_import) and not (plan.device == "cpu" and sc.needs_cuda)
-    proc = launcher.run(WorkerJob(spec_path, result_path, timeout_s, log_path, started, interrupts, fresh=fresh))
+    # uses one is forked by the server that preloaded it, or starts afresh (launcher.py)
+    job = WorkerJob(spec_path, result_path, timeout_s, log_path, started, interrupts, imports=worker_imports(plan, sc))
+    proc = launcher.run(job)
     peaks = sampler.stop() if sampler else None
     status, error, figures = _outcome(proc, result_path, timeout_s, kills_before)
     row = _row(sc, repeat, model, plan.device, status, error, figures, peaks)

@@ -23,12 +23,12 @@ from .entry import die_with_parent, run_worker
 PROCESS_START = time.time()
 
 
-def keep_cuda_imports_out(spec_path: str | None) -> None:
+def keep_cuda_imports_out(spec_path: str | None, serving: tuple[str, ...] = ()) -> None:
     """Block the import of the packages that create a CUDA context on import (peft, torchao:
     scenario.CUDA_AT_IMPORT) unless this worker's scenario uses them. transformers imports them when
     it can: too early for the fork server, and seconds for every worker. A scenario that uses one is
-    spawned afresh (the runner's WorkerJob.fresh) and imports it."""
-    used: tuple[str, ...] = ()
+    forked by the fork server that preloads it (`serving`: `--serve ... --with`) or spawned afresh."""
+    used: tuple[str, ...] = serving
     if spec_path is not None:
         # the worker reports an unreadable spec itself
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -38,8 +38,14 @@ def keep_cuda_imports_out(spec_path: str | None) -> None:
             sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 
+def served_extras(argv: list[str]) -> tuple[str, ...]:
+    """The CUDA_AT_IMPORT packages a fork server's `--with` names (others are ignored)."""
+    named = argv[3].split(",") if argv[:1] == ["--serve"] and argv[2:3] == ["--with"] and len(argv) == 4 else []
+    return tuple(name for name in CUDA_AT_IMPORT if name in named)
+
+
 def main(argv: list[str]) -> int:
-    keep_cuda_imports_out(argv[0] if len(argv) == 2 and not argv[0].startswith("--") else None)
+    keep_cuda_imports_out(argv[0] if len(argv) == 2 and not argv[0].startswith("--") else None, served_extras(argv))
     cpus.pin_from_env()  # --cpu-affinity, before any thread starts; the fork server's children inherit it
     if argv[:1] == ["--probe"] and len(argv) == 2:
         from .probe import probe
@@ -57,14 +63,16 @@ def main(argv: list[str]) -> int:
         from .interconnect import run
 
         return run(argv[1], argv[2])
-    if argv[:1] == ["--serve"] and len(argv) <= 2:
+    if argv[:1] == ["--serve"] and len(argv) in (1, 2, 4) and argv[2:3] in ([], ["--with"]):
         from .forkserver import ENGINES, serve
 
-        return serve(engines=[e for e in argv[1].split(",") if e] if len(argv) == 2 else ENGINES)
+        engines = [e for e in argv[1].split(",") if e] if len(argv) >= 2 else ENGINES
+        return serve(engines=engines, extras=served_extras(argv))
     if len(argv) != 2:
         usage = (
             "usage: python -m bench.worker SPEC.json RESULT.json | --probe OUT.json "
-            "| --ceiling SPEC.json OUT.json | --interconnect cpu|cuda OUT.json | --serve [ENGINE,...]"
+            "| --ceiling SPEC.json OUT.json | --interconnect cpu|cuda OUT.json "
+            "| --serve [ENGINE,... [--with PACKAGE,...]]"
         )
         print(usage, file=sys.stderr)
         return 2

@@ -2,19 +2,23 @@
 forks one worker per scenario, so a scenario does not pay 10-15 s of imports.
 
 Protocol, one JSON object per line. In on stdin: {"spec": PATH, "result": PATH, "log": PATH}.
-Out on stdout: {"ready": true, "imports_s": S} once; then per request {"pid": N} when the worker is
-forked and {"pid": N, "returncode": RC} when it has ended (RC negative: killed by that signal).
+Out on stdout: {"ready": true, "imports_s": S, "preloaded": [PACKAGE, ...]} once; then per request
+{"pid": N} when the worker is forked and {"pid": N, "returncode": RC} when it has ended (RC
+negative: killed by that signal).
 A request while the server cannot fork safely gets {"error": WHY}.
 
 The server never creates a CUDA context: torch's availability check goes through NVML
 (PYTORCH_NVML_BASED_CUDA_CHECK), the packages that initialise CUDA on import (peft, torchao:
 scenario.CUDA_AT_IMPORT) are kept out of every worker that does not use them, and the server
-checks torch.cuda.is_initialized() before it forks.
+checks torch.cuda.is_initialized() before it forks. A second server (`--with PACKAGE,...`) serves
+the scenarios that use them: it preloads each one that imports without a CUDA context once
+torch.cuda.get_device_capability answers from NVML (cudafree.py), and says which in `preloaded`.
 Each worker leads its own process group and dies with the server, which dies with the runner.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -34,20 +38,29 @@ def _send(out: TextIO, message: dict[str, Any]) -> None:
 ENGINES = tuple(REGISTRY)  # every engine of bench/engines.py
 
 
-def _preload(engines: Sequence[str]) -> str | None:
-    """Import what the workers of these engines need; None, or why forking is not safe. A worker
-    of another engine imports the rest itself."""
+def _preload(engines: Sequence[str], extras: Sequence[str] = ()) -> tuple[str | None, list[str]]:
+    """Import what the workers of these engines need, and of `extras` (CUDA_AT_IMPORT) those that
+    import without a CUDA context; (None or why forking is not safe, the extras imported). A worker
+    of another engine imports the rest itself. With extras, the engines' imports too answer the
+    capability from NVML: transformers imports peft itself where it can (transformers.trainer)."""
+    from .cudafree import capability_from_nvml, import_nvml_capable, imports_without_cuda
     from .run import preload
 
-    for engine in engines:
-        if engine not in ENGINES:
-            raise ValueError(f"unknown engine {engine!r}")
-        preload(engine)
+    with capability_from_nvml() if extras else contextlib.nullcontext():
+        for engine in engines:
+            if engine not in ENGINES:
+                raise ValueError(f"unknown engine {engine!r}")
+            preload(engine)
     import torch
 
+    preloaded = []
+    for name in extras if not torch.cuda.is_initialized() else ():
+        if imports_without_cuda(name):
+            import_nvml_capable(name)
+            preloaded.append(name)
     if torch.cuda.is_initialized():
-        return "an import created a CUDA context in the fork server; workers are started afresh instead"
-    return None
+        return "an import created a CUDA context in the fork server; workers are started afresh instead", []
+    return None, preloaded
 
 
 def _child(request: dict[str, Any], started: float) -> int:
@@ -66,17 +79,21 @@ def _child(request: dict[str, Any], started: float) -> int:
     return run_worker(request["spec"], request["result"], {"forked": started})
 
 
-def serve(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout, engines: Sequence[str] = ENGINES) -> int:
+def serve(
+    stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout, engines: Sequence[str] = ENGINES, extras: Sequence[str] = ()
+) -> int:
     begin = time.time()
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # is_available() without initialising CUDA
     from .entry import die_with_parent
 
     die_with_parent()
+    preloaded: list[str] = []
     try:
-        unsafe = _preload(engines)
+        unsafe, preloaded = _preload(engines, extras)
     except Exception as exc:  # an import that fails here fails in the worker too, with its traceback
         unsafe = f"the fork server could not import the worker's modules: {type(exc).__name__}: {exc}"
-    _send(stdout, {"ready": unsafe is None, "imports_s": round(time.time() - begin, 3), "error": unsafe})
+    ready = {"ready": unsafe is None, "imports_s": round(time.time() - begin, 3), "error": unsafe}
+    _send(stdout, {**ready, "preloaded": preloaded})
     for line in stdin:
         if not line.strip():
             continue

@@ -1,0 +1,105 @@
+"""Importing a package that asks for the GPU's compute capability at import, without a CUDA context.
+
+bitsandbytes (which peft imports) calls torch.cuda.get_device_capability while it is imported, to
+pick its native library; that creates a CUDA context, and a process with one cannot fork usable
+workers. While such a package is imported here, the capability is answered from NVML instead (the
+same figure, read without CUDA). Whether a package then imports without a context is tried in a
+forked child first (`imports_without_cuda`): the fork server preloads only what passed, and a
+package that still creates a context stays with workers started afresh (bench/run/launcher.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+CLEAN, CONTEXT, FAILED = 0, 3, 4  # the probe child's exit codes
+
+
+def _visible_handles(nv: Any) -> list[Any]:
+    """NVML handles of the GPUs CUDA numbers 0, 1, ...: CUDA_VISIBLE_DEVICES's entries (indices or
+    UUIDs), or every GPU; ValueError for an entry NVML cannot name (a MIG instance)."""
+    given = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if "CUDA_VISIBLE_DEVICES" not in os.environ:
+        return [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
+    handles = []
+    for entry in given:
+        if entry.isdigit():
+            handles.append(nv.nvmlDeviceGetHandleByIndex(int(entry)))
+        elif entry.startswith("GPU-"):
+            handles.append(nv.nvmlDeviceGetHandleByUUID(entry))
+        else:
+            raise ValueError(f"CUDA_VISIBLE_DEVICES entry {entry!r}")
+    return handles
+
+
+def nvml_capability() -> Callable[..., tuple[int, int]] | None:
+    """torch.cuda.get_device_capability's stand-in, answering from NVML; None without NVML or GPUs."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        capabilities = [tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h)) for h in _visible_handles(pynvml)]
+    except Exception:  # no NVML, no driver, an entry it cannot name: the import goes as it would
+        return None
+    if not capabilities:
+        return None
+
+    def capability(device: Any = None) -> tuple[int, int]:
+        import torch
+
+        index = torch.cuda._get_device_index(device, optional=True) if device is not None else 0
+        major, minor = capabilities[max(index, 0)]
+        return int(major), int(minor)
+
+    return capability
+
+
+@contextlib.contextmanager
+def capability_from_nvml() -> Iterator[None]:
+    """Within: torch.cuda.get_device_capability answers from NVML (unchanged where NVML cannot)."""
+    import torch
+
+    stand_in = nvml_capability()
+    if stand_in is None:
+        yield
+        return
+    original = torch.cuda.get_device_capability
+    torch.cuda.get_device_capability = stand_in
+    try:
+        yield
+    finally:
+        torch.cuda.get_device_capability = original
+
+
+def import_nvml_capable(name: str) -> None:
+    """Import `name` with the capability from NVML."""
+    with capability_from_nvml():
+        importlib.import_module(name)
+
+
+def imports_without_cuda(name: str) -> bool:
+    """Whether `name` imports (with the capability from NVML) without creating a CUDA context,
+    tried in a forked child so that this process stays as it is. The child's output goes to stderr."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = FAILED
+        try:
+            os.dup2(2, 1)  # keep stdout (the fork server's protocol) clean
+            import_nvml_capable(name)
+            import torch
+
+            code = CONTEXT if torch.cuda.is_initialized() else CLEAN
+        except BaseException as exc:  # an import that fails: not preloaded; its worker says why
+            print(f"gpubench fork server: importing {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == CLEAN
