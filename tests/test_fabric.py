@@ -167,6 +167,7 @@ def test_the_fabric_vit_matrix_is_the_talks_table() -> None:
     assert {(sc.model, sc.optimizer, sc.batch_size) for n, sc in rows.items() if n != "fabric-bf16-b64"} == {
         ("vit-b16", "adamw", 16)
     }
+    assert {sc.dataloader_workers for sc in rows.values()} == {4}  # the talk's loaders
     assert rows["fabric-bf16-b64"].batch_size == 64 and rows["fabric-ddp"].gpus == rows["fabric-fsdp"].gpus == "all"
 
 
