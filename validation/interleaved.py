@@ -45,6 +45,7 @@ The sides are built in interleave_sides.py; the figures are computed in interlea
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import select
@@ -78,6 +79,7 @@ PROFILE_TOP_OPS = 40  # operators kept per side of a profiled block, by self CPU
 # One scenario's process: about a minute on a GPU at 40-100 pairs of 10 steps; a hang guard far above.
 CHILD_TIMEOUT_S = 900.0
 ANSWER_TIMEOUT_S = 60.0  # the sampler helper answers a command within milliseconds
+HELPER_END_S = 30.0  # and ends as soon as it has answered `exit`
 
 
 # ---------------------------------------------------------------- the sampler, on for the engine
@@ -85,10 +87,11 @@ ANSWER_TIMEOUT_S = 60.0  # the sampler helper answers a command within milliseco
 
 class SamplerSwitch:
     """bench/measure/nvml.py's MemorySampler in a process of its own (as a run has it), watching
-    this process group, switched on and off by a line on its stdin; it answers once it has."""
+    this process group, switched on and off by a line on its stdin; it answers once it has. It ends
+    on `exit`, not on the end of its stdin: a DataLoader worker forked after it holds the pipe open."""
 
-    def __init__(self, uuid: str) -> None:
-        cmd = [*MODULE, "--sampler-helper", uuid, "--pgid", str(os.getpgid(0))]
+    def __init__(self, uuid: str, cmd: list[str] | None = None) -> None:
+        cmd = cmd or [*MODULE, "--sampler-helper", uuid, "--pgid", str(os.getpgid(0))]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._ask("ready")
 
@@ -114,19 +117,33 @@ class SamplerSwitch:
         return float(self._ask("off").split()[1])
 
     def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+        """End the helper; one that does not answer or end in HELPER_END_S is killed (the blocks
+        measured so far are kept either way)."""
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
+            self._ask("exit")
+        try:
+            self.proc.wait(timeout=HELPER_END_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
 
 
 def sampler_helper(uuid: str, pgid: int) -> int:
     from bench.measure.nvml import MemorySampler, Nvml
 
-    nvml = Nvml(uuid)
+    nvml = None
     sampler = None
     for line in sys.stdin:
         command = line.strip()
+        if command == "exit":
+            print("ok", flush=True)
+            break
         if command == "on":
+            nvml = nvml or Nvml(uuid)
             sampler = MemorySampler(nvml)
             sampler.idle_mb = nvml.used_mb()
             sampler.start(pgid)

@@ -119,3 +119,38 @@ def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with
     assert (
         refused.returncode == 2 and "interleaving needs one process, the accelerate or fabric engine" in refused.stderr
     )
+
+
+def test_the_sampler_helper_ends_on_its_command_while_a_forked_child_holds_its_pipe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A DataLoader worker forked after the sampler helper started holds its stdin pipe open, so the
+    end of that pipe never reaches the helper: it ends on `exit` (the real helper, which opens NVML
+    only when switched on, so it runs here), and a helper that does not is killed, not waited on
+    for ever, so that the measured blocks are written."""
+    import os
+    import signal
+    import time
+
+    from validation import interleaved
+
+    monkeypatch.setattr(interleaved, "ANSWER_TIMEOUT_S", 5.0)
+    monkeypatch.setattr(interleaved, "HELPER_END_S", 5.0)
+    helper = [*SCRIPT, "--sampler-helper", "GPU-none", "--pgid", str(os.getpgid(0))]
+    deaf = [
+        sys.executable,
+        "-c",
+        "import sys; print('ok', flush=True); sys.stdin.readline(); __import__('time').sleep(600)",
+    ]
+    for cmd, code in ((helper, 0), (deaf, -signal.SIGKILL)):
+        switch = interleaved.SamplerSwitch("GPU-none", cmd=cmd)
+        child = os.fork()
+        if child == 0:  # a DataLoader worker: it inherits the write end of the helper's stdin
+            time.sleep(120)
+            os._exit(0)
+        try:
+            switch.close()
+            assert switch.proc.returncode == code
+        finally:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
