@@ -179,6 +179,39 @@ def test_a_scenario_that_imports_peft_goes_to_the_server_that_preloaded_it(
     assert launcher.server is None and launcher.extra.server is None  # close ends both
 
 
+def test_a_server_with_packages_that_cannot_serve_says_why_and_its_rows_start_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `--with` server's ready line says it cannot serve (an engine import created a CUDA
+    context): its rows start afresh, the warning gives the server's own reason, the others are forked."""
+    from bench.run import launcher as launcher_mod
+
+    monkeypatch.setattr(launcher_mod, "WORKER", [sys.executable, "-c", FAKE_WORKER])
+    unsafe = SERVES.replace(
+        '{"ready": True, "imports_s": 0, "error": None,',
+        '{"ready": not extra, "imports_s": 0, "error": "a CUDA context" if extra else None,',
+    )
+    warnings: list[str] = []
+    launcher = ForkLauncher(
+        worker_env(None), tmp_path / "fs.log", warnings.append, [sys.executable, "-c", unsafe], ["peft"]
+    )
+    spec, _ = _spec(tmp_path)
+    try:
+        for name, imports in (("lora", ("peft",)), ("base", ())):
+            done = launcher.run(
+                WorkerJob(spec, tmp_path / f"{name}.json", 120, tmp_path / f"{name}.log", imports=imports)
+            )
+            assert done.returncode == 0
+    finally:
+        launcher.close()
+    assert json.loads((tmp_path / "lora.json").read_text())["worker"] == [str(spec), str(tmp_path / "lora.json")]
+    assert json.loads((tmp_path / "base.json").read_text())["worker"] == "main"
+    assert warnings == [
+        "the fork server of the scenarios that import peft did not preload peft (a CUDA context): "
+        "their scenarios start afresh"
+    ]
+
+
 # A package that creates a CUDA context on import (on the CPU: torch says one was created), one
 # whose import fails, one that imports cleanly: the fork server preloads only the last.
 FAKE_PACKAGES = {

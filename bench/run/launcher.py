@@ -105,6 +105,7 @@ class ForkLauncher:
         self._buffer = b""
         self.said: set[str] = set()  # a `--with` server: the packages it did not preload, said
         self.preloaded: list[str] | None = None  # the `--with` packages the server imported (its ready line)
+        self.unready: str | None = None  # why the server said it cannot serve, in that line
         withs = server_cmd[server_cmd.index("--with") + 1] if server_cmd and "--with" in server_cmd else ""
         self.role = f"the fork server of the scenarios that import {withs}" if withs else "the fork server"
         # the second server, for the scenarios that import `imports` (CUDA_AT_IMPORT)
@@ -140,10 +141,8 @@ class ForkLauncher:
         missing = sorted(set(imports) - set(self.preloaded or ()) - self.said)
         if self.preloaded is not None and missing:
             self.said.update(missing)
-            self.warn(
-                f"{self.role} did not preload {', '.join(missing)} (it creates a CUDA context on import, "
-                f"or fails: logs/{self.log_path.name} says which): their scenarios start afresh"
-            )
+            why = self.unready or f"it creates a CUDA context on import, or fails: logs/{self.log_path.name} says which"
+            self.warn(f"{self.role} did not preload {', '.join(missing)} ({why}): their scenarios start afresh")
 
     def serves(self, imports: Sequence[str], deadline: float) -> bool:
         """Whether this server preloaded every package of `imports` (waiting for its ready line
@@ -177,6 +176,7 @@ class ForkLauncher:
         message: dict[str, Any] = json.loads(line)
         if "ready" in message:
             self.preloaded = list(message.get("preloaded") or []) if message["ready"] else []
+            self.unready = None if message["ready"] else str(message.get("error"))
         return message
 
     def _expect(self, key: str, deadline: float) -> dict[str, Any] | None:
