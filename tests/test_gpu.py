@@ -186,6 +186,9 @@ def test_every_llm_technique_trains_on_the_gpu(tmp_path: Path) -> None:
     assert rows["baseline"]["status"] == "ok" and rows["offload"]["status"] == "ok"
     # the adapters' optimizer state only: LoRA's peak is below the full fine-tune's
     assert rows["lora"]["torch_max_allocated_mb"] < rows["baseline"]["torch_max_allocated_mb"]
+    # peft imports bitsandbytes without a CUDA context in the second server: its rows are forked
+    for name in ("lora", "qlora"):
+        assert "forked" in json.loads(rows[name]["startup_breakdown"]), (name, rows[name]["startup_breakdown"])
 
 
 @pytest.mark.skipif(gpu_count() < 2, reason="needs 2 or more CUDA GPUs")
