@@ -96,6 +96,7 @@ class ForkLauncher:
         warn: Callable[[str], None] = lambda _m: None,
         server_cmd: list[str] | None = None,
         imports: Sequence[str] = (),
+        role: str = "the fork server",
     ) -> None:
         self.env, self.log_path, self.warn = env, log_path, warn
         self.server_cmd = server_cmd or SERVER
@@ -106,8 +107,7 @@ class ForkLauncher:
         self.said: set[str] = set()  # a `--with` server: the packages it did not preload, said
         self.preloaded: list[str] | None = None  # the `--with` packages the server imported (its ready line)
         self.unready: str | None = None  # why the server said it cannot serve, in that line
-        withs = server_cmd[server_cmd.index("--with") + 1] if server_cmd and "--with" in server_cmd else ""
-        self.role = f"the fork server of the scenarios that import {withs}" if withs else "the fork server"
+        self.role = role  # in warnings
         # the second server, for the scenarios that import `imports` (CUDA_AT_IMPORT)
         self.extra = (
             ForkLauncher(
@@ -115,6 +115,7 @@ class ForkLauncher:
                 log_path.with_name(f"{log_path.stem}-with.log"),
                 warn,
                 [*self.server_cmd, "--with", ",".join(imports)],
+                role=f"the fork server of the scenarios that import {','.join(imports)}",
             )
             if imports
             else None
@@ -192,13 +193,12 @@ class ForkLauncher:
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         deadline = start + job.timeout_s
-        if job.imports and (self.extra is None or not self.extra.serves(job.imports, deadline)):
+        if job.imports:  # the second server's, where it preloaded them; else a fresh interpreter
+            if self.extra is not None and self.extra.serves(job.imports, deadline):
+                return self.extra.run(replace(job, imports=()))
             if self.extra is not None:
                 self.extra.say_missing(job.imports)
-            left = max(1.0, deadline - time.monotonic())
-            return SpawnLauncher(self.env).run(replace(job, timeout_s=left))
-        if job.imports and self.extra is not None:
-            return self.extra.run(replace(job, imports=()))
+            return SpawnLauncher(self.env).run(replace(job, timeout_s=max(1.0, deadline - time.monotonic())))
         pid: int | None = None
         try:
             with job.interrupts.armed_while() if job.interrupts else contextlib.nullcontext():

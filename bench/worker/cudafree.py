@@ -23,11 +23,10 @@ CLEAN, CONTEXT, FAILED = 0, 3, 4  # the probe child's exit codes
 def _visible_handles(nv: Any) -> list[Any]:
     """NVML handles of the GPUs CUDA numbers 0, 1, ...: CUDA_VISIBLE_DEVICES's entries (indices or
     UUIDs), or every GPU; ValueError for an entry NVML cannot name (a MIG instance)."""
-    given = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     if "CUDA_VISIBLE_DEVICES" not in os.environ:
         return [nv.nvmlDeviceGetHandleByIndex(i) for i in range(nv.nvmlDeviceGetCount())]
     handles = []
-    for entry in given:
+    for entry in (d.strip() for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()):
         if entry.isdigit():
             handles.append(nv.nvmlDeviceGetHandleByIndex(int(entry)))
         elif entry.startswith("GPU-"):
