@@ -58,3 +58,33 @@ def test_the_loop_runs_beside_every_ok_row_and_the_table_pairs_them(tmp_path: Pa
     assert (out / "loop-plain-vitf-r0.json").is_file() and (out / "loop-vitf-r0.json").is_file()
     # the loop's batches come from a shuffled DataLoader, as the engines' do
     assert json.loads((out / "loop-vitf-r0.json").read_text())["feed"] == "loader"
+
+
+@pytest.mark.parametrize("loop", ["fabric", "plain"])
+def test_fabrics_loop_takes_its_batches_through_setup_dataloaders_as_the_talks_scripts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loop: str
+) -> None:
+    """The talk's Fabric scripts hand their loaders to `fabric.setup_dataloaders` (batches copied to
+    the device without blocking, as the Fabric engine's); its plain scripts copy with `.to(device)`."""
+    import torch
+    from lightning_fabric import Fabric
+
+    from bench import matrix as matrix_mod
+    from bench.models import resolve_model
+    from validation.model_loop import make_step
+
+    handed: list[object] = []
+    original = Fabric.setup_dataloaders
+
+    def spy(self: Fabric, *loaders: object, **kwargs: object) -> object:
+        handed.extend(loaders)
+        return original(self, *loaders, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Fabric, "setup_dataloaders", spy)
+    base = {"model": "vit-tiny", "batch_size": 2, "samples": 8, "warmup_steps": 1, "engine": "fabric"}
+    matrix = write_matrix(tmp_path / "m.toml", {"f": {"precision": "32-true"}}, base=base)
+    sc = matrix_mod.load_matrix(str(matrix), only=["f"]).scenarios[0]
+    step = make_step(sc, resolve_model(sc.model, "cpu"), torch.device("cpu"), tmp_path / "scratch", loop)
+    losses = [float(step(i).detach()) for i in range(5)]  # past the end of the first epoch (4 batches)
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert [type(x).__name__ for x in handed] == (["DataLoader"] if loop == "fabric" else [])
