@@ -15,14 +15,21 @@ Parts (each a result directory under --out):
   interleaved-launch-bound
               python -m validation.interleaved --only tf32-b4,fp16-b4,bf16-b4 --pairs 100: the
               launch-bound rows again, 2.5x the pairs; takes no extra arguments
+  fabric-vit  gpubench run --matrix fabric-vit --repeats 3     the Fabric talk's table (needs the
+              fabric extra); DDP and FSDP rows skipped on one GPU
+  fabric-vit-fidelity
+              python -m validation.model_fidelity --results OUT/fabric-vit --matrix fabric-vit
+              --repeats 3: the hand-written loop beside each row of the fabric-vit part, which must
+              have finished; takes no extra arguments
   fabric-vit-interleaved
-              python -m validation.interleaved --matrix fabric-vit --pairs 20 --only
-              plain,fabric-32,fabric-bf16-b64 --bare-engine plain --trackers plain --sampler-cost
-              plain --profile-block: the Fabric talk's rows against their loops, the engine's cost
-              split, the sampler's cost on a ViT step, and one profiled block a side after the pairs
-              (where a slower side's host time goes); takes no extra arguments
+              python -m validation.interleaved --matrix fabric-vit --pairs 40 --only (every
+              single-GPU row) --control plain --bare-engine plain --trackers plain --sampler-cost
+              plain --profile-block: the Fabric talk's rows against their loops (the Fabric issue's
+              5%), an A/A control, the engine's cost split, the sampler's cost on a ViT step, and
+              one profiled block a side after the pairs (where a slower side's host time goes);
+              takes no extra arguments
   fabric-vit-interleaved-no-sampler
-              the same engine rows (plain, fabric-32) with the NVML sampler off (--no-sampler)
+              plain and fabric-32 against their loops with the NVML sampler off (--no-sampler)
   cumulative-bert-base
               gpubench run --matrix cumulative-bert-base --repeats 3: the RTX 3080 re-run's table
               (bert-base, each technique added to the previous ones)
@@ -55,6 +62,7 @@ from validation.parts import (
     TIME_LIMIT,
     child_timeout_s,
     expired,
+    finished,
     gpubench_run,
     limit_args,
     run_child,
@@ -64,6 +72,7 @@ from validation.parts import (
 PARTS = {
     "full": ["--matrix", "full", "--repeats", "3"],
     "llm": ["--matrix", "llm", "--repeats", "3"],
+    "fabric-vit": ["--matrix", "fabric-vit", "--repeats", "3"],
     "throughput": ["--matrix", "throughput", "--repeats", "3"],
     "faults": ["--matrix", "faults"],
     "cumulative-bert-base": ["--matrix", "cumulative-bert-base", "--repeats", "3"],
@@ -78,6 +87,7 @@ class ScriptPart(NamedTuple):
     args: list[str]
     last: str  # the file the script writes last: there, the part is finished
     takes_run_args: bool  # arguments after `--` go on to its `gpubench run`s
+    results_of: str = ""  # the part whose finished run it reads (--results), a directory beside its own
 
 
 SCRIPT_PARTS = {
@@ -89,10 +99,15 @@ SCRIPT_PARTS = {
     "interleaved-launch-bound": ScriptPart("interleaved", [
         "--only", "tf32-b4,fp16-b4,bf16-b4", "--pairs", "100",
     ], "interleaved.csv", False),
-    # the Fabric talk's rows against their loops (the Fabric issue's 5%), split: the engine with the
-    # sampler on its blocks, accelerate's and gpubench's shares, the sampler's cost on the loop
+    "fabric-vit-fidelity": ScriptPart("model_fidelity", [
+        "--matrix", "fabric-vit", "--repeats", "3",
+    ], "fidelity.csv", False, results_of="fabric-vit"),
+    # every single-GPU row of the Fabric talk against its loop (the Fabric issue's 5%), an A/A
+    # control, the engine with the sampler on its blocks, accelerate's and gpubench's shares, the
+    # sampler's cost on the loop; 20 pairs in each build order
     "fabric-vit-interleaved": ScriptPart("interleaved", [
-        "--matrix", "fabric-vit", "--pairs", "20", "--only", "plain,fabric-32,fabric-bf16-b64",
+        "--matrix", "fabric-vit", "--pairs", "40",
+        "--only", "plain,compile,fabric-32,fabric-bf16,fabric-fp16,fabric-bf16-b64", "--control", "plain",
         "--bare-engine", "plain", "--trackers", "plain", "--sampler-cost", "plain", "--profile-block",
     ], "interleaved.csv", False),
     # and the engine with the sampler off
@@ -123,6 +138,16 @@ def run_part(name: str, out: Path, extra: list[str], deadline: float | None, arg
         if (out / part.last).is_file():
             return 0
         cmd = [sys.executable, "-m", f"validation.{part.module}", "--out", str(out), *part.args]
+        if part.results_of:
+            source = out.parent / part.results_of
+            if not finished(source):
+                print(
+                    f"{name}: reads the finished run of part {part.results_of} in {source}, which is not there; "
+                    f"run --parts {part.results_of},{name}",
+                    file=sys.stderr,
+                )
+                return 2
+            cmd += ["--results", str(source)]
         cmd += limit_args(deadline)
         cmd += ["--", *extra] if extra and part.takes_run_args else []
         return run_child(name, cmd, child_timeout_s(deadline))

@@ -4,6 +4,8 @@ part's arguments accepted by its script; an unknown or archived part refused."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 import time
@@ -12,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from harness import REPO
+from history_support import H200_RUN
 
 from validation import run_all
 from validation.parts import PAST_DEADLINE_S
@@ -27,8 +30,21 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def finished_run(where: Path) -> Path:
+    """A finished gpubench run (a real H200 `full` run's rows, every scenario x repeat final)."""
+    where.mkdir(parents=True, exist_ok=True)
+    shutil.copy(H200_RUN / "results.csv", where / "results.csv")
+    counts = pd.read_csv(where / "results.csv").groupby("scenario").size()
+    plan = {"scenarios": list(counts.index), "repeats": int(counts.min())}
+    (where / "scenarios.json").write_text(json.dumps(plan), encoding="utf-8")
+    return where
+
+
 def part_command(name: str, out: Path, extra: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], float]:
-    """The one command (and its timeout) that part `name` would start; nothing is started."""
+    """The one command (and its timeout) that part `name` would start; nothing is started. A part
+    that reads another part's run finds it finished beside its own directory."""
+    if run_all.SCRIPT_PARTS.get(name, None) and run_all.SCRIPT_PARTS[name].results_of:
+        finished_run(out.parent / run_all.SCRIPT_PARTS[name].results_of)
     calls: list[tuple[list[str], float]] = []
 
     def child(what: str, cmd: list[str], timeout_s: float, quiet: bool = False) -> int:
@@ -46,7 +62,8 @@ def test_every_part_of_make_bench_is_a_validation_part_and_the_research_ones_are
     parts = [*run_all.PARTS, *run_all.SCRIPT_PARTS]
     assert sorted(parts) == sorted(
         ["full", "llm", "throughput", "faults", "fidelity", "interleaved", "interleaved-launch-bound"]
-        + ["fabric-vit-interleaved", "fabric-vit-interleaved-no-sampler", "cumulative-bert-base", "aa"]
+        + ["fabric-vit", "fabric-vit-fidelity", "fabric-vit-interleaved", "fabric-vit-interleaved-no-sampler"]
+        + ["cumulative-bert-base", "aa"]
     )
 
 
@@ -56,7 +73,8 @@ def test_every_part_of_make_bench_is_a_validation_part_and_the_research_ones_are
         ("fidelity", "validation.fidelity", []),
         ("interleaved", "validation.interleaved", ["--control", "tf32-b4", "--trackers", "fp16-b4"]),
         ("interleaved-launch-bound", "validation.interleaved", ["--only", "tf32-b4,fp16-b4,bf16-b4"]),
-        ("fabric-vit-interleaved", "validation.interleaved", ["--matrix", "fabric-vit", "--bare-engine", "plain"]),
+        ("fabric-vit-fidelity", "validation.model_fidelity", ["--matrix", "fabric-vit", "--repeats", "3"]),
+        ("fabric-vit-interleaved", "validation.interleaved", ["--matrix", "fabric-vit", "--control", "plain"]),
         ("fabric-vit-interleaved-no-sampler", "validation.interleaved", ["--matrix", "fabric-vit", "--pairs", "20"]),
     ],
 )
@@ -118,3 +136,21 @@ def test_make_bench_runs_a_part_skips_it_when_finished_and_refuses_an_unknown_on
     for bad in ("cpu-loops", "cv-long"):  # a typo, and a research part archived at lab-h200-2026-11
         refused = run("--out", str(tmp_path), "--parts", bad)
         assert refused.returncode == 2 and f"unknown part {bad!r}" in refused.stderr
+
+
+def test_a_part_that_reads_another_parts_run_refuses_until_that_run_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started: list[list[str]] = []
+    monkeypatch.setattr(run_all, "run_child", lambda what, cmd, timeout_s, quiet=False: started.append(cmd) or 0)
+    out = tmp_path / "fabric-vit-fidelity"
+    assert run_all.run_part("fabric-vit-fidelity", out, [], None) == 2 and not started  # no run at all
+    run = finished_run(tmp_path / "fabric-vit")
+    frame = pd.read_csv(run / "results.csv")
+    frame.iloc[:-1].to_csv(run / "results.csv", index=False)  # one row short: stopped at its time limit
+    assert run_all.run_part("fabric-vit-fidelity", out, [], None) == 2 and not started
+    assert "run --parts fabric-vit,fabric-vit-fidelity" in capsys.readouterr().err
+    finished_run(run)
+    assert run_all.run_part("fabric-vit-fidelity", out, [], None) == 0
+    (cmd,) = started
+    assert cmd[cmd.index("--results") + 1] == str(run) and cmd[cmd.index("--out") + 1] == str(out)
