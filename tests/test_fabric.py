@@ -62,6 +62,27 @@ def test_fabric_and_accelerate_train_the_same_recipe_alike(tmp_path: Path) -> No
     assert losses["fabric"][-1] != pytest.approx(losses["fabric"][0], rel=1e-6)  # it trained
 
 
+@pytest.mark.parametrize("accumulation", [1, 3])
+def test_fabric_hands_backward_the_loss_itself_unless_it_accumulates(tmp_path: Path, accumulation: int) -> None:
+    """As the talk's scripts: no division (one more kernel launch a step) without accumulation;
+    with it, the loss scaled by 1/accumulation, as accelerate's backward scales it."""
+    import torch
+
+    from bench.worker import run as run_module
+    from bench.worker.engines import fabric
+
+    sc = Scenario(name="s", engine="fabric", **RECIPE, samples=16, grad_accum_steps=accumulation, warmup_steps=1)
+    loop = fabric.setup(run_module.build_inputs(sc, sc.model, torch.device("cpu"), tmp_path, {}))
+    handed: list[Any] = []
+    backward = loop.fabric.backward
+    loop.fabric.backward = lambda tensor, *a, **k: handed.append(tensor) or backward(tensor, *a, **k)
+    loop.step(next(iter(loop.loader)))
+    (tensor,) = handed
+    grad_fn = type(tensor.grad_fn).__name__
+    assert ("Div" in grad_fn) is (accumulation > 1), grad_fn
+    assert float(tensor) * accumulation == pytest.approx(float(loop.inputs.losses.losses[-1]), rel=1e-6)
+
+
 def test_fabric_reads_a_torchrun_job_from_its_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One rank of a torchrun job (its environment, gloo): Fabric's DDP strategy wraps the model in
     DistributedDataParallel and skips the all-reduce inside the accumulation (no_backward_sync)."""

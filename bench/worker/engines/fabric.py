@@ -45,7 +45,9 @@ class FabricLoop:
         with fabric.no_backward_sync(model, enabled=not boundary):  # no all-reduce inside the accumulation
             loss = model(**batch).loss
             phases.mark("after_forward")
-            fabric.backward(loss / sc.grad_accum_steps)  # as accelerate's backward scales it
+            # scaled as accelerate's backward scales it; without accumulation not divided at all, as the
+            # talk's scripts: a division by 1 is one more kernel to launch in a launch-bound step
+            fabric.backward(loss / sc.grad_accum_steps if sc.grad_accum_steps > 1 else loss)
             phases.mark("after_backward")
         self.inputs.losses.track(loss)
         if boundary:
