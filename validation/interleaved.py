@@ -17,7 +17,8 @@ Each block is timed with a device synchronisation at both ends. Pair i runs engi
 even i, loop then engine for odd i, so a speed that drifts during a pair favours neither side.
 Two consecutive pairs (engine, loop, loop, engine) make one unit; the engine/loop ratio is the
 geometric mean over the units, and its 95% interval comes from resampling the units
-(validation/interleave_stats.py). `within_3pct` is true when the whole interval lies within 3%.
+(validation/interleave_stats.py). `within_3pct` is true when the whole interval lies within 3%,
+`within_5pct` within 5%.
 
 More kinds of result use the same alternation with other sides (interleave_sides.KINDS):
 `--control S` (A/A: the loop against a second copy of itself; its ratio should be 1, and shows
