@@ -43,8 +43,9 @@ def finished_run(where: Path) -> Path:
 def part_command(name: str, out: Path, extra: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], float]:
     """The one command (and its timeout) that part `name` would start; nothing is started. A part
     that reads another part's run finds it finished beside its own directory."""
-    if run_all.SCRIPT_PARTS.get(name, None) and run_all.SCRIPT_PARTS[name].results_of:
-        finished_run(out.parent / run_all.SCRIPT_PARTS[name].results_of)
+    part = run_all.SCRIPT_PARTS.get(name)
+    if part is not None and part.results_of:
+        finished_run(out.parent / part.results_of)
     calls: list[tuple[list[str], float]] = []
 
     def child(what: str, cmd: list[str], timeout_s: float, quiet: bool = False) -> int:
