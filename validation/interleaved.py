@@ -37,8 +37,9 @@ and the table pools their units. Each result holds every block. OUT/interleaved.
 (interleave_stats.collect; `--collect DIR` rewrites it for any directory of results) has a row
 per result and a pooled row per scenario and kind. Finished results are kept: running the
 command again goes on where it stopped; with --time-limit it starts nothing once the time is up
-and exits 4. `--device cpu` runs it on the CPU with the tiny model, to test the script; its
-figures mean nothing.
+and exits 4, tabling what finished in OUT/interleaved-partial.csv (OUT/interleaved.csv is written
+only when every result is there: `make bench` takes it as the part's end). `--device cpu` runs it
+on the CPU with the tiny model, to test the script; its figures mean nothing.
 
 The sides are built in interleave_sides.py; the figures are computed in interleave_stats.py.
 """
@@ -77,6 +78,8 @@ from validation.parts import INTERRUPTED, TIME_LIMIT, expired, run_script
 
 MODULE = [sys.executable, "-m", "validation.interleaved"]
 PROFILE_TOP_OPS = 40  # operators kept per side of a profiled block, by self CPU time
+TABLE_CSV = "interleaved.csv"  # written once every result is there: run_all takes it as the end
+PARTIAL_CSV = "interleaved-partial.csv"  # what finished, when --time-limit stopped it
 # One scenario's process: about a minute on a GPU at 40-100 pairs of 10 steps; a hang guard far above.
 CHILD_TIMEOUT_S = 900.0
 ANSWER_TIMEOUT_S = 60.0  # the sampler helper answers a command within milliseconds
@@ -427,7 +430,7 @@ def _main() -> int:
             continue
         if expired(deadline):
             if any(f.name != "env.json" for f in a.out.glob("*.json")):
-                write_table(a.out)  # what finished is tabled; running again goes on
+                write_table(a.out, PARTIAL_CSV)  # what finished is tabled; running again goes on
             return TIME_LIMIT
         write_env(a.out, a.device)  # once, before the first child: a spent time limit writes nothing
         cmd = [*MODULE, "--one", name, "--kind", kind, "--out", str(a.out), "--pairs", str(pairs)]
@@ -443,13 +446,15 @@ def _main() -> int:
             timed_out = f" (still running after its {CHILD_TIMEOUT_S:g} s timeout; stopped)" if done.timed_out else ""
             print(f"{name}: exit {done.returncode}{timed_out}; see {log}", file=sys.stderr)
             return 1
-    return write_table(a.out)
+    code = write_table(a.out)
+    (a.out / PARTIAL_CSV).unlink(missing_ok=True)
+    return code
 
 
-def write_table(root: Path) -> int:
-    """ROOT/interleaved.csv from every result under ROOT (interleave_stats.collect), printed too."""
+def write_table(root: Path, name: str = TABLE_CSV) -> int:
+    """ROOT/NAME from every result under ROOT (interleave_stats.collect), printed too."""
     frame = collect(root)
-    atomic_write_text(root / "interleaved.csv", frame.to_csv(index=False))
+    atomic_write_text(root / name, frame.to_csv(index=False))
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     return 0
 

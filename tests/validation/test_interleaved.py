@@ -72,7 +72,8 @@ def test_interleaved_refuses_an_odd_number_of_pairs_an_unknown_scenario_and_a_re
 
 def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with_fabrics_loop(tmp_path: Path) -> None:
     """--matrix: a Fabric ViT row against the talk's Fabric loop, an Accelerate row against the
-    plain loop (validation/model_loop.py) and against the bare engine, one process each; a Trainer
+    plain loop (validation/model_loop.py) and against the bare engine, a plain PyTorch row against the
+    plain loop, one process each; a Trainer
     row is refused. The scenario's own window (longer than the interleaving's blocks, as
     fabric-vit's) is not used. A run cut by --time-limit tables what finished."""
     base = {"model": "vit-tiny", "batch_size": 2, "samples": 80, "seq_len": 32, "warmup_steps": 1, "window": 30}
@@ -81,21 +82,23 @@ def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with
         {
             "fab": {"engine": "fabric", "precision": "bf16-mixed"},
             "acc": {"engine": "accelerate"},
+            "pt": {"engine": "torch"},
             "tr": {"engine": "trainer"},
         },
         base=base,
     )
     out = tmp_path / "il"
     common = ["--matrix", str(matrix), "--pairs", "4", "--build-first", "b", "--block-steps", "1"]
-    done = run(out, *common, "--only", "fab,acc", "--bare-engine", "acc", "--profile-block")
+    done = run(out, *common, "--only", "fab,acc,pt", "--bare-engine", "acc", "--profile-block")
     assert done.returncode == 0, done.stderr[-3000:]
-    fab, acc, bare = (json.loads((out / f"{n}.json").read_text()) for n in ("fab", "acc", "acc-bare-engine"))
+    fab, acc, pt, bare = (json.loads((out / f"{n}.json").read_text()) for n in ("fab", "acc", "pt", "acc-bare-engine"))
     assert (
         fab["a"] == "gpubench's fabric engine"
         and fab["b"] == "validation/model_loop.py's loop (Fabric's, as the talk's scripts)"
     )
     assert acc["a"] == "gpubench's accelerate engine" and acc["b"] == "validation/model_loop.py's loop"
-    assert bare["a"].startswith("the Accelerate engine without") and len(bare["blocks"]) == 8
+    assert pt["a"] == "gpubench's torch engine" and pt["b"] == "validation/model_loop.py's loop"
+    assert bare["a"].startswith("gpubench's accelerate engine without") and len(bare["blocks"]) == 8
     assert fab["matrix"] == str(matrix) and fab["precision"] == "bf16" and fab["loop_feed"] == "loader"
     assert len(fab["blocks"]) == 8 and all(b["seconds"] > 0 and b["samples"] == 2 for b in fab["blocks"])
     for side in ("a", "b"):  # --profile-block: one more block a side under torch.profiler, after the pairs
@@ -104,7 +107,7 @@ def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with
         assert profiled["step_ms"] > 0 and profiled["cpu_ops_total_ms"] > 0 and profiled["cpu_ops"][0]["calls"] > 0
         assert set(profiled["kernels_ms"]) >= {"gemm", "optimizer", "idle"}
     table = pd.read_csv(out / "interleaved.csv")
-    assert set(table["scenario"]) == {"fab", "acc"} and set(table["kind"]) == {"engine", "bare-engine"}
+    assert set(table["scenario"]) == {"fab", "acc", "pt"} and set(table["kind"]) == {"engine", "bare-engine"}
     assert table["profile_gap"].str.startswith("step a ").all()
     env = json.loads((out / "env.json").read_text())  # the machine, as a run writes it
     assert env["device"] == "cpu" and env["command"].startswith("python -m validation.interleaved --out")
@@ -113,11 +116,13 @@ def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with
     assert run(cut, *common, "--only", "fab", "--loop-feed", "slices").returncode == 0
     (cut / "interleaved.csv").unlink()
     assert run(cut, *common, "--only", "fab,acc", "--time-limit", "0").returncode == 4
-    assert set(pd.read_csv(cut / "interleaved.csv")["scenario"]) == {"fab"}
+    assert set(pd.read_csv(cut / "interleaved-partial.csv")["scenario"]) == {"fab"}
+    assert not (cut / "interleaved.csv").exists()  # make bench takes that file as the part's end
     assert json.loads((cut / "fab.json").read_text())["loop_feed"] == "slices"
     refused = run(tmp_path / "x", "--matrix", str(matrix), "--only", "tr", "--pairs", "4", "--build-first", "b")
     assert (
-        refused.returncode == 2 and "interleaving needs one process, the accelerate or fabric engine" in refused.stderr
+        refused.returncode == 2
+        and "interleaving needs one process, the accelerate or fabric or torch engine" in refused.stderr
     )
 
 
