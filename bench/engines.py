@@ -165,7 +165,21 @@ FABRIC = Engine(
     ),
 )
 
-ENGINES: dict[str, Engine] = {e.name: e for e in (TRAINER, ACCELERATE, FABRIC)}
+TORCH = Engine(
+    name="torch",
+    label="the plain PyTorch loop",
+    module="bench.worker.engines.plain",
+    rank_rule="sum",  # the loop's own figure is this rank's
+    rules=(
+        Rule(
+            "strategy",
+            lambda sc: sc.strategy in ("fsdp", "deepspeed"),
+            'is not wired into the plain PyTorch loop here (one process or DDP); use engine = "accelerate" or "fabric"',
+        ),  # a device mesh (tp, cp, dp_replicate) needs FSDP: refused with it
+    ),
+)
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (TRAINER, ACCELERATE, FABRIC, TORCH)}
 # every engine's own precision strings (an engine's precision, wherever a stored precision is read)
 ENGINE_PRECISIONS: tuple[EnginePrecision, ...] = tuple(p for e in ENGINES.values() for p in e.precisions)
 

@@ -36,6 +36,10 @@ REFUSALS: list[tuple[str, dict[str, Any], str | None]] = [
     ("fabric", {"strategy": "deepspeed", "zero_stage": 2, "gpus": 2, "grad_accum_steps": 2}, "grad_accum_steps"),
     ("fabric", {"strategy": "deepspeed", "zero_stage": 2, "gpus": 2}, None),
     ("fabric", {"strategy": "ddp", "gpus": 2, "grad_accum_steps": 2}, None),  # no_backward_sync
+    ("torch", FSDP, "strategy"),
+    ("torch", {"strategy": "deepspeed", "zero_stage": 2, "gpus": 2}, "strategy"),
+    ("torch", {**FSDP, "model": "llama-tiny", "tp": 2}, "strategy"),  # a device mesh is FSDP2's
+    ("torch", {"strategy": "ddp", "gpus": 2, "grad_accum_steps": 2}, None),  # DDP's no_sync
 ]
 # (engine, settings, the start of needs_cuda's reason, or None: it runs on the CPU)
 CUDA_ONLY: list[tuple[str, dict[str, Any], str | None]] = [
@@ -49,6 +53,7 @@ CUDA_ONLY: list[tuple[str, dict[str, Any], str | None]] = [
     ("fabric", {"precision": "transformer-engine"}, "transformer-engine's fp8 layers need an NVIDIA GPU"),
     ("fabric", {"strategy": "ddp", "gpus": 2, "precision": "bf16-true"}, None),
     ("accelerate", {"precision": "fp16"}, None),
+    ("torch", {"precision": "fp16"}, None),  # CPU autocast and GradScaler
 ]
 
 
@@ -70,7 +75,9 @@ def test_every_row_names_an_implementation_with_train(row: Engine) -> None:
 def test_an_unknown_engine_is_named_with_the_closest() -> None:
     with pytest.raises(ValueError, match="unknown engine 'trainr'.*did you mean 'trainer'"):
         engines.engine("trainr")
-    with pytest.raises(BadInput, match="engine = 'trainr' is not one of trainer, accelerate, fabric; did you mean"):
+    with pytest.raises(
+        BadInput, match="engine = 'trainr' is not one of trainer, accelerate, fabric, torch; did you mean"
+    ):
         Scenario(name="s", engine="trainr")
 
 

@@ -38,7 +38,8 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     """One job on two nodes (two `gpubench run`s, a torchrun agent each: DDP across the nodes), then
-    on node 0 alone FSDP2, a rank that hangs and a rank whose weights are NaN, two processes each.
+    on node 0 alone FSDP2, the plain PyTorch loop's DDP, a rank that hangs and a rank whose weights
+    are NaN, two processes each.
     The ranks' own import of torch and transformers costs about 15 s of CPU a scenario, so the
     other failures are tested on their rank files: a rank that raises,
     test_failure_puts_the_rank_that_raised_first; one killed by a signal,
@@ -51,6 +52,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
             # first: node 1 waits; a 60 s timeout gives the nodes 15 s to meet (torchrun.rendezvous_timeout_s)
             "ddp": {"gpus": 1, "nnodes": 2, "rdzv_endpoint": f"127.0.0.1:{free_port()}", "timeout_s": 60},
             "fsdp": {"strategy": "fsdp"},
+            "ddp-torch": {"engine": "torch"},  # torch's own DDP and DistributedSampler, no library between
             # the collective timeout is half the scenario's (45 s): it, not the kill at 90 s, must end
             # the job, with 45 s to spare for the ranks' start on a loaded machine
             "hang1": {"inject_fault": "hang", "fault_rank": 1, "timeout_s": 90},
@@ -88,7 +90,11 @@ def rows(out: Path) -> dict[str, dict[str, Any]]:
 
 def test_ddp_and_fsdp_are_one_row_each_with_every_rank_in_it(run: dict[int, Path]) -> None:
     got = rows(run[0])
-    for name, wrapper in (("ddp", "DistributedDataParallel"), ("fsdp", "FSDP2")):
+    for name, wrapper in (
+        ("ddp", "DistributedDataParallel"),
+        ("fsdp", "FSDP2"),
+        ("ddp-torch", "DistributedDataParallel"),
+    ):
         row = got[name]
         assert (row["status"], row["world_size"], row["parallel_wrapper"]) == ("ok", 2, wrapper), name
         ranks = json.loads(row["rank_figures"])

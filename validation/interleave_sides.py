@@ -21,7 +21,7 @@ MATRIX = "fidelity"
 WARMUP_STEPS = 12  # per side, untimed: past the engine's own warm-up (10 steps, 4 at batch 32)
 
 
-INTERLEAVED_ENGINES = ("accelerate", "fabric")  # engines whose `setup` returns a loader and a `step(batch)`
+INTERLEAVED_ENGINES = ("accelerate", "fabric", "torch")  # engines whose `setup` returns a loader and a `step(batch)`
 
 
 def scenario_names(option: str | None, matrix: str = MATRIX) -> list[str]:
@@ -57,10 +57,12 @@ SIDES = {
 def side_label(side: str, sc: Any, matrix: str = MATRIX) -> str:
     """What a side is, for the result: SIDES's words, or for a matrix other than fidelity the
     scenario's engine and validation/model_loop.py's loop."""
-    if matrix == MATRIX or side not in ("engine", "loop"):
+    if matrix == MATRIX or side not in ("engine", "loop", "bare-engine"):
         return SIDES[side]
     if side == "engine":
         return f"gpubench's {sc.engine} engine"
+    if side == "bare-engine":
+        return f"gpubench's {sc.engine} engine without its clock, loss tracking and memory marks"
     return "validation/model_loop.py's loop" + (" (Fabric's, as the talk's scripts)" if sc.engine == "fabric" else "")
 
 
@@ -68,7 +70,7 @@ KINDS = {  # side a, side b, and the NVML sampler in side a's blocks (None: as -
     "engine": ("engine", "loop", None),
     "control": ("loop", "loop", False),  # A/A: what the method alone gives
     "sampler-cost": ("loop", "loop", True),  # the sampler's cost on a launch-bound step
-    "bare-engine": ("bare-engine", "loop", False),  # accelerate's share of the engine's cost
+    "bare-engine": ("bare-engine", "loop", False),  # the engine's library's share (accelerate's, Fabric's)
     "trackers": ("engine", "bare-engine", False),  # gpubench's share
 }
 
@@ -85,7 +87,6 @@ def make_side(
 ) -> Callable[[], None]:
     """One training step of `side` (SIDES) per call, each side with its own model and data."""
     from bench.engines import ENGINES
-    from bench.worker.engines import accelerate as accelerate_engine
     from bench.worker.run import build_inputs
     from validation.reference_loop import ReferenceLoop
 
@@ -99,12 +100,13 @@ def make_side(
         loop = ReferenceLoop(loop_args(sc, model, device.type))
         return lambda: loop.step(next(steps))
     inputs = build_inputs(sc, model, device, scratch, {})  # model and data as a worker builds them
+    setup = ENGINES[sc.engine].implementation().setup
     if side == "engine":
-        engine = ENGINES[sc.engine].implementation().setup(inputs)
+        engine = setup(inputs)
         inputs.clock.train_begin()
     else:  # the same engine, its clock, loss tracking and memory marks doing nothing
         nothing: Any = _Nothing()
-        engine = accelerate_engine.setup(dataclasses.replace(inputs, clock=nothing, losses=nothing, phases=nothing))
+        engine = setup(dataclasses.replace(inputs, clock=nothing, losses=nothing, phases=nothing))
     batches = iter(engine.loader)
     return lambda: engine.step(next(batches))
 
@@ -119,8 +121,6 @@ def check_interleavable(name: str, kind: str, matrix: str = MATRIX) -> Any:
             f"scenario {name}: interleaving needs one process, the {' or '.join(engines)} engine "
             "and no gradient accumulation"
         )
-    if kind in ("bare-engine", "trackers") and base.engine != "accelerate":
-        raise BadInput(f"scenario {name}: the bare engine is the Accelerate engine's; {name} is {base.engine}'s")
     return base
 
 

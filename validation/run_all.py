@@ -23,9 +23,10 @@ Parts (each a result directory under --out):
               have finished; takes no extra arguments
   fabric-vit-interleaved
               python -m validation.interleaved --matrix fabric-vit --pairs 40 --only (every
-              single-GPU row) --control plain --bare-engine plain --trackers plain --sampler-cost
-              plain --profile-block: the Fabric talk's rows against their loops (the Fabric issue's
-              5%), an A/A control, the engine's cost split, the sampler's cost on a ViT step, and
+              single-GPU row) --control plain --bare-engine accelerate-32 --trackers plain
+              --sampler-cost plain --profile-block: the Fabric talk's rows and the Accelerate row of
+              the same recipe against their loops (the Fabric issue's 5%), an A/A control,
+              accelerate's and gpubench's shares, the sampler's cost on a ViT step, and
               one profiled block a side after the pairs (where a slower side's host time goes);
               takes no extra arguments
   fabric-vit-interleaved-no-sampler
@@ -102,13 +103,14 @@ SCRIPT_PARTS = {
     "fabric-vit-fidelity": ScriptPart("model_fidelity", [
         "--matrix", "fabric-vit", "--repeats", "3",
     ], "fidelity.csv", False, results_of="fabric-vit"),
-    # every single-GPU row of the Fabric talk against its loop (the Fabric issue's 5%), an A/A
-    # control, the engine with the sampler on its blocks, accelerate's and gpubench's shares, the
-    # sampler's cost on the loop; 20 pairs in each build order
+    # every single-GPU row of the Fabric talk against its loop (the Fabric issue's 5%), and the
+    # Accelerate row of the same recipe; an A/A control, the engine with the sampler on its blocks,
+    # accelerate's share (its bare engine) and gpubench's (the torch engine against itself bare),
+    # the sampler's cost on the loop; 20 pairs in each build order
     "fabric-vit-interleaved": ScriptPart("interleaved", [
         "--matrix", "fabric-vit", "--pairs", "40",
-        "--only", "plain,compile,fabric-32,fabric-bf16,fabric-fp16,fabric-bf16-b64", "--control", "plain",
-        "--bare-engine", "plain", "--trackers", "plain", "--sampler-cost", "plain", "--profile-block",
+        "--only", "plain,accelerate-32,compile,fabric-32,fabric-bf16,fabric-fp16,fabric-bf16-b64", "--control", "plain",
+        "--bare-engine", "accelerate-32", "--trackers", "plain", "--sampler-cost", "plain", "--profile-block",
     ], "interleaved.csv", False),
     # and the engine with the sampler off
     "fabric-vit-interleaved-no-sampler": ScriptPart("interleaved", [

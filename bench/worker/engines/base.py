@@ -53,16 +53,18 @@ def epoch_loader(inputs: EngineInputs) -> Any:
     return shuffled_loader(inputs.dataset, inputs.sc)
 
 
-def shuffled_loader(dataset: Any, sc: Scenario) -> Any:
-    """epoch_loader's DataLoader over any data set (validation/model_loop.py's loop takes it too)."""
+def shuffled_loader(dataset: Any, sc: Scenario, sampler: Any = None) -> Any:
+    """epoch_loader's DataLoader over any data set (validation/model_loop.py's loop takes it too);
+    with `sampler` (a DistributedSampler, shuffled by the seed itself) that sampler's order."""
     return torch.utils.data.DataLoader(
         dataset,
         batch_size=sc.batch_size,
-        shuffle=True,
+        shuffle=sampler is None,
+        sampler=sampler,
         drop_last=True,
         num_workers=sc.dataloader_workers,
         pin_memory=sc.pin_memory,
-        generator=torch.Generator().manual_seed(sc.seed),
+        generator=torch.Generator().manual_seed(sc.seed) if sampler is None else None,
     )
 
 
