@@ -118,8 +118,8 @@ def test_compile_does_not_turn_on_tf32_behind_the_scenario(tmp_path: Path) -> No
     assert row["first_step_s"] > row["step_time_median_ms"] / 1000  # compilation is in warm-up
 
 
-@pytest.mark.parametrize("engine", ["trainer", "accelerate"])
-def test_compile_per_layer_trains_with_both_engines(tmp_path: Path, engine: str) -> None:
+@pytest.mark.parametrize("engine", ["trainer", "accelerate", "torch"])
+def test_compile_per_layer_trains_with_each_engine(tmp_path: Path, engine: str) -> None:
     matrix = tmp_path / "layers.toml"
     matrix.write_text(
         f'[base]\nmodel = "tiny"\nengine = "{engine}"\nprecision = "bf16"\nsamples = 64\nseq_len = 64\n'
@@ -130,6 +130,22 @@ def test_compile_per_layer_trains_with_both_engines(tmp_path: Path, engine: str)
     row = read_results(tmp_path / "r").iloc[0]
     assert (row["status"], row["compile_scope"]) == ("ok", "layers")
     assert row["first_step_s"] > row["step_time_median_ms"] / 1000  # compilation is in warm-up
+
+
+def test_the_plain_pytorch_engine_trains_each_precision_on_the_gpu(tmp_path: Path) -> None:
+    """engine = "torch" on CUDA: fp32 with TF32, bf16 and fp16 autocast (fp16 through a GradScaler),
+    the whole model compiled; every row `ok`, finite, its memory from NVML."""
+    matrix = tmp_path / "torch.toml"
+    matrix.write_text(
+        '[base]\nmodel = "tiny"\nengine = "torch"\nsamples = 64\nseq_len = 64\nwarmup_steps = 2\n'
+        '[scenarios.tf32]\ntf32 = true\n[scenarios.bf16]\nprecision = "bf16"\n'
+        '[scenarios.fp16]\nprecision = "fp16"\n[scenarios.compiled]\nprecision = "bf16"\ncompile = true\n'
+    )
+    done = gpubench("run", "--matrix", str(matrix), "--device", "cuda", "--out", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_results(tmp_path / "r").set_index("scenario")
+    assert set(rows["status"]) == {"ok"} and set(rows["engine"]) == {"torch"}
+    assert (rows["final_loss"].notna()).all() and (rows["peak_mem_source"] == "nvml-process").all()
 
 
 def test_a_gpu_that_is_not_there_is_bad_input(tmp_path: Path) -> None:
