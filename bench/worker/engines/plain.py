@@ -21,7 +21,7 @@ from ..compiling import compiled
 from ..dist import wrapper_name
 from ..optimizers import AdamSettings, make_optimizer
 from ..schedule import effective_of, make_scheduler
-from .base import EngineInputs, apply_techniques, epoch_loader, run_epoch, shuffled_loader
+from .base import EngineInputs, apply_techniques, run_epoch, shuffled_loader
 
 AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}  # fp32: no autocast
 
@@ -74,10 +74,12 @@ def loader_of(inputs: EngineInputs) -> Any:
     a DistributedSampler shuffled by the scenario's seed, whole batches only."""
     sc, dataset = inputs.sc, inputs.dataset
     rank = dist.from_env() if sc.distributed else None
-    if rank is None:
-        return epoch_loader(inputs)
-    sampler: Any = torch.utils.data.DistributedSampler(
-        dataset, num_replicas=rank.world_size, rank=rank.rank, shuffle=True, seed=sc.seed, drop_last=True
+    sampler: Any = (
+        None
+        if rank is None
+        else torch.utils.data.DistributedSampler(
+            dataset, num_replicas=rank.world_size, rank=rank.rank, shuffle=True, seed=sc.seed, drop_last=True
+        )
     )
     return shuffled_loader(dataset, sc, sampler)
 
