@@ -32,13 +32,31 @@ PACKAGES = (
 )
 
 
+# the module gpubench imports for a package whose import name is not its name with "_" for "-"
+IMPORT_NAMES = {"nvidia-ml-py": "pynvml"}
+
+
 def package_versions() -> dict[str, str | None]:
+    """Each package's version; where no distribution of that name is installed but another one
+    provides its module (the `lightning` wheel ships `lightning_fabric`, which the Fabric engine
+    imports), that one's version and name, "2.6.0 (lightning)", so a row that ran is never put
+    beside a null."""
     out: dict[str, str | None] = {}
+    providers: dict[str, list[str]] | None = None
     for name in PACKAGES:
         try:
             out[name] = metadata.version(name)
+            continue
         except metadata.PackageNotFoundError:
             out[name] = None
+        if providers is None:
+            providers = metadata.packages_distributions()
+        for dist in providers.get(IMPORT_NAMES.get(name, name.replace("-", "_")), []):
+            try:
+                out[name] = f"{metadata.version(dist)} ({dist})"
+                break
+            except metadata.PackageNotFoundError:
+                continue
     return out
 
 
