@@ -23,12 +23,14 @@ Parts (each a result directory under --out):
               have finished; takes no extra arguments
   fabric-vit-interleaved
               python -m validation.interleaved --matrix fabric-vit --pairs 40 --only (every
-              single-GPU row) --control plain --bare-engine accelerate-32 --trackers plain
-              --sampler-cost plain --profile-block: the Fabric talk's rows and the Accelerate row of
-              the same recipe against their loops (the Fabric issue's 5%), an A/A control,
-              accelerate's and gpubench's shares, the sampler's cost on a ViT step, and
-              one profiled block a side after the pairs (where a slower side's host time goes);
-              takes no extra arguments
+              single-GPU row) --profile-block: the Fabric talk's rows and the Accelerate row of
+              the same recipe against their loops (the Fabric issue's 5%), one profiled block a
+              side after the pairs (where a slower side's host time goes); 14 processes, about 14
+              minutes on an H100; takes no extra arguments
+  fabric-vit-interleaved-pieces
+              --only '' --control plain --bare-engine accelerate-32 --trackers plain
+              --sampler-cost plain: an A/A control, accelerate's and gpubench's shares, the
+              sampler's cost on a ViT step
   fabric-vit-interleaved-no-sampler
               plain and fabric-32 against their loops with the NVML sampler off (--no-sampler)
   cumulative-bert-base
@@ -104,13 +106,17 @@ SCRIPT_PARTS = {
         "--matrix", "fabric-vit", "--repeats", "3",
     ], "fidelity.csv", False, results_of="fabric-vit"),
     # every single-GPU row of the Fabric talk against its loop (the Fabric issue's 5%), and the
-    # Accelerate row of the same recipe; an A/A control, the engine with the sampler on its blocks,
-    # accelerate's share (its bare engine) and gpubench's (the torch engine against itself bare),
-    # the sampler's cost on the loop; 20 pairs in each build order
+    # Accelerate row of the same recipe, the engine with the sampler on its blocks; 20 pairs in
+    # each build order. Apart from the pieces below, so that it fits one session's device time.
     "fabric-vit-interleaved": ScriptPart("interleaved", [
         "--matrix", "fabric-vit", "--pairs", "40",
-        "--only", "plain,accelerate-32,compile,fabric-32,fabric-bf16,fabric-fp16,fabric-bf16-b64", "--control", "plain",
-        "--bare-engine", "accelerate-32", "--trackers", "plain", "--sampler-cost", "plain", "--profile-block",
+        "--only", "plain,compile,fabric-32,fabric-bf16,fabric-fp16,fabric-bf16-b64,accelerate-32", "--profile-block",
+    ], "interleaved.csv", False),
+    # an A/A control, accelerate's share (its bare engine) and gpubench's (the torch engine against
+    # itself bare), the sampler's cost on the loop
+    "fabric-vit-interleaved-pieces": ScriptPart("interleaved", [
+        "--matrix", "fabric-vit", "--pairs", "40", "--only", "", "--control", "plain",
+        "--bare-engine", "accelerate-32", "--trackers", "plain", "--sampler-cost", "plain",
     ], "interleaved.csv", False),
     # and the engine with the sampler off
     "fabric-vit-interleaved-no-sampler": ScriptPart("interleaved", [

@@ -6,6 +6,7 @@ import platform
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -42,15 +43,14 @@ def package_versions() -> dict[str, str | None]:
     imports), that one's version and name, "2.6.0 (lightning)", so a row that ran is never put
     beside a null."""
     out: dict[str, str | None] = {}
-    providers: dict[str, list[str]] | None = None
+    providers: Mapping[str, list[str]] = {}
     for name in PACKAGES:
         try:
             out[name] = metadata.version(name)
             continue
         except metadata.PackageNotFoundError:
             out[name] = None
-        if providers is None:
-            providers = metadata.packages_distributions()
+        providers = providers or metadata.packages_distributions()
         for dist in providers.get(IMPORT_NAMES.get(name, name.replace("-", "_")), []):
             try:
                 out[name] = f"{metadata.version(dist)} ({dist})"
