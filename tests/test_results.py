@@ -187,6 +187,7 @@ EXPECTED_COLUMNS = [
     "effective_learning_rate",
     "effective_lr_schedule",
     "effective_lr_warmup_steps",
+    "loss_accum_divided",
     "initial_loss",
     "final_window_loss",
     "parity",

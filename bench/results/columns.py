@@ -121,6 +121,7 @@ TRAINING_COLUMNS = [
     "effective_learning_rate",  # what the engine trained with (learning_rate, or the engines' default)
     "effective_lr_schedule",  # the schedule the engine built (transformers' name: constant_with_warmup, linear, ...)
     "effective_lr_warmup_steps",
+    "loss_accum_divided",  # the Trainer, accumulating: did backward see each micro-batch's share of the step
     "initial_loss",  # the loss curve's first point
     "final_window_loss",  # the mean loss over the curve's last 20% of optimizer steps
     "parity",  # equivalent, deviates, diverged, reference; empty: not judged (bench/results/parity.py)
@@ -168,6 +169,7 @@ NUMERIC_COLUMNS = [
         "flops_source",
         "flops_check_note",
         "loss_finite",
+        "loss_accum_divided",
         "started_at",
         "stderr_tail",
         "fp32_matmul_precision",

@@ -143,7 +143,7 @@ def build_inputs(
         every_steps=sc.loss_every,
         micro_per_step=sc.grad_accum_steps,
     )
-    return EngineInputs(sc, model, dataset, device, clock, losses, phases, scratch)
+    return EngineInputs(sc, model, dataset, device, clock, losses, phases, scratch, task)
 
 
 def _profiler(

@@ -36,8 +36,8 @@ class LossTracker:
         self.nonfinite: torch.Tensor | None = None  # over the losses folded so far
         self.points: list[torch.Tensor] = []  # block means, on the device
         self.tail: tuple[torch.Tensor, int] | None = None  # the last, partial block: its mean and length
-        # the curve's points are the losses times this: the Trainer's training_step returns the loss
-        # divided by the accumulation steps (its engine sets grad_accum_steps), the Accelerate loop the model's
+        # the curve's points are the losses times this: the Trainer's training_step returns a
+        # micro-batch's share of the step (its engine sets the scale after training), the loops the model's
         self.curve_scale = 1.0
 
     def track(self, loss: torch.Tensor) -> None:

@@ -27,6 +27,7 @@ class EngineInputs:
     losses: LossTracker
     phases: MemoryPhases
     scratch: Path
+    task: str = "auto"  # the task the model trains (bench/families), resolved
 
 
 def run_epoch(inputs: EngineInputs, loader: Iterable[Any], step: Callable[[Any], None]) -> dict[str, Any]:

@@ -24,9 +24,6 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
     clock, losses, phases, scratch = inputs.clock, inputs.losses, inputs.phases, inputs.scratch
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
-    # training_step returns the micro-batch's loss over the accumulation steps: the curve shows the loss itself
-    losses.curve_scale = float(sc.grad_accum_steps)
-
     class ClockCallback(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
             clock.train_begin()
@@ -38,9 +35,19 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
             if clock.step_end():  # the window has closed: no more steps (window = "auto" or STEPS)
                 control.should_training_stop = True
 
+    first: dict[str, torch.Tensor] = {}  # the first micro-batch's model loss and training_step's
+
     class MeasuredTrainer(Trainer):
+        def compute_loss(self, *args: Any, **kwargs: Any) -> Any:
+            out = super().compute_loss(*args, **kwargs)
+            if "model" not in first:
+                first["model"] = (out[0] if isinstance(out, tuple) else out).detach().clone()
+            return out
+
         def training_step(self, *args: Any, **kwargs: Any) -> torch.Tensor:
             loss = super().training_step(*args, **kwargs)
+            if "returned" not in first:
+                first["returned"] = loss.detach().clone()
             losses.track(loss)
             phases.mark("after_backward")
             return loss
@@ -102,14 +109,44 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         # says (seen on the H200 with accelerate 1.15): pin it back to what the scenario says.
         set_tf32(sc.tf32)
     metrics = trainer.train().metrics
+    losses.curve_scale = curve_scale(sc.grad_accum_steps, first, inputs.task)
+    # the loss backward saw was the step's share (divided, or normalised over the step), or not
+    divided = losses.curve_scale > 1 if sc.grad_accum_steps > 1 else None
     runtime_s, samples_per_s = metrics.get("train_runtime"), metrics.get("train_samples_per_second")
     if clock.window_stop != "epoch_end" and runtime_s:
         # stopped before the epoch's end: what was trained over the Trainer's runtime (older
         # transformers count the whole planned epoch in train_samples_per_second)
         samples_per_s = trainer.state.global_step * sc.samples_per_step * args.world_size / runtime_s
     figures: dict[str, Any] = {"trainer_runtime_s": runtime_s, "trainer_samples_per_s": samples_per_s}
+    if divided is not None:
+        figures["loss_accum_divided"] = divided
     schedule = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
     figures.update(effective(args.learning_rate, schedule, args.get_warmup_steps(sc.optimizer_steps)))
     if sc.distributed:
         figures["parallel_wrapper"] = wrapper_name(trainer.model_wrapped)
     return figures
+
+
+def curve_scale(accum: int, first: dict[str, torch.Tensor], task: str) -> float:
+    """What turns training_step's losses into the model's loss for the curve. The Trainer divides a
+    micro-batch's loss by the accumulation steps unless it takes the model to have normalised it
+    already (a model whose forward takes **kwargs is handed `num_items_in_batch`, the labelled
+    tokens of all the step's micro-batches). A causal LM's loss does use that count, so either way
+    its returned loss is about the loss over `accum`; a classifier's head ignores it (BERT's
+    computes its loss in place, transformers 5.x), and then the Trainer neither divides nor is the
+    loss divided: transformers issue 47688. So: `accum` where the Trainer divided (its return is not
+    the model's loss) or the head normalises over the step (a causal LM), else 1. Read once, after
+    training, from the first micro-batch: nothing is synchronised a step."""
+    if accum <= 1:
+        return 1.0
+    divided = trainer_divided(first)
+    return float(accum) if divided is None or divided or task == "causal-lm" else 1.0
+
+
+def trainer_divided(first: dict[str, torch.Tensor]) -> bool | None:
+    """Whether training_step's first return is not the model's own loss (the Trainer divided it by
+    the accumulation steps); None when no step ran."""
+    model, returned = first.get("model"), first.get("returned")
+    if model is None or returned is None:
+        return None
+    return not bool(torch.isclose(returned.float(), model.float(), rtol=1e-3, atol=0.0))
