@@ -43,7 +43,8 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
         cv = row.get("samples_per_s_cv_pct")
         if isinstance(cv, float) and not math.isnan(cv):
             sps += f" ±{cv:.1f}%"
-        error = str(row.get("error") or "") or str(row.get("steadiness") or "")
+        notes = (str(row.get(k) or "") for k in ("training_note", "steadiness"))
+        error = str(row.get("error") or "") or "; ".join(n for n in notes if n)
         rows.append(
             [
                 row["scenario"],

@@ -54,6 +54,7 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
             "error": errors[0] if errors else "",
             **_bound(ok),
             **_parity(group),
+            "training_note": _training_note(ok),
         }
         row.update({m: _median(ok, m) for m in JUDGED_METRICS if m not in row})  # one with no column above
         out.append(row)
@@ -85,6 +86,17 @@ def _parity(group: pd.DataFrame) -> dict[str, Any]:
         "final_window_loss": _median(group[group["status"] == "ok"], "final_window_loss"),
         "parity_ref": next((str(v) for v in judged.get("parity_ref", []) if isinstance(v, str) and v), ""),
     }
+
+
+# a Trainer row whose backward saw each micro-batch's whole loss (docs/parity.md, "The Trainer and a
+# classifier under accumulation")
+UNDIVIDED_NOTE = "Trainer: loss not divided over accumulation (transformers#47688)"
+
+
+def _training_note(ok: pd.DataFrame) -> str:
+    """What the row trained that its settings do not say: UNDIVIDED_NOTE, or ""."""
+    seen = [str(v).lower() for v in ok.get("loss_accum_divided", pd.Series(dtype=object)) if not pd.isna(v)]
+    return UNDIVIDED_NOTE if "false" in seen else ""
 
 
 def _bound(ok: pd.DataFrame) -> dict[str, Any]:
