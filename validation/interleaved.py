@@ -77,6 +77,7 @@ from validation.model_loop import FEEDS
 from validation.parts import INTERRUPTED, TIME_LIMIT, expired, run_script
 
 MODULE = [sys.executable, "-m", "validation.interleaved"]
+STARTED = time.perf_counter()  # this module's import: a child's phases_s count from here
 PROFILE_TOP_OPS = 40  # operators kept per side of a profiled block, by self CPU time
 TABLE_CSV = "interleaved.csv"  # written once every result is there: run_all takes it as the end
 PARTIAL_CSV = "interleaved-partial.csv"  # what finished, when --time-limit stopped it
@@ -259,6 +260,7 @@ def profiled_blocks(
 def measure(a: argparse.Namespace) -> dict[str, Any]:
     import torch
 
+    marks = {"torch_imported": time.perf_counter()}
     device = torch.device("cuda:0" if a.device == "cuda" else "cpu")  # a worker gets an index too
     cuda = device.type == "cuda"
     # enough data that no side wraps (the profiled block's too), and one spare block so the engine
@@ -268,16 +270,23 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
         sc, model, sides = build_sides(
             a.one, a.kind, steps, device, Path(scratch), a.build_first, a.matrix, a.loop_feed
         )
+        marks["sides_built"] = time.perf_counter()
         sync = torch.cuda.synchronize if cuda else (lambda: None)
         sampler = KINDS[a.kind][2]
         switch = SamplerSwitch(gpu_uuid(torch)) if cuda and (a.sampler if sampler is None else sampler) else None
+        marks["sampler_started"] = time.perf_counter()
         try:
             blocks = alternate(sides, a.pairs, a.block_steps, sc.batch_size, sync, switch)
+            marks["pairs_done"] = time.perf_counter()
             stem = result_path(a.out, a.one, a.kind, a.build_first).with_suffix("")
-            profile = profiled_blocks(sides, a.block_steps, sync, device, stem) if a.profile_block else None
+            profile = None
+            if a.profile_block:
+                profile = profiled_blocks(sides, a.block_steps, sync, device, stem)
+                marks["profiled"] = time.perf_counter()
         finally:
             if switch is not None:
                 switch.close()
+    marks["done"] = time.perf_counter()
     return {
         "scenario": a.one,
         "matrix": a.matrix,
@@ -298,7 +307,19 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
         "summary": summarize(blocks),
         "blocks": blocks,
         "profile": profile,
+        # where the process's time went, from this module's import (the timed pairs are a fraction)
+        "phases_s": phases(marks),
     }
+
+
+def phases(marks: dict[str, float]) -> dict[str, float]:
+    """Seconds from one mark to the next, the first from STARTED; the last, `total`, all of them."""
+    out, last = {}, STARTED
+    for name, at in marks.items():
+        out[name] = round(at - last, 3)
+        last = at
+    out["total"] = round(last - STARTED, 3)
+    return out
 
 
 def gpu_uuid(torch: Any) -> str:

@@ -48,6 +48,12 @@ def test_interleaved_runs_each_kind_in_both_build_orders_and_resumes(tmp_path: P
         assert 0 < block["host_s"] <= block["seconds"] and block["thread_cpu_s"] > 0
         assert len(block["step_ms"]) == 1 and block["threads"] >= 1 and block["gc"] >= 0
     assert 0 < engine["summary"]["b_host_share"] <= 1 and engine["summary"]["a_step_p50_ms"] > 0
+    # where the process's time went: each phase in order, adding up to the whole, the pairs within it
+    phases = engine["phases_s"]
+    assert list(phases) == ["torch_imported", "sides_built", "sampler_started", "pairs_done", "done", "total"]
+    assert all(v >= 0 for v in phases.values())
+    assert sum(v for k, v in phases.items() if k != "total") == pytest.approx(phases["total"], abs=0.01)
+    assert phases["pairs_done"] >= sum(b["seconds"] for b in engine["blocks"])
     assert json.loads((out / "fp32-b4-trackers.json").read_text())["b"].startswith("the Accelerate engine without")
 
     # run again: every result is kept, nothing runs
