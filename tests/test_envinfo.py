@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +35,23 @@ def test_a_module_shipped_by_another_distribution_names_it(installed: dict[str, 
     assert got["lightning-fabric"] == "2.6.0 (lightning)"
     assert got["deepspeed"] is None  # nothing provides it
     assert set(got) == set(envinfo.PACKAGES)
+
+
+def test_a_module_no_distribution_names_reads_its_version_file(
+    installed: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on the GPU image: `lightning_fabric` imports, no distribution's metadata names it."""
+    monkeypatch.setattr(envinfo.metadata, "packages_distributions", lambda: {})
+    package = tmp_path / "lightning_fabric"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise RuntimeError('never imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "lightning_fabric", raising=False)  # find_spec would return its spec
+    (package / "version.info").write_text("2.6.1\n")
+    assert envinfo.package_versions()["lightning-fabric"] == "2.6.1 (version.info)"
+    (package / "version.info").unlink()
+    assert envinfo.package_versions()["lightning-fabric"] == "installed, version unknown"
+    assert envinfo.package_versions()["deepspeed"] is None
 
 
 def test_this_machines_fabric_module_has_a_version() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import platform
 import socket
 import subprocess
@@ -38,10 +39,11 @@ IMPORT_NAMES = {"nvidia-ml-py": "pynvml"}
 
 
 def package_versions() -> dict[str, str | None]:
-    """Each package's version; where no distribution of that name is installed but another one
-    provides its module (the `lightning` wheel ships `lightning_fabric`, which the Fabric engine
-    imports), that one's version and name, "2.6.0 (lightning)", so a row that ran is never put
-    beside a null."""
+    """Each package's version from its distribution's metadata; None when it is not installed. A
+    module that imports without a distribution of the package's name (the Fabric rows of the H100
+    sets ran on `lightning_fabric` while env.json said null) gets the version of the distribution
+    that provides it ("2.6.0 (lightning)"), else of a `version.info` file in its folder (where
+    Lightning's packages keep theirs), else "installed, version unknown". Nothing is imported."""
     out: dict[str, str | None] = {}
     providers: Mapping[str, list[str]] = {}
     for name in PACKAGES:
@@ -50,14 +52,34 @@ def package_versions() -> dict[str, str | None]:
             continue
         except metadata.PackageNotFoundError:
             out[name] = None
+        module = IMPORT_NAMES.get(name, name.replace("-", "_"))
         providers = providers or metadata.packages_distributions()
-        for dist in providers.get(IMPORT_NAMES.get(name, name.replace("-", "_")), []):
+        for dist in providers.get(module, []):
             try:
                 out[name] = f"{metadata.version(dist)} ({dist})"
                 break
             except metadata.PackageNotFoundError:
                 continue
+        if out[name] is None:
+            out[name] = module_version(module)
     return out
+
+
+def module_version(module: str) -> str | None:
+    """The version of a top-level module that no distribution names, without importing it: its
+    folder's `version.info`, else "installed, version unknown"; None when it cannot be found."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    for folder in spec.submodule_search_locations or []:
+        try:
+            return (Path(folder) / "version.info").read_text(encoding="utf-8").split()[0] + " (version.info)"
+        except (OSError, IndexError):
+            continue
+    return "installed, version unknown"
 
 
 def git_info(cwd: Path) -> dict[str, str | bool | None]:
