@@ -29,7 +29,7 @@ def test_an_accumulated_rows_curve_starts_where_the_one_batch_row_does(tmp_path:
         {"batch4": {"batch_size": 4}, "accum4": {"batch_size": 1, "grad_accum_steps": 4}},
         base={**BASE, "model": model},
     )
-    done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", tmp_path / "run")
+    done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--report", "--out", tmp_path / "run")
     assert done.returncode == 0, done.stderr[-2000:]
     assert set(results(tmp_path / "run")["status"]) == {"ok"}
     curves = read_curves(tmp_path / "run")
@@ -45,6 +45,8 @@ def test_an_accumulated_rows_curve_starts_where_the_one_batch_row_does(tmp_path:
     # and the run's table says it where it was not
     undivided = str(divided["accum4"]).lower() == "false"
     assert ("transformers#47688" in done.stdout) is undivided, done.stdout[-2000:]
+    report = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    assert ("accum4: the Trainer did not divide the loss" in report) is undivided
 
 
 @given(

@@ -229,6 +229,14 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
     windows = _cpu_window_note(frame, summary)
     if windows:
         notes.append(windows)
+    undivided = summary[summary.get("training_note", pd.Series("", index=summary.index)).astype(str) != ""]
+    if len(undivided):
+        notes.append(
+            ", ".join(undivided["scenario"].astype(str))
+            + ": the Trainer did not divide the loss over the accumulation steps (transformers#47688), so "
+            "the gradients were the accumulation steps times the recipe's; the loss curves show the model's "
+            "loss (docs/parity.md)"
+        )
     if env and env.get("gpu_processes_at_start"):
         notes.append(
             "other processes were on the GPU when the run started: figures may be "
