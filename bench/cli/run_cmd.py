@@ -363,6 +363,15 @@ def run(
             f"{len(plan.scenarios) * plan.repeats} rows done: finish the run with `gpubench run --resume {plan.out}`",
             markup=False,
         )
+        kept = folder_bytes(plan.shared_dir)
+        if kept:
+            size = f"{kept / 1e9:.1f} GB" if kept >= 1e8 else f"{kept / 1e6:.0f} MB"
+            err.print(
+                f"the random weights its workers share ({size}, {plan.shared_dir}) are kept for it; "
+                "delete that folder if you will not resume",
+                markup=False,
+                soft_wrap=True,
+            )
     raise typer.Exit(int(outcome.exit_code))
 
 
@@ -443,3 +452,8 @@ def env(
         ("cpu speed", cpu_speed_line(info["cpu_speed"])),
     ]
     emit("".join(f"{key:<14} {value}\n" for key, value in lines), output)
+
+
+def folder_bytes(folder: Path) -> int:
+    """The bytes of the files under `folder` (0 when it does not exist)."""
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0

@@ -67,7 +67,7 @@ class RunPlan:
     @property
     def shared_dir(self) -> Path:
         """Files this run's workers share while it runs (a QLoRA preset's random weights); the run
-        deletes it when it ends."""
+        deletes it when it ends, unless --time-limit stopped it (kept for the --resume)."""
         return self.out / "work" / "shared"
 
     def timeout_for(self, sc: Scenario) -> float:

@@ -178,13 +178,17 @@ def _run_rows(
     write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
     deadline = None if request.time_limit_s is None else started + request.time_limit_s
     workers_from = time.time()
+    outcome: RunOutcome | None = None
     try:
         if plan.lanes > 1:
             outcome = lanes.execute(plan, shards.child_flags(request), reporter, warn, deadline=deadline)
         else:
             outcome = execute(plan, gpu["name"] if gpu else None, reporter, warn, deadline=deadline, launcher=launcher)
     finally:
-        shutil.rmtree(plan.shared_dir, ignore_errors=True)  # gigabytes of a preset's random weights
+        # gigabytes of a preset's random weights: kept only for the --resume that a time limit asks
+        # for (a QLoRA row's llama-1b took 77-86 s to build on the H200 host, each command again)
+        if outcome is None or not outcome.time_limited:
+            shutil.rmtree(plan.shared_dir, ignore_errors=True)
     outcome = judge_required(outcome, request.require)
     if outcome.launcher_fallback:  # env.json says how the workers really started
         note_launcher_fallback(plan.out, outcome.launcher_fallback)

@@ -97,7 +97,8 @@ def random_checkpoint(model: str, dtype: torch.dtype, seed: int, shared: Path, t
     (llama-1b's build, save and quantized load took 50-86 s on the H200 host with the weights drawn
     twice; build_random_on_cpu draws them once, 1.7-1.9x faster on a 2-core CPU). Written under a
     temporary name and renamed, so a worker never reads a partial copy; the global RNG is left as
-    it was, so a worker that builds and one that loads go on alike. The run deletes the folder when it ends."""
+    it was, so a worker that builds and one that loads go on alike. The run deletes the folder when it
+    ends, unless --time-limit stopped it (a --resume loads the copy)."""
     stem = model
     if "/" in model or is_inline(model):  # a path or an inline config: a short, safe name
         short = "model" if is_inline(model) else Path(model).name[:40]
