@@ -73,8 +73,11 @@ def user_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
 
 
-def gpubench(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """`python -m bench ARGS` in the repository, as a user runs it; no shell."""
+def gpubench(
+    *args: str | Path, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m bench ARGS` in the repository, as a user runs it; no shell. `env`: variables set
+    on top of the user's environment."""
     return subprocess.run(
         gpubench_cmd(*args),
         cwd=REPO,
@@ -82,7 +85,7 @@ def gpubench(*args: str | Path, timeout: float = 300) -> subprocess.CompletedPro
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
-        env=user_env(),
+        env={**user_env(), **(env or {})},
     )
 
 

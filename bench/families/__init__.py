@@ -15,10 +15,18 @@ from typing import Any
 
 from .. import mesh
 from ..errors import BadInput, did_you_mean
-from . import bert, decoder, generic, llama, moe, vit
+from . import bert, decoder, generic, llama, moe, torchvision, vit
 from .base import TASK_CLASSES, TASKS, Family, architectures_named, task_from_architectures
 
-FAMILIES: tuple[Family, ...] = (bert.FAMILY, llama.FAMILY, decoder.FAMILY, moe.FAMILY, vit.FAMILY, generic.FAMILY)
+FAMILIES: tuple[Family, ...] = (
+    bert.FAMILY,
+    llama.FAMILY,
+    decoder.FAMILY,
+    moe.FAMILY,
+    vit.FAMILY,
+    torchvision.FAMILY,
+    generic.FAMILY,
+)
 GENERIC = generic.FAMILY
 __all__ = ["FAMILIES", "PRESETS", "TASK_CLASSES", "TASKS", "Family", "family_of", "for_config", "read_config"]
 BY_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
@@ -184,6 +192,10 @@ def refusal(model: str, fields: Mapping[str, Any]) -> tuple[str, Any, str] | Non
             task,
             f"is not a task of the {fam.name} family ({model_type}): its tasks are {', '.join(fam.tasks)}",
         )
+    for key, reason in fam.refuses:
+        value = fields.get(key)
+        if value and value not in ("default", "none"):
+            return key, value, reason
     tp = fields.get("tp", 1)
     if isinstance(tp, int) and (why := mesh.tp_refusal(cfg, tp)):
         return "tp", tp, why

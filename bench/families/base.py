@@ -49,6 +49,15 @@ class Family:
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # transformers modules the fork server imports ahead for this family (empty: none)
     preload: tuple[str, ...] = ()
+    # a family not built by transformers' Auto classes: "module:Class" of its builder, a class with
+    # `config_class` (a transformers PretrainedConfig) and `from_config(config, dtype=None, **extra)`
+    builder: str | None = None
+    # the pip package its models need beyond gpubench's dependencies: a worker without it is skipped
+    # (bench/worker/skips.py), and the parent never imports it
+    package: str | None = None
+    # (scenario field, why): a field this family cannot take, refused when it is set (true, or not
+    # "default"/"none") before any work (bench/families/__init__.py refusal)
+    refuses: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.default_task not in self.tasks:

@@ -4,8 +4,10 @@ shared by the worker (bench/worker/model.py) and the meta-device tensor inventor
 from __future__ import annotations
 
 import functools
+import importlib
 from typing import Any
 
+from ..errors import BadInput
 from . import TASK_CLASSES, family_of, read_config, resolve_task
 
 
@@ -16,7 +18,12 @@ def task_of(model: str, task: str = "auto") -> str:
 
 
 def auto_class(model: str, task: str = "auto") -> Any:
-    """The transformers Auto class that builds this model's task."""
+    """The transformers Auto class that builds this model's task, or the family's own builder
+    (Family.builder: a class with the same `from_config`)."""
+    builder = family_of(model).builder
+    if builder is not None:
+        module, name = builder.split(":")
+        return getattr(importlib.import_module(module), name)
     import transformers
 
     return getattr(transformers, TASK_CLASSES[task_of(model, task)])
@@ -32,6 +39,8 @@ def model_config(model: str, task: str = "auto") -> Any:
     model_type = cfg.pop("model_type")
     for key in ("transformers_version", "auto_map"):
         cfg.pop(key, None)  # auto_map would name remote code, which is never run
+    if family_of(model).builder is not None:  # a family transformers does not know: its own config class
+        return ready_for_training(auto_class(model, task).config_class(**cfg), task_of(model, task))
     config = AutoConfig.for_model(model_type, **cfg)
     return ready_for_training(config, task_of(model, task))
 
@@ -62,8 +71,17 @@ NOT_TARGETS = ("lm_head", "score", "classifier", "gate", "router")
 def inventory(
     model: str, task: str
 ) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], tuple[tuple[str, int, int], ...], int]:
-    """(parameter names and shapes, linear layers as (fqn, in, out), buffer bytes) of the model."""
+    """(parameter names and shapes, linear layers as (fqn, in, out), buffer bytes) of the model.
+    BadInput for a family whose package the parent never imports (Family.package: torchvision)."""
     import torch
+
+    fam = family_of(model)
+    if fam.package is not None:
+        raise BadInput(
+            f"{model}: the {fam.name} family's tensors come from {fam.package}, which gpubench imports only in "
+            "its workers: its memory is not predicted",
+            hint="measure it with gpubench run instead",
+        )
 
     built = build_on_meta(model, task)
     params = tuple((n, tuple(p.shape)) for n, p in built.named_parameters())

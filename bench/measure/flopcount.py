@@ -41,12 +41,15 @@ Weights = dict[str, float]  # {"trained" | "frozen": weights} of one kind of lay
 
 
 ADAPTER_MODULES = (".lora_A.", ".lora_B.")  # peft's LoRA layers: not in the plain model
+# an image classifier's head: transformers' `classifier`, torchvision's ViT's `heads`
+HEAD_MODULES = frozenset({"classifier", "heads"})
 
 
 def matmul_weights(model: Any, share: float, adapters: bool = True) -> dict[str, Weights]:
     """Matmul weights a token runs through, by kind: "linear" (nn.Linear, expert tensors, i.e. 3-D
     parameters of a module named *experts, times `share`), "conv" (a vision model's patch
-    projection: once per patch) and "head" (an image classifier's `classifier`: once per image)."""
+    projection: once per patch) and "head" (an image classifier's `classifier` or `heads`: once per
+    image). nn.MultiheadAttention's packed input projection counts as linear weights."""
     kinds: dict[str, Weights] = {k: {"trained": 0.0, "frozen": 0.0} for k in ("linear", "conv", "head")}
     for fqn, module in model.named_modules():
         leaf = fqn.rsplit(".", 1)[-1]
@@ -54,9 +57,14 @@ def matmul_weights(model: Any, share: float, adapters: bool = True) -> dict[str,
             continue
         if ".original_module" in f"{fqn}.":  # peft's frozen copy of a head it trains: not run
             continue
-        head = "classifier" in fqn.split(".")
+        head = bool(HEAD_MODULES & set(fqn.split(".")))
         if isinstance(module, torch.nn.Linear) or type(module).__name__ == "Conv1D":  # transformers' GPT-2 linear
             params, scale, kind = [module.weight], 1.0, "head" if head else "linear"
+        elif isinstance(module, torch.nn.MultiheadAttention):  # torchvision's ViT: q, k, v in one parameter
+            # (its out_proj is an nn.Linear, counted as one)
+            packed = module.in_proj_weight is not None
+            names = ("in_proj_weight",) if packed else ("q_proj_weight", "k_proj_weight", "v_proj_weight")
+            params, scale, kind = [getattr(module, n) for n in names], 1.0, "linear"
         elif isinstance(module, torch.nn.Conv1d | torch.nn.Conv2d | torch.nn.Conv3d):
             params, scale, kind = [module.weight], 1.0, "conv"
         elif leaf == "experts" or type(module).__name__.endswith("Experts"):

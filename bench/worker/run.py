@@ -84,7 +84,7 @@ def build_inputs(
     """Check the scenario can run here, then build what its engine trains and reports to; `marks`
     gains the wall time of each start-up step. `rank`: this process's place in a torchrun job.
     `shared`: the folder the run's workers share (default: this worker's scratch)."""
-    check_runnable(sc, device)
+    check_runnable(sc, device, model_name)
     torch.manual_seed(sc.seed)
     if device.type == "cuda":
         torch.cuda.set_device(device)

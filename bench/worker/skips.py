@@ -4,6 +4,7 @@ anything is built (a skipped row says why in one line)."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import shutil
 
 import torch
@@ -57,7 +58,30 @@ def optional_packages(sc: Scenario) -> list[tuple[str, str, str]]:
     return needed
 
 
-def check_runnable(sc: Scenario, device: torch.device) -> None:
+def require_family_package(model: str) -> None:
+    """Skip unless the package the model's family needs (Family.package: torchvision) imports."""
+    from ..families import family_of
+
+    fam = family_of(model)
+    if fam.package is None:
+        return
+    if importlib.util.find_spec(fam.package) is None:
+        raise Skip(
+            f"the {fam.name} family ({model}) needs {fam.package}, which is not installed here; "
+            f"pip install {fam.package} (the build matching torch)"
+        )
+    try:
+        importlib.import_module(fam.package)
+    except Exception as exc:  # a torchvision built for another torch: "operator torchvision::nms does not exist"
+        raise Skip(
+            f"the {fam.name} family ({model}) needs {fam.package}, which fails to import here "
+            f"({type(exc).__name__}: {str(exc)[:160]}); install the {fam.package} build matching torch"
+        ) from None
+
+
+def check_runnable(sc: Scenario, device: torch.device, model: str | None = None) -> None:
+    """Skip when the scenario cannot run here; `model`: the resolved model, whose family may need
+    a package of its own."""
     if device.type == "cpu" and sc.needs_cuda:
         raise Skip(sc.needs_cuda)
     if device.type == "cuda" and precision_matmuls(sc.precision) == "bf16" and not torch.cuda.is_bf16_supported():
@@ -72,5 +96,7 @@ def check_runnable(sc: Scenario, device: torch.device) -> None:
         )
     for module, technique, package in optional_packages(sc):
         require(module, technique, package)
+    if model is not None:
+        require_family_package(model)
     if sc.compile and device.type == "cpu" and not (shutil.which("cc") or shutil.which("gcc")):
         raise Skip("torch.compile on the CPU needs a C compiler (cc or gcc) on PATH")
