@@ -163,3 +163,15 @@ def test_a_checkpoint_directory_of_the_family_is_refused(tmp_path: Path) -> None
     from bench.models import check_model
 
     check_model(str(folder))
+
+
+def test_its_encoder_blocks_are_the_repeated_blocks(torchvision_here: str) -> None:
+    """FSDP's wrapping, compile_scope = "layers" and the device mesh shard or compile the repeated
+    blocks: torchvision keeps them in an nn.Sequential (encoder.layers), not a ModuleList."""
+    from bench.families.build import build_on_meta
+    from bench.worker.compiling import repeated_blocks
+    from bench.worker.parallel import layer_class
+
+    model = build_on_meta(TINY)
+    assert repeated_blocks(model) == list(model.model.encoder.layers)
+    assert layer_class(model) == type(model.model.encoder.layers[0]).__name__

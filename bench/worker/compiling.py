@@ -8,11 +8,12 @@ import torch
 
 
 def repeated_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The blocks of the largest ModuleList whose children all share one class (BERT: its layers)."""
+    """The blocks of the largest ModuleList (or nn.Sequential: torchvision's ViT's encoder.layers)
+    whose children all share one class (BERT: its layers)."""
     best: list[torch.nn.Module] = []
     best_params = -1
     for module in model.modules():
-        if not isinstance(module, torch.nn.ModuleList) or len(module) < 2:
+        if not isinstance(module, torch.nn.ModuleList | torch.nn.Sequential) or len(module) < 2:
             continue
         children = list(module)
         if len({type(c) for c in children}) != 1:
