@@ -9,12 +9,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from harness import error_lines, gpubench, gpubench_in_process, results, write_matrix
-from tvstub import torchvision_in_process, write_stub
+from tvstub import real_torchvision, torchvision_in_process, write_stub
 
 from bench.worker.skips import Skip, require_family_package
 
@@ -85,7 +86,9 @@ def test_vit_b16_has_torchvisions_shape_and_its_flops_agree_with_the_counter(tor
 
 
 def stub_path(tmp_path: Path) -> dict[str, str]:
-    """The runs' environment with the stub first on PYTHONPATH."""
+    """The runs' environment with the stub first on PYTHONPATH (none where a real torchvision imports)."""
+    if real_torchvision():
+        return {}
     paths = [str(write_stub(tmp_path / "stub")), os.environ.get("PYTHONPATH", "")]
     return {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
@@ -126,6 +129,8 @@ def test_a_torchvision_that_fails_to_import_skips_saying_so(tmp_path: Path, monk
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
     monkeypatch.syspath_prepend(str(broken.parent))
+    for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
+        monkeypatch.delitem(sys.modules, name)  # a real one an earlier test imported (given back after)
     with pytest.raises(Skip, match=r"fails to import here \(RuntimeError: operator torchvision::nms does not exist\)"):
         require_family_package(TINY)
     require_family_package("vit-tiny")  # transformers' ViT needs nothing more

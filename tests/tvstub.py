@@ -111,22 +111,28 @@ def torchvision_in_process(tmp_path: Path, monkeypatch: Any) -> Iterator[str]:
     stub (on sys.path until the test ends, its modules dropped then). transformers decides once
     whether torchvision is there (and then imports its transforms): it decides before the stub
     appears, so it never looks for the stub's. Yields "real" or "stub"."""
-    import importlib.util
-
     import transformers.image_processing_utils  # noqa: F401  (transformers' check, made without the stub)
     import transformers.modeling_utils  # noqa: F401
 
-    if importlib.util.find_spec("torchvision") is not None:
-        try:
-            import torchvision  # noqa: F401
-        except Exception:
-            pass
-        else:
-            yield "real"
-            return
+    if real_torchvision():
+        yield "real"
+        return
     monkeypatch.syspath_prepend(str(write_stub(tmp_path / "stub")))
     try:
         yield "stub"
     finally:
         for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
             del sys.modules[name]
+
+
+def real_torchvision() -> bool:
+    """Whether a real torchvision imports here (never in CI: then the tests use the stub)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is None:
+        return False
+    try:
+        import torchvision  # noqa: F401
+    except Exception:
+        return False
+    return True
