@@ -185,10 +185,14 @@ def test_the_fabric_vit_matrix_is_the_talks_table() -> None:
         "fabric-fsdp": ("fabric", "bf16", False, "fsdp"),
         "fabric-bf16-b64": ("fabric", "bf16", False, "none"),
         "accelerate-32": ("accelerate", "fp32", False, "none"),  # not the talk's: what accelerate adds
+        "tv-plain": ("torch", "fp32", False, "none"),  # the talk's own model: torchvision's vit_b_16
+        "tv-fabric-bf16": ("fabric", "bf16", False, "none"),
     }
     assert {(sc.model, sc.optimizer, sc.batch_size) for n, sc in rows.items() if n != "fabric-bf16-b64"} == {
-        ("vit-b16", "adamw", 16)
+        ("vit-b16", "adamw", 16),
+        ("tv-vit-b16", "adamw", 16),
     }
+    assert {n for n, sc in rows.items() if sc.model == "tv-vit-b16"} == {"tv-plain", "tv-fabric-bf16"}
     assert {sc.dataloader_workers for sc in rows.values()} == {4}  # the talk's loaders
     assert rows["fabric-bf16-b64"].batch_size == 64 and rows["fabric-ddp"].gpus == rows["fabric-fsdp"].gpus == "all"
 
