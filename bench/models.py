@@ -118,13 +118,13 @@ def check_model(model: str) -> None:
             hint="save it with save_pretrained(..., safe_serialization=True), or remove them to train random weights",
         )
     fam = family_of(model)
-    if has_weights(model) and fam.builder is not None:
-        raise BadInput(
-            f"model directory {path}: the {fam.name} family trains random weights only; gpubench does not load "
-            "its checkpoints",
-            hint="remove the weights from the directory (keep config.json), or use a preset such as tv-vit-b16",
-        )
     if has_weights(model):
+        if fam.builder is not None:
+            raise BadInput(
+                f"model directory {path}: the {fam.name} family trains random weights only; gpubench does not "
+                "load its checkpoints",
+                hint="remove the weights from the directory (keep config.json), or use a preset such as tv-vit-b16",
+            )
         from .families.build import parameter_shapes
         from .families.checkpoint import check_weights
 

@@ -25,8 +25,8 @@ Parts (each a result directory under --out):
               python -m validation.interleaved --matrix fabric-vit --pairs 40 --only (every
               single-GPU row) --profile-block: the Fabric talk's rows and the Accelerate row of
               the same recipe against their loops (the Fabric issue's 5%), one profiled block a
-              side after the pairs (where a slower side's host time goes); 14 processes, about 14
-              minutes on an H100; takes no extra arguments
+              side after the pairs (where a slower side's host time goes); 14 processes of about 70 s
+              on an H100 (16 minutes); takes no extra arguments
   fabric-vit-interleaved-pieces
               --only '' --control plain --bare-engine accelerate-32 --trackers plain
               --sampler-cost plain: an A/A control, accelerate's and gpubench's shares, the

@@ -229,7 +229,7 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
     windows = _cpu_window_note(frame, summary)
     if windows:
         notes.append(windows)
-    undivided = summary[summary.get("training_note", pd.Series("", index=summary.index)).astype(str) != ""]
+    undivided = summary[summary["training_note"] != ""]  # summarize's note (bench/results/summary.py)
     if len(undivided):
         notes.append(
             ", ".join(undivided["scenario"].astype(str))
