@@ -79,6 +79,10 @@ from validation.parts import INTERRUPTED, TIME_LIMIT, expired, run_script
 MODULE = [sys.executable, "-m", "validation.interleaved"]
 STARTED = time.perf_counter()  # this module's import: a child's phases_s count from here
 PROFILE_TOP_OPS = 40  # operators kept per side of a profiled block, by self CPU time
+# steps a side runs under the profiler: reading the profile back (key_averages) takes seconds per
+# step's events (6 s for 10 steps of a 12-layer tiny ViT on a CPU, 2.8 s for 3), 17-36 s a process on
+# the H100s for 10 steps, more than the timed pairs; per-step figures need only a few
+PROFILE_STEPS = 3
 TABLE_CSV = "interleaved.csv"  # written once every result is there: run_all takes it as the end
 PARTIAL_CSV = "interleaved-partial.csv"  # what finished, when --time-limit stopped it
 # One scenario's process: about a minute on a GPU at 40-100 pairs of 10 steps; a hang guard far above.
@@ -227,7 +231,7 @@ def profiled_blocks(
 ) -> dict[str, Any]:
     """One more block of each side under the worker's profiler (bench/worker/profiling.py, what
     `profile = N` runs), after the timed pairs (the profiler's own cost is in neither side's
-    figures): per side its step time under the profiler, its gzipped Chrome trace
+    figures): per side STEPS steps (PROFILE_STEPS), its step time under the profiler, its gzipped Chrome trace
     (STEM-a.trace.json.gz), the kernel time per step by category and the operators with the most
     self CPU time per step: where a slower side's host time goes (interleave_stats.profile_gap)."""
     from bench.measure.kernels import NAMES
@@ -244,6 +248,7 @@ def profiled_blocks(
         on_cpu = [e for e in profiler.events if not on_device(e)]
         top = sorted(on_cpu, key=lambda e: e.self_cpu_time_total, reverse=True)[:PROFILE_TOP_OPS]
         out[side] = {
+            "steps": steps,
             "step_ms": figures["prof_step_ms"],
             "trace": figures["prof_trace"],
             "kernels_ms": {name: figures[f"prof_{name}_ms"] for name in NAMES},
@@ -281,7 +286,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
             stem = result_path(a.out, a.one, a.kind, a.build_first).with_suffix("")
             profile = None
             if a.profile_block:
-                profile = profiled_blocks(sides, a.block_steps, sync, device, stem)
+                profile = profiled_blocks(sides, min(a.block_steps, PROFILE_STEPS), sync, device, stem)
                 marks["profiled"] = time.perf_counter()
         finally:
             if switch is not None:
@@ -404,8 +409,8 @@ def _main() -> int:
     p.add_argument(
         "--profile-block",
         action="store_true",
-        help="after the pairs, one more block of each side under torch.profiler: its trace (gzipped), kernel "
-        "time by category and the operators with the most self CPU time (the result's `profile`)",
+        help="after the pairs, a few more steps of each side (up to 3) under torch.profiler: its trace "
+        "(gzipped), kernel time by category and the operators with the most self CPU time (the result's `profile`)",
     )
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--time-limit", type=float, default=None, help="seconds; then exit 4, run again to go on")

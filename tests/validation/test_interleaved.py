@@ -109,6 +109,7 @@ def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with
     assert len(fab["blocks"]) == 8 and all(b["seconds"] > 0 and b["samples"] == 2 for b in fab["blocks"])
     for side in ("a", "b"):  # --profile-block: one more block a side under torch.profiler, after the pairs
         profiled = fab["profile"][side]
+        assert profiled["steps"] == 1  # the block's one step (at most PROFILE_STEPS)
         assert profiled["trace"] == f"fab-{side}.trace.json.gz" and (out / profiled["trace"]).stat().st_size > 0
         assert profiled["step_ms"] > 0 and profiled["cpu_ops_total_ms"] > 0 and profiled["cpu_ops"][0]["calls"] > 0
         assert set(profiled["kernels_ms"]) >= {"gemm", "optimizer", "idle"}
