@@ -331,6 +331,18 @@ def test_software_differences_are_shown_never_failing(tmp_path: Path) -> None:
     )
 
 
+def test_another_card_or_host_of_the_same_model_is_shown_never_failing(tmp_path: Path) -> None:
+    rows = reps("baseline", TIGHT)
+    other = env()
+    other["host"], other["gpu"]["uuid"] = "gpu-node-7", "GPU-2"
+    result = run_compare(tmp_path, rows, rows, new_env=other)
+    assert result.exit_code == 0 and not result.notes
+    assert result.env_differences == (
+        EnvDifference("host", "gpu-node-1", "gpu-node-7"),
+        EnvDifference("gpu.uuid", "GPU-1", "GPU-2"),
+    )
+
+
 def test_two_cpu_runs_are_a_smoke_comparison_judged_as_ever(tmp_path: Path) -> None:
     cpu = env(None)
     result = run_compare(tmp_path, reps("baseline", TIGHT), reps("baseline", SLOW_TIGHT), base_env=cpu, new_env=cpu)

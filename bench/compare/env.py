@@ -10,7 +10,10 @@ from ..measure import cpuspeed
 from ..results import ENV_JSON, RESULTS_CSV
 from ..results.identity import gpu_model
 
-# shown when they differ, never failing; packages.* are added from both files
+# shown when they differ, never failing: the machine (another card of the same model, another host:
+# four H100s of one kind ran fabric-vit's `plain` at 381-573 samples/s), then the software;
+# packages.* are added from both files
+MACHINE_KEYS = ("host", "gpu.uuid")
 SOFTWARE_KEYS = ("gpubench", "gpu.driver", "cuda_runtime", "python", "cpu", "matrix")
 
 
@@ -83,11 +86,11 @@ def host_speed_note(base_speed: Any, new_speed: Any, labels: tuple[str, str] = (
 
 
 def env_differences(base: dict[str, Any] | None, new: dict[str, Any] | None) -> tuple[EnvDifference, ...]:
-    """Software (and other informative) differences, in a stable order."""
+    """Machine and software differences, in a stable order."""
     if base is None or new is None:
         return ()
     packages = [*_as_dict(base.get("packages")), *_as_dict(new.get("packages"))]
-    keys = [*SOFTWARE_KEYS, *dict.fromkeys(f"packages.{p}" for p in packages)]
+    keys = [*MACHINE_KEYS, *SOFTWARE_KEYS, *dict.fromkeys(f"packages.{p}" for p in packages)]
     out = []
     for key in keys:
         a, b = _lookup(base, key), _lookup(new, key)
