@@ -76,7 +76,7 @@ def test_every_part_of_make_bench_is_a_validation_part_and_the_research_ones_are
         ("interleaved", "validation.interleaved", ["--control", "tf32-b4", "--trackers", "fp16-b4"]),
         ("interleaved-launch-bound", "validation.interleaved", ["--only", "tf32-b4,fp16-b4,bf16-b4"]),
         ("fabric-vit-fidelity", "validation.model_fidelity", ["--matrix", "fabric-vit", "--repeats", "3"]),
-        ("fabric-vit-interleaved", "validation.interleaved", ["--matrix", "fabric-vit", "--pairs", "40"]),
+        ("fabric-vit-interleaved", "validation.interleaved", ["--matrix", "fabric-vit", "--pairs", "80"]),
         ("fabric-vit-interleaved-pieces", "validation.interleaved", ["--only", "", "--control", "plain"]),
         ("fabric-vit-interleaved-no-sampler", "validation.interleaved", ["--matrix", "fabric-vit", "--pairs", "20"]),
     ],
