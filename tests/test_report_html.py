@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from html import escape
@@ -9,8 +10,19 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from report_fixtures import CRASH_ERROR, OOM_ERROR, SKIP_REASON, cpu_set, gpu_set, scaling_sets, write_set
+from report_fixtures import (
+    CRASH_ERROR,
+    H200_ENV,
+    OOM_ERROR,
+    SKIP_REASON,
+    cpu_set,
+    gpu_row,
+    gpu_set,
+    scaling_sets,
+    write_set,
+)
 
+from bench.report.data import load_many
 from bench.report.html import REPORT_HTML, write_report
 from bench.results import CPU_NOTE
 
@@ -299,3 +311,16 @@ def test_no_scaling_section_without_a_strategy_at_two_gpu_counts(tmp_path: Path)
     html = write_report(one_gpu).read_text(encoding="utf-8")  # fsdp on 1 GPU only
     assert '<section id="summary">' in html
     assert 'id="scaling"' not in html and "Scaling with the number of GPUs" not in html
+
+
+def test_pooled_runs_name_the_cards_of_one_model_they_came_from(tmp_path: Path) -> None:
+    other = copy.deepcopy(H200_ENV)
+    other["gpu"]["uuid"] = "GPU-0860ed39-170c"
+    a = write_set(tmp_path / "a", [gpu_row("s", r, 100.0 + r, 9000.0) for r in range(3)], H200_ENV)
+    b = write_set(tmp_path / "b", [gpu_row("s", r, 90.0 + r, 9000.0) for r in range(3)], other)
+    c = write_set(tmp_path / "c", [gpu_row("s", r, 95.0 + r, 9000.0) for r in range(3)], H200_ENV)
+    two_cards = load_many([a, b]).notes[0]
+    assert two_cards.endswith(
+        f"; on 2 cards of that model (GPU-1, GPU-0860ed39), each with its own host; the environment shown is {a}'s"
+    )
+    assert load_many([a, c]).notes[0].endswith(f"2 result directories: {a}, {c}; the environment shown is {a}'s")

@@ -126,6 +126,13 @@ def device_name(env: dict[str, Any] | None) -> str:
     return "CPU" if str(env.get("device", "")).startswith("cpu") else str(env.get("device") or "?")
 
 
+def card(env: dict[str, Any] | None) -> str | None:
+    """The GPU's UUID (env.json gpu.uuid), its first 12 characters; None without one."""
+    gpu = env.get("gpu") if env else None
+    uuid = gpu.get("uuid") if isinstance(gpu, dict) else None
+    return str(uuid)[:12] if uuid else None
+
+
 def load(path: Path, baseline: str | None = None) -> Report:
     """Read a result directory (or its results.csv) and env.json, and build its report."""
     run = load_run(Path(path))
@@ -151,11 +158,13 @@ def load_many(paths: Sequence[Path], baseline: str | None = None) -> Report:
     report = build(frame, runs[0].env, runs[0].csv_path, baseline)
     note = f"rows pooled from {len(runs)} result directories: " + ", ".join(str(r.csv_path.parent) for r in runs)
     devices = list(dict.fromkeys(device_name(r.env) for r in runs))
-    note += (
-        f"; they ran on different devices ({', '.join(devices)}): compare across them with care"
-        if len(devices) > 1
-        else f"; the environment shown is {runs[0].csv_path.parent}'s"
-    )
+    cards = list(dict.fromkeys(u for u in (card(r.env) for r in runs) if u))
+    if len(devices) > 1:
+        note += f"; they ran on different devices ({', '.join(devices)}): compare across them with care"
+    else:
+        if len(cards) > 1:  # one model, several cards (and their hosts): launch-bound rows follow the host
+            note += f"; on {len(cards)} cards of that model ({', '.join(cards)}), each with its own host"
+        note += f"; the environment shown is {runs[0].csv_path.parent}'s"
     return replace(report, notes=(note, *report.notes), sources=tuple(r.csv_path for r in runs))
 
 
