@@ -145,7 +145,8 @@ def test_compare_fits_with_every_name_and_verdict_whole(pair: tuple[str, str], w
     shown = [(r[0], r[1], next(c for c in r if c in set(result.rows["verdict"]))) for r in table_rows(lines)]
     assert shown == [(r["scenario"], METRIC_LABELS.get(r["metric"], r["metric"]), r["verdict"]) for r in records]
     settings = len(result.setting_differences) > 0  # compared anyway: one more footnote
-    assert len(lines) <= len(records) + 12 + settings, "\n".join(lines)
+    header = len(result.env_differences)  # one line each above the table (another card, another torch)
+    assert len(lines) <= len(records) + 12 + settings + header, "\n".join(lines)
 
 
 def test_a_note_on_every_row_is_one_footnote_at_120_columns() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from ..errors import IncomparableRuns
 from ..measure import cpuspeed
 from ..results import ENV_JSON, RESULTS_CSV
-from ..results.identity import gpu_model
+from ..results.identity import gpu_card, gpu_model
 
 # shown when they differ, never failing: the machine (another card of the same model, another host:
 # four H100s of one kind ran fabric-vit's `plain` at 381-573 samples/s), then the software;
@@ -93,7 +93,7 @@ def env_differences(base: dict[str, Any] | None, new: dict[str, Any] | None) -> 
     keys = [*MACHINE_KEYS, *SOFTWARE_KEYS, *dict.fromkeys(f"packages.{p}" for p in packages)]
     out = []
     for key in keys:
-        a, b = _lookup(base, key), _lookup(new, key)
+        a, b = (gpu_card(base), gpu_card(new)) if key == "gpu.uuid" else (_lookup(base, key), _lookup(new, key))
         if a != b:
             out.append(EnvDifference(key, _text(a), _text(b)))
     return tuple(out)

@@ -18,6 +18,7 @@ from ..errors import BadInput, did_you_mean
 from ..fmt import fmt_num, fmt_pct, missing
 from ..metrics import BY_NAME, metrics_in
 from ..results import Run, caveats, load_run, summarize, window_cpu_loop_ms
+from ..results.identity import gpu_card
 from ..results.losscurve import Curve, read_curves
 from ..results.scaling import allreduce_busbw
 from ..stats import MIN_REPEATS, separation
@@ -126,13 +127,6 @@ def device_name(env: dict[str, Any] | None) -> str:
     return "CPU" if str(env.get("device", "")).startswith("cpu") else str(env.get("device") or "?")
 
 
-def card(env: dict[str, Any] | None) -> str | None:
-    """The GPU's UUID (env.json gpu.uuid), its first 12 characters; None without one."""
-    gpu = env.get("gpu") if env else None
-    uuid = gpu.get("uuid") if isinstance(gpu, dict) else None
-    return str(uuid)[:12] if uuid else None
-
-
 def load(path: Path, baseline: str | None = None) -> Report:
     """Read a result directory (or its results.csv) and env.json, and build its report."""
     run = load_run(Path(path))
@@ -158,7 +152,7 @@ def load_many(paths: Sequence[Path], baseline: str | None = None) -> Report:
     report = build(frame, runs[0].env, runs[0].csv_path, baseline)
     note = f"rows pooled from {len(runs)} result directories: " + ", ".join(str(r.csv_path.parent) for r in runs)
     devices = list(dict.fromkeys(device_name(r.env) for r in runs))
-    cards = list(dict.fromkeys(u for u in (card(r.env) for r in runs) if u))
+    cards = list(dict.fromkeys(u for u in (gpu_card(r.env) for r in runs) if u))
     if len(devices) > 1:
         note += f"; they ran on different devices ({', '.join(devices)}): compare across them with care"
     else:

@@ -86,6 +86,14 @@ def gpu_model(env: dict[str, Any] | None) -> str | None:
     return None
 
 
+def gpu_card(env: dict[str, Any] | None) -> str | None:
+    """Which card of its model a run had: env.json's gpu.uuid to its first 12 characters
+    ("GPU-0860ed39"), None without one."""
+    gpu = env.get("gpu") if env else None
+    uuid = gpu.get("uuid") if isinstance(gpu, dict) else None
+    return str(uuid)[:12] if uuid else None
+
+
 def series_settings(scenario: str, row: dict[str, Any], gpu: str) -> dict[str, Any]:
     """What a series key is made of: the scenario, its settings, the GPU model and the model."""
     settings = {key: plain(row.get(key)) for key in KEY_SETTINGS}
