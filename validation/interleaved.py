@@ -229,10 +229,10 @@ def alternate(
 def profiled_blocks(
     sides: dict[str, Callable[[], None]], steps: int, sync: Callable[[], None], device: Any, stem: Path
 ) -> dict[str, Any]:
-    """One more block of each side under the worker's profiler (bench/worker/profiling.py, what
-    `profile = N` runs), after the timed pairs (the profiler's own cost is in neither side's
-    figures): per side STEPS steps (PROFILE_STEPS), its step time under the profiler, its gzipped Chrome trace
-    (STEM-a.trace.json.gz), the kernel time per step by category and the operators with the most
+    """STEPS more steps of each side (at most PROFILE_STEPS) under the worker's profiler
+    (bench/worker/profiling.py, what `profile = N` runs), after the timed pairs (the profiler's own
+    cost is in neither side's figures): per side its steps, its step time under the profiler, its
+    gzipped Chrome trace (STEM-a.trace.json.gz), the kernel time per step by category and the operators with the most
     self CPU time per step: where a slower side's host time goes (interleave_stats.profile_gap)."""
     from bench.measure.kernels import NAMES
     from bench.worker.profiling import StepProfiler, on_device
