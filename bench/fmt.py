@@ -78,6 +78,13 @@ def noise_legend(judged: Iterable[Any], short: bool = False) -> str:
     return "; ".join(parts)
 
 
+def mem_size(mb: float | None) -> str:
+    """24576 -> '24.0 GB', 170 -> '170 MB' (1 GB = 1024 MB, as --gpu-memory); '-' for None."""
+    if mb is None:
+        return "-"
+    return f"{mb / 1024:,.1f} GB" if mb >= 1024 else f"{mb:,.0f} MB"
+
+
 def sentence(text: str) -> str:
     """A note as a sentence: a capital first letter and a full stop."""
     return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import BadInput
+from ..fmt import mem_size
 from ..measure import cpuspeed
 from ..run import required
 from ..run.launcher import DEFAULT_LAUNCHER
@@ -365,10 +366,9 @@ def run(
         )
         kept = folder_bytes(plan.shared_dir)
         if kept:
-            size = f"{kept / 1e9:.1f} GB" if kept >= 1e8 else f"{kept / 1e6:.0f} MB"
             err.print(
-                f"the random weights its workers share ({size}, {plan.shared_dir}) are kept for it; "
-                "delete that folder if you will not resume",
+                f"the random weights its workers share ({mem_size(kept / 2**20)}, {plan.shared_dir}) are kept "
+                "for it; delete that folder if you will not resume",
                 markup=False,
                 soft_wrap=True,
             )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
+from ..fmt import mem_size
 from ..fsio import atomic_write_json
 
 FIT_JSON = "fit.json"
@@ -129,17 +130,10 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-def gb(mb: float | None) -> str:
-    """24576 -> '24.0 GB', 170 -> '170 MB' (1 GB = 1024 MB, as --gpu-memory)."""
-    if mb is None:
-        return "-"
-    return f"{mb / 1024:,.1f} GB" if mb >= 1024 else f"{mb:,.0f} MB"
-
-
 def headline(summary: FitSummary) -> str:
     """One sentence: the fastest recipe that fits."""
     best = ranked(summary)
-    where = f"in {gb(summary.gpu_memory_mb)}" if summary.gpu_memory_mb else "here"
+    where = f"in {mem_size(summary.gpu_memory_mb)}" if summary.gpu_memory_mb else "here"
     if not best:
         return f"no scenario trained {where} at any {summary.dimension} probed"
     top = best[0]
