@@ -23,10 +23,10 @@ Parts (each a result directory under --out):
               have finished; takes no extra arguments
   fabric-vit-interleaved
               python -m validation.interleaved --matrix fabric-vit --pairs 80 --only (every
-              single-GPU row) --profile-block: the Fabric talk's rows and the Accelerate row of
-              the same recipe against their loops (the Fabric issue's 5%), 3 profiled steps a
-              side after the pairs (where a slower side's host time goes); 14 processes of about 65 s
-              on an H100 (15 minutes); takes no extra arguments
+              single-GPU row) --profile-block: the Fabric talk's rows with both ViTs and the
+              Accelerate row of the same recipe against their loops (the Fabric issue's 5%), 3
+              profiled steps a side after the pairs (where a slower side's host time goes); 18
+              processes of about 65 s on an H100 (20 minutes); takes no extra arguments
   fabric-vit-interleaved-pieces
               --only '' --control plain --bare-engine accelerate-32 --trackers plain
               --sampler-cost plain: an A/A control, accelerate's and gpubench's shares, the
@@ -105,13 +105,15 @@ SCRIPT_PARTS = {
     "fabric-vit-fidelity": ScriptPart("model_fidelity", [
         "--matrix", "fabric-vit", "--repeats", "3",
     ], "fidelity.csv", False, results_of="fabric-vit"),
-    # every single-GPU row of the Fabric talk against its loop (the Fabric issue's 5%), and the
-    # Accelerate row of the same recipe, the engine with the sampler on its blocks; 40 pairs in
-    # each build order (20 left intervals of +-3-4% on the unsteady H100 hosts). Apart from the
+    # every single-GPU row of the Fabric talk against its loop (the Fabric issue's 5%), both ViTs,
+    # and the Accelerate row of the same recipe, the engine with the sampler on its blocks; 40 pairs
+    # in each build order (20 left intervals of +-3-4% on the unsteady H100 hosts). Apart from the
     # pieces below, so that it fits one session's device time.
     "fabric-vit-interleaved": ScriptPart("interleaved", [
         "--matrix", "fabric-vit", "--pairs", "80",
-        "--only", "plain,compile,fabric-32,fabric-bf16,fabric-fp16,fabric-bf16-b64,accelerate-32", "--profile-block",
+        "--only", "plain,compile,fabric-32,fabric-bf16,fabric-fp16,fabric-bf16-b64,accelerate-32,"
+                  "tv-plain,tv-fabric-bf16",
+        "--profile-block",
     ], "interleaved.csv", False),
     # an A/A control, accelerate's share (its bare engine) and gpubench's (the torch engine against
     # itself bare), the sampler's cost on the loop

@@ -5,6 +5,7 @@ are in results/h200-bert-large/interleaved). The statistics: test_interleave_sta
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from harness import REPO, write_matrix
+from tvstub import real_torchvision, write_stub
 
 pytestmark = pytest.mark.validation
 
@@ -19,9 +21,11 @@ SCRIPT = [sys.executable, "-m", "validation.interleaved"]
 HANG_GUARD_S = 3600  # only a hang reaches this: the run below takes minutes even on a busy 2-core CPU
 
 
-def run(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(out: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     cmd = [*SCRIPT, "--out", str(out), "--device", "cpu", *args]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        cmd, cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, stdin=subprocess.DEVNULL, env=env
+    )
 
 
 def test_interleaved_runs_each_kind_in_both_build_orders_and_resumes(tmp_path: Path) -> None:
@@ -131,6 +135,29 @@ def test_any_matrix_interleaves_its_engine_with_model_loop_and_a_fabric_row_with
         refused.returncode == 2
         and "interleaving needs one process, the accelerate or fabric or torch engine" in refused.stderr
     )
+
+
+def test_torchvisions_vit_interleaves_with_the_same_loop_on_each_engine(tmp_path: Path) -> None:
+    """fabric-vit's torchvision rows (`tv-plain`, `tv-fabric-bf16`) against their loops: the family's
+    model on both sides (torchvision's own where it imports, else tests/tvstub.py's, on the
+    children's PYTHONPATH), the torch engine against the plain loop and Fabric against Fabric's."""
+    paths = [] if real_torchvision() else [str(write_stub(tmp_path / "stub"))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")])}
+    base = {"model": "tv-vit-tiny", "batch_size": 2, "samples": 16, "warmup_steps": 1, "window": 4}
+    tv = {"attn_implementation": "default"}  # torchvision's attention is nn.MultiheadAttention
+    rows = {"tv-pt": {**tv, "engine": "torch", "precision": "fp32"}, "tv-fab": {**tv, "precision": "bf16-mixed"}}
+    matrix = write_matrix(tmp_path / "m.toml", rows, base={**base, "engine": "fabric"})
+    out = tmp_path / "il"
+    done = run(out, "--matrix", str(matrix), "--only", "tv-pt,tv-fab", "--pairs", "2", "--build-first", "b",
+               "--block-steps", "1", env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    pt, fab = (json.loads((out / f"{n}.json").read_text()) for n in ("tv-pt", "tv-fab"))
+    assert pt["a"] == "gpubench's torch engine" and pt["b"] == "validation/model_loop.py's loop"
+    assert fab["b"] == "validation/model_loop.py's loop (Fabric's, as the talk's scripts)"
+    for result in (pt, fab):
+        assert result["model"] == "tv-vit-tiny"
+        assert len(result["blocks"]) == 4 and all(b["seconds"] > 0 and b["samples"] == 2 for b in result["blocks"])
+    assert set(pd.read_csv(out / "interleaved.csv")["scenario"]) == {"tv-pt", "tv-fab"}
 
 
 def test_the_sampler_helper_ends_on_its_command_while_a_forked_child_holds_its_pipe(
