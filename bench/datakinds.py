@@ -23,6 +23,7 @@ CAUSAL, CLASSIFY, IMAGE = "causal-lm", "sequence-classification", "image-classif
 BYTE_VOCAB = 257  # the byte-level fallback: byte b is id b + 1, id 0 ends a document
 CIFAR_CLASSES = 10
 CIFAR_BATCHES = "data_batch_*"
+CIFAR_TEST = "test_batch"
 
 Check = Callable[[str, "DataSettings", Mapping[str, Any]], None]
 
@@ -33,6 +34,7 @@ class DataSettings:
 
     tokenizer: str = ""
     column: str = "text"
+    held_out: bool = False  # eval_samples > 0: the kind's held-out split is read too
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,8 @@ class DataKind:
     """One kind of data. `builder`: "module:function" of the worker that builds it; `argument`:
     what follows "NAME:" ("" when it takes none); `tokenized`: text that `tokenizer` turns into ids;
     `columns`: a table whose column `data_column` holds the text;
-    `learnable`: a deterministic task a model learns (the loss falls), not noise."""
+    `learnable`: a deterministic task a model learns (the loss falls), not noise; `held_out`: what
+    its held-out split is, which `eval_samples` scores after training ("": it has none)."""
 
     name: str
     tasks: tuple[str, ...]
@@ -52,6 +55,7 @@ class DataKind:
     columns: bool = False  # reads the scenario's data_column
     learnable: bool = False
     check: Check | None = None  # plan-time check of the argument, given the model's config
+    held_out: str = ""
 
     def serves(self, task: str) -> bool:
         return task in self.tasks
@@ -142,9 +146,15 @@ def check_cifar10(arg: str, settings: DataSettings, cfg: Mapping[str, Any]) -> N
         )
     if int(cfg.get("num_channels", 3)) != 3:
         raise BadInput(f"{what}: CIFAR-10's images are RGB, the model takes num_channels = {cfg['num_channels']}")
+    if settings.held_out and not (path / CIFAR_TEST).is_file():
+        raise BadInput(
+            f"{what}: {path} holds no {CIFAR_TEST}, the test images eval_samples scores",
+            hint="give the whole cifar-10-batches-py folder, or set eval_samples = 0",
+        )
 
 
 WORKER = "bench.worker"
+SYNTHETIC_HELD_OUT = "new rows of the same task (other draws of its seed), never trained on"
 KINDS: dict[str, DataKind] = {
     kind.name: kind
     for kind in (
@@ -160,6 +170,7 @@ KINDS: dict[str, DataKind] = {
             f"{WORKER}.datasynth:lm_synthetic",
             "a sparse Markov chain over 512 token ids: the loss falls from ln(vocab) toward ~1.1",
             learnable=True,
+            held_out=SYNTHETIC_HELD_OUT,
         ),
         DataKind(
             "cls-synthetic",
@@ -167,6 +178,7 @@ KINDS: dict[str, DataKind] = {
             f"{WORKER}.datasynth:cls_synthetic",
             "the label is the majority class of the tokens (token class = id mod num_labels)",
             learnable=True,
+            held_out=SYNTHETIC_HELD_OUT,
         ),
         DataKind(
             "vision-synthetic",
@@ -174,6 +186,7 @@ KINDS: dict[str, DataKind] = {
             f"{WORKER}.datasynth:vision_synthetic",
             "one smooth pattern per class plus noise, at the model's image size",
             learnable=True,
+            held_out=SYNTHETIC_HELD_OUT,
         ),
         DataKind(
             "text",
@@ -205,6 +218,7 @@ KINDS: dict[str, DataKind] = {
             argument="DIR",
             learnable=True,
             check=check_cifar10,
+            held_out=f"{CIFAR_TEST}: CIFAR-10's 10,000 test images",
         ),
     )
 }
@@ -232,6 +246,16 @@ def syntax_error(data: Any) -> str | None:
     if not kind.argument and ":" in data:
         return f'takes no argument: data = "{name}"'
     return None
+
+
+def held_out_error(data: str) -> str | None:
+    """Why `eval_samples` cannot score this data after training (its kind has no held-out split), or None."""
+    name, _ = split(data)
+    if KINDS[name].held_out:
+        return None
+    having = ", ".join(f"{k.name}:{k.argument}" if k.argument else k.name for k in KINDS.values() if k.held_out)
+    why = "its labels are all 0, nothing to learn" if name == DEFAULT else "it is training data only"
+    return f'needs data with a held-out split; data = "{data}" has none ({why}): use {having}, or eval_samples = 0'
 
 
 def absolute(data: str) -> str:

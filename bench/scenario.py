@@ -61,6 +61,7 @@ WHOLE_RANGES = {
     "warmup_steps": (0, 10_000_000),
     "seed": (0, 2**32 - 1),
     "profile_steps": (0, 1000),  # a trace of more steps than this is hundreds of MB
+    "eval_samples": (0, 10_000_000),
     "lr_warmup_steps": (0, 10_000_000),
     "loss_every_steps": (0, 10_000_000),
 }
@@ -99,6 +100,7 @@ class Scenario:
     window: int | str = "epoch"  # "epoch" | "auto" | optimizer steps
     profile_steps: int = 0  # optimizer steps after the window under torch.profiler (bench/worker/profiling.py)
     profile_memory: bool = False  # with profile_steps: an allocator snapshot too (CUDA)
+    eval_samples: int = 0  # held-out samples scored after training (accuracy, loss: bench/worker/evaluate.py)
     compile_mode: str = "default"  # torch.compile's mode, with compile = true
     # -- decoder LLM techniques (a Llama-style model; docs/llm.md)
     peft: str = "none"  # "lora": train low-rank adapters on a frozen base
@@ -279,9 +281,9 @@ class Scenario:
             )
         if self.gpus != "all" and not _whole(self.gpus, 1, MAX_GPUS_PER_NODE):
             raise bad("gpus", self.gpus, f'must be a whole number from 1 to {MAX_GPUS_PER_NODE}, or "all"')
-        if self.profile_steps or self.inject_fault != "none":
-            key = "profile_steps" if self.profile_steps else "inject_fault"
-            raise bad(key, getattr(self, key), "is the built-in worker's; a command scenario has no such step")
+        for key, off in (("profile_steps", 0), ("inject_fault", "none"), ("eval_samples", 0)):
+            if getattr(self, key) != off:
+                raise bad(key, getattr(self, key), "is the built-in worker's; a command scenario has no such step")
         if not (
             (isinstance(self.window, str) and self.window in WINDOW_MODES) or _whole(self.window, 1, MAX_WINDOW_STEPS)
         ):
@@ -321,6 +323,9 @@ class Scenario:
         if why:
             raise bad("data", self.data, why)
         kind = datakinds.KINDS[datakinds.split(self.data)[0]]
+        held_out = datakinds.held_out_error(self.data) if self.eval_samples else None
+        if held_out:
+            raise bad("eval_samples", self.eval_samples, held_out)
         for key, applies, default, needs in (
             ("tokenizer", kind.tokenized, "", "text data (text:PATH or saved:PATH)"),
             ("data_column", kind.columns, "text", 'data = "saved:PATH"'),

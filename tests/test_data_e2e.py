@@ -60,3 +60,33 @@ def test_run_data_sets_every_scenarios_data_and_a_kind_of_another_task_exits_2(t
         "scenario 'baseline': data = \"lm-synthetic\": the lm-synthetic kind serves causal-lm, but tiny trains "
         "sequence-classification (for sequence-classification use one of random, cls-synthetic)"
     ) in done.err
+
+
+def test_eval_samples_scores_each_model_on_held_out_rows_after_training(tmp_path: Path) -> None:
+    """--eval N: a causal LM's next-token accuracy over the held-out rows' labelled tokens, an image
+    classifier's top-1 over its rows; both in the row, the run table and the report."""
+    vit = {"model": "vit-tiny", "engine": "torch", "data": "vision-synthetic", "batch_size": 8, "samples": 64}
+    matrix = write_matrix(tmp_path / "m.toml", {"lm": {"data": "lm-synthetic"}, "vit": vit}, base=BASE)
+    out = tmp_path / "run"
+    done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--eval", "16", "--out", out, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_results(out / RESULTS_CSV).set_index("scenario")
+    assert (rows["status"] == "ok").all() and (rows["eval_samples"] == 16).all()
+    assert rows.loc["lm", "eval_scored"] == 16 * (BASE["seq_len"] - 1)  # position t predicts token t + 1
+    assert rows.loc["vit", "eval_scored"] == 16
+    assert rows["eval_accuracy"].between(0, 1).all() and (rows["eval_loss"] > 0).all() and (rows["eval_s"] > 0).all()
+    assert rows["eval_note"].isna().all()
+    assert "held-out acc" in done.stdout
+    report = gpubench_in_process("report", str(out), "--format", "markdown")
+    assert report.code == 0 and "held-out accuracy (%)" in report.out
+    again = gpubench_in_process("run", "--resume", str(out), "--eval", "8")  # named by its own flag
+    assert again.code == 2 and "--eval would change the run's scenarios" in again.err
+
+
+def test_eval_samples_on_random_data_exits_2_before_any_work(tmp_path: Path) -> None:
+    done = gpubench_in_process("run", "--matrix", "quick", "--eval", "8", "--device", "cpu", "--out", tmp_path / "o")
+    assert done.code == 2
+    assert (
+        "scenario 'baseline': eval_samples = 8 needs data with a held-out split; data = \"random\" has none" in done.err
+    )
+    assert not (tmp_path / "o").exists()

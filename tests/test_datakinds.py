@@ -34,8 +34,8 @@ def has_datasets() -> bool:
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """One small file of each kind that reads one: a text file, a CIFAR-10 folder of one batch
-    (python's pickle format, protocol 2 as CIFAR's own), a save_to_disk folder."""
+    """One small file of each kind that reads one: a text file, a CIFAR-10 folder of one batch and
+    its test batch (python's pickle format, protocol 2 as CIFAR's own), a save_to_disk folder."""
     import numpy as np
 
     root = tmp_path_factory.mktemp("data")
@@ -45,6 +45,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     rng = np.random.default_rng(0)
     batch = {b"data": rng.integers(0, 256, (5, 3072), dtype=np.uint8), b"labels": [0, 9, 3, 3, 1]}
     (cifar / "data_batch_1").write_bytes(pickle.dumps(batch, protocol=2))
+    test = {b"data": rng.integers(0, 256, (3, 3072), dtype=np.uint8), b"labels": [7, 2, 5]}
+    (cifar / "test_batch").write_bytes(pickle.dumps(test, protocol=2))
     out = {"text": root / "corpus.txt", "cifar10": cifar}
     if has_datasets():
         from datasets import Dataset
@@ -62,12 +64,14 @@ def data_value(name: str, files: dict[str, Path]) -> str:
     return f"{name}:{files[name]}"
 
 
-def build(name: str, task: str, files: dict[str, Path], samples: int = SAMPLES, seed: int = 0) -> Any:
+def build(
+    name: str, task: str, files: dict[str, Path], samples: int = SAMPLES, seed: int = 0, split: str = "train"
+) -> Any:
     from bench.families.build import model_config
     from bench.worker.data import dataset_for
 
     config = model_config(MODEL_OF_TASK[task])
-    return config, dataset_for(config, task, samples, SEQ_LEN, seed, "memory", data_value(name, files))
+    return config, dataset_for(config, task, samples, SEQ_LEN, seed, "memory", data_value(name, files), split=split)
 
 
 def test_every_kind_names_a_builder_tasks_and_the_argument_its_check_reads() -> None:
@@ -122,15 +126,79 @@ def test_the_learnable_kinds_do_not_follow_the_scenarios_seed_and_random_does(fi
         assert torch.equal(a[0]["input_ids"], b[0]["input_ids"]) == (name != "random")
 
 
-def test_the_synthetic_labels_are_functions_of_the_inputs(files: dict[str, Path]) -> None:
-    """cls-synthetic: the majority class of (id - 100) mod num_labels; about even classes."""
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_the_synthetic_labels_are_functions_of_the_inputs(files: dict[str, Path], split: str) -> None:
+    """cls-synthetic: the majority class of (id - 100) mod num_labels; about even classes; in the
+    held-out split as in the training rows (the same task)."""
     import torch
 
-    config, ds = build("cls-synthetic", "sequence-classification", files, samples=400)
+    config, ds = build("cls-synthetic", "sequence-classification", files, samples=400, split=split)
     ids = ds.inputs["input_ids"] - 100
     counts = torch.stack([(ids % config.num_labels == c).sum(1) for c in range(config.num_labels)], 1)
     assert torch.equal(counts.argmax(1), ds.labels)
     assert torch.bincount(ds.labels).min() > 400 / config.num_labels * 0.8
+
+
+HELD_OUT = [(name, task) for name, task in CASES if KINDS[name].held_out]
+
+
+@pytest.mark.parametrize("case", HELD_OUT, ids=["/".join(c) for c in HELD_OUT])
+def test_a_held_out_split_is_other_rows_of_the_same_task(case: tuple[str, str], files: dict[str, Path]) -> None:
+    """eval_samples' rows: none of them a training row, the training rows as they were without one,
+    and the task's structure shared (a synthetic kind's class patterns or chain; CIFAR-10's test batch)."""
+    import torch
+
+    name, task = case
+    key = "pixel_values" if task == "image-classification" else "input_ids"
+    _, train = build(name, task, files, samples=SAMPLES)
+    _, test = build(name, task, files, samples=SAMPLES, split="test")
+    _, again = build(name, task, files, samples=SAMPLES, seed=7)  # the learnable kinds ignore the seed
+    assert torch.equal(train.inputs[key], again.inputs[key]) and len(test) == SAMPLES
+    trained = {tuple(row.flatten().tolist()) for row in train.inputs[key]}
+    assert not any(tuple(row.flatten().tolist()) in trained for row in test.inputs[key])
+    if name == "cifar10":
+        assert test.labels.tolist() == [7, 2, 5, 7, 2, 5]  # test_batch's, repeated up to the samples
+    elif (
+        name == "lm-synthetic"
+    ):  # the same chain: every step of a test row is a step some row of a larger training set takes
+        _, big = build(name, task, files, samples=400)
+        seen = {(a, b) for row in big.inputs[key].tolist() for a, b in zip(row, row[1:], strict=False)}
+        steps = [(a, b) for row in test.inputs[key].tolist() for a, b in zip(row, row[1:], strict=False)]
+        assert sum(step in seen for step in steps) / len(steps) > 0.9
+    elif name == "vision-synthetic":  # the same class patterns: each test image nearest its class's training mean
+        _, big = build(name, task, files, samples=200)
+        means = torch.stack([big.inputs[key][big.labels == c].mean(0) for c in range(int(big.labels.max()) + 1)])
+        nearest = torch.cdist(test.inputs[key].flatten(1), means.flatten(1)).argmin(1)
+        assert torch.equal(nearest, test.labels)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    name=st.sampled_from([n for n, k in KINDS.items() if not k.held_out]),
+    samples=st.integers(1, 10_000_000),
+)
+def test_eval_samples_on_data_without_a_held_out_split_is_refused_by_the_scenario(name: str, samples: int) -> None:
+    value = f"{name}:/some/path" if KINDS[name].argument else name
+    with pytest.raises(BadInput) as refused:
+        Scenario(name="s", data=value, eval_samples=samples)
+    message = refused.value.message
+    assert message.startswith(f"scenario 's': eval_samples = {samples} needs data with a held-out split")
+    assert all(n in message for n, k in KINDS.items() if k.held_out)
+    assert Scenario(name="s", data=value).eval_samples == 0  # without eval_samples the data is fine
+
+
+def test_a_cifar_folder_without_its_test_batch_is_refused_only_when_scored(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    import shutil
+
+    cfg = read_config("vit-tiny")
+    folder = tmp_path / "cifar"
+    shutil.copytree(files["cifar10"], folder)
+    (folder / "test_batch").unlink()
+    datakinds.check(f"cifar10:{folder}", "image-classification", cfg, DataSettings(), "vit-tiny")
+    with pytest.raises(BadInput, match=r"holds no test_batch, the test images eval_samples scores"):
+        datakinds.check(f"cifar10:{folder}", "image-classification", cfg, DataSettings(held_out=True), "vit-tiny")
 
 
 def test_packing_joins_documents_with_eos_and_cuts_blocks() -> None:

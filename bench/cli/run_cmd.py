@@ -104,6 +104,16 @@ def run(
             "and kernel time per step by category (prof_* columns); the window stays unprofiled.",
         ),
     ] = None,
+    eval_samples: Annotated[
+        int | None,
+        typer.Option(
+            "--eval",
+            metavar="N",
+            min=0,
+            help="After training, score each row's model on N held-out samples of its data (eval_accuracy, "
+            "eval_loss; after the window); needs data with a held-out split (--data vision-synthetic, cifar10:DIR).",
+        ),
+    ] = None,
     ceiling: Annotated[
         bool,
         typer.Option(
@@ -279,6 +289,7 @@ def run(
             "engine": engine,
             "data": data,
             "profile_steps": profile,
+            "eval_samples": eval_samples,
             "gpus": gpus_value(gpus),
             "nnodes": nnodes,
             "node_rank": node_rank,

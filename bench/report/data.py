@@ -496,6 +496,12 @@ def loss_cells(r: dict[str, Any]) -> list[str]:
     return [fmt_num(r.get("final_window_loss"), 4), verdict]
 
 
+def accuracy_cell(r: dict[str, Any], unit: str = "%") -> str:
+    """A summary row's held-out accuracy (eval_samples, bench/worker/evaluate.py), in %, followed by `unit`."""
+    value = r.get("eval_accuracy")
+    return f"{value * 100:.1f}{unit}" if isinstance(value, float) and not missing(value) else "–"
+
+
 def gpu_cells(r: dict[str, Any], unit: str = "") -> list[str]:
     """A summary row's GPU cells, in the tables' order: MFU of the measured ceiling (in %, followed
     by `unit`), J/sample, mean W, GPU-hours and kWh per 1e9 tokens, the bound label."""

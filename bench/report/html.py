@@ -17,7 +17,17 @@ from ..fmt import fmt_date, fmt_num, fmt_pct, missing, noise_legend, noise_tag, 
 from ..fsio import atomic_write_text
 from ..results import NOISE_COLUMNS
 from ..results.scaling import allreduce_busbw
-from .data import Problem, Report, device_name, env_part, findings, gpu_cells, load_many, loss_cells
+from .data import (
+    Problem,
+    Report,
+    accuracy_cell,
+    device_name,
+    env_part,
+    findings,
+    gpu_cells,
+    load_many,
+    loss_cells,
+)
 from .fit import chart_points, fit_of
 from .fit import html_section as fit_section
 from .scaling import ScalingLine, workloads
@@ -219,6 +229,7 @@ def _summary(report: Report) -> str:
         ("bound", "its counters", report.has("bound")),
         ("loss", "final window", report.has("final_window_loss")),
         ("loss", "vs reference", report.has("parity")),
+        ("accuracy", "held-out", report.has("eval_accuracy")),
     ]
     shown = [c[2] for c in columns]
     head = "".join(f"<th>{h}</th>" for h in ("scenario", "what it changes", "status"))
@@ -240,6 +251,7 @@ def _summary(report: Report) -> str:
             "–" if missing(r["mfu"]) else f"{r['mfu'] * 100:.1f}%",
             *gpu_cells(r, "%"),
             *loss_cells(r),
+            accuracy_cell(r),
         ]
         row = [
             f'<td class="name">{_scenario_cell(r)}</td>',

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..fmt import fmt_date, fmt_num, md_table, md_text, missing, noise_legend, noise_tag, sentence
 from ..results import NOISE_COLUMNS
-from .data import Report, device_name, env_part, findings, gpu_cells, loss_cells
+from .data import Report, accuracy_cell, device_name, env_part, findings, gpu_cells, loss_cells
 from .fit import fit_of, markdown_lines
 
 BASE_MARK, FRONT_MARK = "★", "◆"
@@ -80,6 +80,7 @@ def _summary(report: Report) -> tuple[list[str], list[list[str]], list[bool]]:
         ("bound", False, report.has("bound")),
         ("loss, final window", True, report.has("final_window_loss")),
         ("loss vs reference", False, report.has("parity")),
+        ("held-out accuracy (%)", True, report.has("eval_accuracy")),
     ]
     rows = []
     for r in s.to_dict("records"):
@@ -96,6 +97,7 @@ def _summary(report: Report) -> tuple[list[str], list[list[str]], list[bool]]:
             "–" if missing(r["mfu"]) else f"{r['mfu'] * 100:.1f}",
             *gpu_cells(r, ""),
             *loss_cells(r),
+            accuracy_cell(r, unit=""),
         ]
         rows.append([c for c, (_, _, show) in zip(cells, columns, strict=True) if show])
     shown = [c for c in columns if c[2]]

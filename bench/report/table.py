@@ -32,6 +32,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
         Column("peak MB", right=True, drop=5),
         Column("vs base", right=True, drop=2),
         Column("loss", right=True, drop=1),
+        Column("held-out acc", right=True, drop=10),  # eval_samples rows only ("-" columns are left out)
         Column("parity", drop=9),  # vs the loss reference (bench/results/parity.py); "-" columns are left out
         Column("bound", drop=8),  # GPU rows only (bench/results/bound.py; "-" columns are left out)
         Column("note", note=True, drop=3),
@@ -56,6 +57,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
                 num(row["peak_mem_mb"], 0),
                 _vs(row, "peak_mem_mb"),
                 spec(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
+                spec(row.get("eval_accuracy"), ".1%"),
                 parity_cell(row),
                 str(row.get("bound") or "-"),
                 error if len(error) <= NOTE_CHARS else error[: NOTE_CHARS - 1] + "…",

@@ -124,6 +124,11 @@ TRAINING_COLUMNS = [
     "loss_accum_divided",  # the Trainer, accumulating: did backward see each micro-batch's share of the step
     "initial_loss",  # the loss curve's first point
     "final_window_loss",  # the mean loss over the curve's last 20% of optimizer steps
+    "eval_accuracy",  # eval_samples: top-1 accuracy on the data's held-out split after training
+    "eval_loss",  # the model's loss over the same rows
+    "eval_scored",  # what the accuracy counts: rows, or a causal LM's labelled tokens
+    "eval_s",  # seconds the scoring took (after the window: in no other figure)
+    "eval_note",  # why a row that asked for eval_samples has no figures
     "parity",  # equivalent, deviates, diverged, reference; empty: not judged (bench/results/parity.py)
     "parity_delta",  # final_window_loss - the reference seeds' mean
     "parity_band",  # the band's half-width: the 95% prediction interval of one more reference seed
@@ -223,6 +228,7 @@ NONFINITE_COLUMNS = (
     "final_loss",
     "initial_loss",
     "final_window_loss",
+    "eval_loss",
 )  # a diverged row records the NaN or infinite loss
 REQUIRED_COLUMNS = ["scenario", "repeat", "status", "samples_per_s", "peak_mem_mb"]
 # The results format (docs/results-format.md): env.json `results_format`. 1: the columns of this

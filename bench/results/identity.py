@@ -41,6 +41,7 @@ NOT_IN_KEY = (
     "profile_steps",
     "profile_memory",
     "loss_every_steps",  # how often the loss curve takes a point: after the fact, not what is timed
+    "eval_samples",  # held-out scoring runs after the training (bench/worker/evaluate.py)
 )
 KEY_SETTINGS = tuple(c for c in SETTING_COLUMNS if c not in NOT_IN_KEY)
 # settings added after results were first recorded, with their defaults

@@ -47,6 +47,7 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
             "peak_mem_source": ok["peak_mem_source"].iloc[0] if len(ok) else "",
             "torch_max_allocated_mb": _median(ok, "torch_max_allocated_mb"),
             "final_loss": _median(ok, "final_loss"),
+            "eval_accuracy": _median(ok, "eval_accuracy"),
             "mfu": _median(ok, "mfu"),
             "world_size": _median(ok, "world_size"),
             "scaling_efficiency": _median(ok, "scaling_efficiency"),
@@ -94,9 +95,13 @@ UNDIVIDED_NOTE = "Trainer: loss not divided over accumulation (transformers#4768
 
 
 def _training_note(ok: pd.DataFrame) -> str:
-    """What the row trained that its settings do not say: UNDIVIDED_NOTE, or ""."""
+    """What the row trained that its settings do not say (UNDIVIDED_NOTE), and why a row that asked
+    for held-out scoring has no accuracy (its first repeat's eval_note); "" when neither."""
     seen = [str(v).lower() for v in ok.get("loss_accum_divided", pd.Series(dtype=object)) if not pd.isna(v)]
-    return UNDIVIDED_NOTE if "false" in seen else ""
+    unscored = [
+        f"no held-out accuracy: {v}" for v in ok.get("eval_note", pd.Series(dtype=object)) if isinstance(v, str) and v
+    ]
+    return "; ".join([UNDIVIDED_NOTE] * ("false" in seen) + unscored[:1])
 
 
 def _bound(ok: pd.DataFrame) -> dict[str, Any]:

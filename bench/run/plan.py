@@ -240,7 +240,11 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         for flag, given in (
             ("--model", request.model),
             ("--only", request.only),
-            *((f"--{k.replace('_', '-')}", v) for k, v in request.overrides.items() if k not in NODE_OWN),
+            *(
+                (OVERRIDE_FLAGS.get(k, f"--{k.replace('_', '-')}"), v)
+                for k, v in request.overrides.items()
+                if k not in NODE_OWN
+            ),
         )
         if given is not None
     ]
@@ -333,6 +337,7 @@ def resolve_models(scenarios: tuple[Scenario, ...], device: str) -> list[str]:
 COMMAND_MATRIX = "cmd"  # the plan's matrix name for `run --cmd`
 # what `run --cmd` takes from the command line: the window's settings, the timeout, the GPUs it sees
 COMMAND_OVERRIDES = ("warmup_steps", "window", "gpus")
+OVERRIDE_FLAGS = {"profile_steps": "--profile", "eval_samples": "--eval"}  # the rest: --KEY-WITH-DASHES
 
 
 def command_scenario(request: RunRequest) -> Scenario:
@@ -378,7 +383,7 @@ def check_data(scenarios: tuple[Scenario, ...], device: str) -> tuple[Scenario, 
         model = resolve_model(sc.model, device)
         cfg = read_config(model)
         task = resolve_task(sc.task, cfg, for_config(cfg, model_origin(model)), model_origin(model))
-        settings = datakinds.DataSettings(tokenizer=sc.tokenizer, column=sc.data_column)
+        settings = datakinds.DataSettings(tokenizer=sc.tokenizer, column=sc.data_column, held_out=sc.eval_samples > 0)
         try:
             datakinds.check(sc.data, task, cfg, settings, display_name(model))
         except BadInput as exc:

@@ -53,7 +53,8 @@ class InMemoryDataset(torch.utils.data.Dataset):
 @dataclass(frozen=True)
 class DataRequest:
     """What a builder is asked for: `samples` rows for the model's `task`; `argument` is what
-    follows the kind's colon (a path)."""
+    follows the kind's colon (a path); `split`: "train", or "test" for the rows `eval_samples`
+    scores (only a kind with a held-out split gets it: bench/datakinds.py)."""
 
     config: Any
     task: str
@@ -63,6 +64,7 @@ class DataRequest:
     argument: str = ""
     tokenizer: str = ""
     column: str = "text"
+    split: str = "train"
 
     @property
     def vocab(self) -> int:
@@ -89,13 +91,16 @@ def dataset_for(
     data: str = datakinds.DEFAULT,
     tokenizer: str = "",
     column: str = "text",
+    split: str = "train",
 ) -> Any:
     """The scenario's data for the model's task, in the container `source` names. The learnable
     kinds draw from DATA_SEED, `random` from the scenario's seed (as the guide does)."""
     name, argument = datakinds.split(data)
     kind = datakinds.KINDS[name]
+    if split != "train" and not kind.held_out:
+        raise ValueError(f"data = {data!r} has no held-out split")  # the scenario refuses it first
     seed = DATA_SEED if kind.learnable else seed
-    request = DataRequest(config, task, samples, seq_len, seed, argument, tokenizer, column)
+    request = DataRequest(config, task, samples, seq_len, seed, argument, tokenizer, column, split)
     return contain(builder(kind)(request), source)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..datakinds import CIFAR_BATCHES, saved_split
+from ..datakinds import CIFAR_BATCHES, CIFAR_TEST, saved_split
 from .data import IGNORE, DataRequest, InMemoryDataset, image_shape
 
 BYTE_EOS = 0  # the byte-level fallback: byte b is id b + 1, id 0 ends a document
@@ -123,9 +123,10 @@ def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def cifar10(req: DataRequest) -> InMemoryDataset:
-    """cifar10:DIR: the data_batch_N files in order, repeated up to `samples`, scaled to [-1, 1] and
-    resized (bilinear) to the model's image size."""
-    files = sorted(Path(req.argument).glob(CIFAR_BATCHES))
+    """cifar10:DIR: the data_batch_N files in order (the held-out split: test_batch), repeated up to
+    `samples`, scaled to [-1, 1] and resized (bilinear) to the model's image size."""
+    folder = Path(req.argument)
+    files = sorted(folder.glob(CIFAR_BATCHES)) if req.split == "train" else [folder / CIFAR_TEST]
     images, labels = zip(*(read_cifar_batch(f) for f in files), strict=True)
     rows = np.arange(req.samples) % sum(len(x) for x in labels)
     pixels = torch.from_numpy(np.concatenate(images)[rows]).float().div_(127.5).sub_(1.0)

@@ -1,6 +1,8 @@
 """The learnable synthetic kinds: structure a tiny model learns in a few hundred steps, made from a
 seed with numpy, no download. Rows are drawn in order, so the first N rows are the same whatever the
-number asked for (a run of more samples trains on the same ones, and more)."""
+number asked for (a run of more samples trains on the same ones, and more). The task's structure
+(the chain, the classes' patterns) comes from the seed's first stream; the rows from the next ones,
+and a held-out split's rows (`eval_samples`) from streams of their own: the same task, other rows."""
 
 from __future__ import annotations
 
@@ -23,17 +25,28 @@ def _ids(vocab: int, states: int) -> tuple[int, int]:
     return min(100, vocab - count), count
 
 
+HELD_OUT_STREAMS = 1000  # a held-out split's row streams start here; the training rows' below
+
+
 def _streams(seed: int, n: int) -> list[np.random.Generator]:
     """`n` independent generators of one seed: each array is drawn from its own, so its rows do
     not depend on the size of the others."""
     return [np.random.default_rng([seed, i]) for i in range(n)]
 
 
+def _row_streams(req: DataRequest, n: int) -> list[np.random.Generator]:
+    """The `n` generators a split's rows are drawn from (after the structure's stream 0): streams
+    1..n for training, HELD_OUT_STREAMS.. for the held-out split, so no row is in both."""
+    first = 1 if req.split == "train" else HELD_OUT_STREAMS
+    return [np.random.default_rng([req.seed, first + i]) for i in range(n)]
+
+
 def lm_synthetic(req: DataRequest) -> InMemoryDataset:
     """A sparse Markov chain: each of LM_STATES ids is followed by one of 4 ids (LM_SUCCESSORS). A
     model that learned it has a loss of the successors' entropy (1.1 nats), against ln(vocab) for
     a guess; the labels are the ids (the model shifts them)."""
-    structure, starts, steps = _streams(req.seed, 3)
+    (structure,) = _streams(req.seed, 1)
+    starts, steps = _row_streams(req, 2)
     low, count = _ids(req.vocab, LM_STATES)
     successors = structure.integers(0, count, (count, len(LM_SUCCESSORS)))
     state = starts.integers(0, count, req.samples)
@@ -51,7 +64,7 @@ def cls_synthetic(req: DataRequest) -> InMemoryDataset:
     """Token id i (of CLS_STATES) is of class i mod num_labels; a row's label is the class most of
     its tokens are of (the lowest on a tie). Each row is planted with CLS_PLANTED of one class's
     tokens, so the classes are about even and the majority is clear."""
-    targets, tokens, planted = _streams(req.seed, 3)
+    targets, tokens, planted = _streams(req.seed, 3) if req.split == "train" else _row_streams(req, 3)
     low, count = _ids(req.vocab, CLS_STATES)
     classes = min(req.num_labels, count)
     target = targets.integers(0, classes, req.samples)
@@ -68,7 +81,8 @@ def cls_synthetic(req: DataRequest) -> InMemoryDataset:
 def vision_synthetic(req: DataRequest) -> InMemoryDataset:
     """One smooth pattern per class (a VISION_GRID grid of normal values per channel, stretched to
     the image) plus normal noise of VISION_NOISE; labels even over num_labels."""
-    patterns_rng, labels_rng, noise_rng = _streams(req.seed, 3)
+    (patterns_rng,) = _streams(req.seed, 1)
+    labels_rng, noise_rng = _row_streams(req, 2)
     channels, height, width = image_shape(req.config)
     grid = patterns_rng.standard_normal((req.num_labels, channels, VISION_GRID, VISION_GRID))
     rows, cols = np.arange(height) * VISION_GRID // height, np.arange(width) * VISION_GRID // width

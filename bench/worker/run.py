@@ -22,6 +22,7 @@ from . import dist
 from .clock import StepClock
 from .data import dataset_for, image_shape, trained_tokens
 from .engines.base import EngineInputs
+from .evaluate import held_out
 from .llm import build_trained
 from .memcap import apply_memory_cap
 from .model import count_parameters, count_trainable, task_of
@@ -186,6 +187,7 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         "fp32_matmul_precision": matmul_precision() if device.type == "cuda" else "",
     }
     figures.update(memory_figures(device))
+    figures.update(held_out(inputs, rank.world_size if rank else 1))  # after the memory was read
     ranks = [figures]
     if rank is not None:
         figures["host"] = os.uname().nodename
