@@ -4,6 +4,7 @@ language and a local text file shorter than one block), and the refusal of a mis
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,5 @@ def test_eval_samples_on_random_data_exits_2_before_any_work(tmp_path: Path) -> 
         "scenario 'baseline': eval_samples = 8 needs data with a held-out split; data = \"random\" has none" in done.err
     )
     assert not (tmp_path / "o").exists()
+    cmd = gpubench_in_process("run", "--cmd", f"{sys.executable} -c pass", "--eval", "3", "--out", tmp_path / "c")
+    assert cmd.code == 2 and "--cmd: --eval do not apply to a command" in cmd.err  # a script scores its own model

@@ -240,11 +240,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
         for flag, given in (
             ("--model", request.model),
             ("--only", request.only),
-            *(
-                (OVERRIDE_FLAGS.get(k, f"--{k.replace('_', '-')}"), v)
-                for k, v in request.overrides.items()
-                if k not in NODE_OWN
-            ),
+            *((flag_of(k), v) for k, v in request.overrides.items() if k not in NODE_OWN),
         )
         if given is not None
     ]
@@ -340,6 +336,11 @@ COMMAND_OVERRIDES = ("warmup_steps", "window", "gpus")
 OVERRIDE_FLAGS = {"profile_steps": "--profile", "eval_samples": "--eval"}  # the rest: --KEY-WITH-DASHES
 
 
+def flag_of(key: str) -> str:
+    """The `gpubench run` option that sets the scenario field `key` for every scenario."""
+    return OVERRIDE_FLAGS.get(key, f"--{key.replace('_', '-')}")
+
+
 def command_scenario(request: RunRequest) -> Scenario:
     """`run --cmd "..."`: one scenario running that argument list (shlex.split, never a shell)."""
     assert request.cmd is not None
@@ -351,7 +352,7 @@ def command_scenario(request: RunRequest) -> Scenario:
         )
     ignored = sorted(k for k, v in request.overrides.items() if v is not None and k not in COMMAND_OVERRIDES)
     if ignored:
-        flags = ", ".join(f"--{k.replace('_', '-')}" for k in ignored)
+        flags = ", ".join(flag_of(k) for k in ignored)
         raise BadInput(f"--cmd: {flags} do not apply to a command (the script has its own)", hint="leave them out")
     try:
         argv = shlex.split(request.cmd)
