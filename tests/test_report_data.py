@@ -194,6 +194,18 @@ def test_note_names_the_noisy_scenarios_whose_windows_met_a_cpu_of_another_speed
     assert not any("around the windows" in n for n in report_data.load(write_set(tmp_path / "b", old, H200_ENV)).notes)
 
 
+def test_the_undivided_loss_note_names_only_the_rows_the_trainer_did_not_divide(tmp_path: Path) -> None:
+    """summarize's training_note also says why a row has no held-out accuracy: that row is not undivided."""
+    ids = {"repeat": 0, "status": "ok", "samples_per_s": 1.0, "peak_mem_mb": 1.0}
+    rows = [
+        {**ids, "scenario": "baseline"},
+        {**ids, "scenario": "accum", "loss_accum_divided": False},
+        {**ids, "scenario": "ddp", "eval_note": "scored in one process only; this row trained in 2"},
+    ]
+    notes = [n for n in report_data.load(write_set(tmp_path, rows, H200_ENV)).notes if "did not divide" in n]
+    assert len(notes) == 1 and notes[0].startswith("accum: the Trainer did not divide the loss"), notes
+
+
 def test_baseline_choice(tmp_path: Path) -> None:
     rows = [
         {"scenario": name, "repeat": 0, "status": "ok", "samples_per_s": sps, "peak_mem_mb": 100.0}

@@ -21,6 +21,7 @@ from ..results import Run, caveats, load_run, summarize, window_cpu_loop_ms
 from ..results.identity import gpu_card
 from ..results.losscurve import Curve, read_curves
 from ..results.scaling import allreduce_busbw
+from ..results.summary import UNDIVIDED_NOTE
 from ..stats import MIN_REPEATS, separation
 from .scaling import ScalingLine, scaling_lines
 
@@ -232,7 +233,8 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
     windows = _cpu_window_note(frame, summary)
     if windows:
         notes.append(windows)
-    undivided = summary[summary["training_note"] != ""]  # summarize's note (bench/results/summary.py)
+    # summarize's note (bench/results/summary.py), which also says why a row has no held-out accuracy
+    undivided = summary[summary["training_note"].str.contains(UNDIVIDED_NOTE, regex=False)]
     if len(undivided):
         notes.append(
             ", ".join(undivided["scenario"].astype(str))

@@ -192,6 +192,7 @@ NUMERIC_COLUMNS = [
         "effective_lr_schedule",
         "parity",
         "parity_ref",
+        "eval_note",
     )
 ]
 NAN_WORDS = ("nan", "-nan", "na", "n/a", "null", "none", "<na>")  # numeric cells that mean missing

@@ -20,8 +20,8 @@ import torch
 
 from .data import IGNORE, dataset_for
 from .engines.base import EngineInputs
+from .precision import AUTOCAST
 
-AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}  # the training's mixed precisions; others: none
 CAUSAL = "causal-lm"
 
 

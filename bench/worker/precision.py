@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import torch
 
+# gpubench's mixed precisions and the dtype autocast runs their matmuls in (fp32: no autocast)
+AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
 
 def set_tf32(enable: bool) -> None:
     mode = "tf32" if enable else "ieee"

@@ -20,10 +20,9 @@ from .. import dist
 from ..compiling import compiled
 from ..dist import wrapper_name
 from ..optimizers import AdamSettings, make_optimizer
+from ..precision import AUTOCAST
 from ..schedule import effective_of, make_scheduler
 from .base import EngineInputs, apply_techniques, run_epoch, shuffled_loader
-
-AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}  # fp32: no autocast
 
 
 @dataclass
