@@ -361,6 +361,12 @@ def test_a_spent_time_limit_runs_nothing_exits_4_and_resume_finishes(tmp_path: P
     env = json.loads((out / "env.json").read_text())
     (resumed,) = env["resumes"]  # the first env.json stays; the resume says how its machine was
     assert resumed["command"].endswith("--time-limit 600") and resumed["cpu_speed"]["passes"] >= 4
+    # each command's share of its wall time stays as it was measured: the first trained nothing
+    assert env["harness_time"]["rows"] == 0 and env["harness_time"]["train_loop_s"] == 0
+    assert resumed["harness_time"]["rows"] == 2 and 0 < resumed["harness_time"]["training_share"] < 1
+    assert f"{resumed['harness_time']['training_share']:.0%} of it in the training loops (2 rows" in " ".join(
+        done.stderr.split()
+    )
 
 
 # -- orphans: torchrun and its ranks die with the parent ---------------------------------------------

@@ -268,7 +268,7 @@ def run(
     from .. import api  # pandas and the run's machinery: only when a run starts
     from ..report.html import REPORT_HTML
     from ..report.table import summary_table
-    from ..results import CPU_NOTE, caveats, read_env, summarize, to_frame
+    from ..results import CPU_NOTE, caveats, last_harness_time, read_env, summarize, to_frame
     from ..run.progress import RichReporter
 
     err = Console(stderr=True)
@@ -347,7 +347,7 @@ def run(
             err.print(f"{label}: {caveat}", highlight=False, markup=False, soft_wrap=True)
         summary = summarize(frame)
         stdout_console().print(summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})"))
-        spent = (read_env(plan.out) or {}).get("harness_time") or {}
+        spent = last_harness_time(read_env(plan.out))  # this command's, a --resume's too
         if spent.get("training_share") is not None and spent.get("rows"):
             err.print(
                 f"time: {spent['wall_s']:.0f} s, {spent['training_share']:.0%} of it in the training loops "

@@ -236,11 +236,25 @@ def write_plan(result_dir: Path, plan: dict[str, Any], env: dict[str, Any], resu
         atomic_write_json(env_path, env)
 
 
-def note_harness_time(result_dir: Path, figures: dict[str, Any]) -> None:
-    """env.json: where the run's wall time went (bench/run/session.harness_time)."""
+def note_harness_time(result_dir: Path, figures: dict[str, Any], resumed: bool = False) -> None:
+    """env.json: where the run's wall time went (bench/run/session.harness_time). A `--resume`
+    writes its own figures into its `resumes` entry: the first command's stay as measured."""
     env = read_env(result_dir) or {}
-    env["harness_time"] = figures
+    resumes = env.get("resumes")
+    if resumed and isinstance(resumes, list) and resumes and isinstance(resumes[-1], dict):
+        resumes[-1]["harness_time"] = figures
+    else:
+        env["harness_time"] = figures
     atomic_write_json(result_dir / ENV_JSON, env)
+
+
+def last_harness_time(env: dict[str, Any] | None) -> dict[str, Any]:
+    """The latest command's `harness_time` in an env.json: its last resume's, else the first's."""
+    env = env or {}
+    resumes = env.get("resumes")
+    if isinstance(resumes, list) and resumes and isinstance(resumes[-1], dict) and "harness_time" in resumes[-1]:
+        return resumes[-1]["harness_time"] or {}
+    return env.get("harness_time") or {}
 
 
 def note_launcher_fallback(result_dir: Path, why: str) -> None:

@@ -192,7 +192,9 @@ def _run_rows(
     outcome = judge_required(outcome, request.require)
     if outcome.launcher_fallback:  # env.json says how the workers really started
         note_launcher_fallback(plan.out, outcome.launcher_fallback)
-    note_harness_time(plan.out, harness_time(outcome.rows, time.monotonic() - started, workers_from))
+    note_harness_time(
+        plan.out, harness_time(outcome.rows, time.monotonic() - started, workers_from), resumed=plan.resume
+    )
     return plan, outcome
 
 
