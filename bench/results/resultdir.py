@@ -229,11 +229,19 @@ def write_plan(result_dir: Path, plan: dict[str, Any], env: dict[str, Any], resu
                 "driver": gpu.get("driver"),
                 "packages": env.get("packages"),
                 "cpu_speed": env.get("cpu_speed"),
+                "matmul_ceiling": _ceiling_note(env.get("matmul_ceiling")),
             }
         )
         atomic_write_json(env_path, first)
     else:
         atomic_write_json(env_path, env)
+
+
+def _ceiling_note(ceiling: Any) -> Any:
+    """A resume's matmul ceiling: what it measured, or which command's it reused (not a copy)."""
+    if isinstance(ceiling, dict) and "reused_from" in ceiling:
+        return {"reused_from": ceiling["reused_from"]}
+    return ceiling
 
 
 def note_harness_time(result_dir: Path, figures: dict[str, Any], resumed: bool = False) -> None:

@@ -142,6 +142,44 @@ def measure_ceiling(device: str, shapes: list[tuple[int, int, int]], scratch: Pa
     return data
 
 
+def earlier_ceiling(
+    first: dict[str, Any] | None, now: dict[str, Any], shapes: list[tuple[int, int, int]]
+) -> dict[str, Any] | None:
+    """A `--resume`'s matmul ceiling from an earlier command of the same run (the first env.json,
+    then its `resumes`, the latest first) when that command measured one on this very GPU (uuid),
+    driver and torch, for the same shapes: the 10-20 s probe is not repeated for a number it
+    already has. None when no earlier command qualifies (another machine, a failed probe)."""
+    if not first:
+        return None
+    gpu = now.get("gpu") or {}
+    torch = (now.get("packages") or {}).get("torch")
+    mine = {"gpu_uuid": gpu.get("uuid"), "driver": gpu.get("driver"), "torch": torch}
+    if not all(mine.values()):
+        return None
+    first_gpu = first.get("gpu") or {}
+    commands = [
+        {
+            "created_at": first.get("created_at"),
+            "gpu_uuid": first_gpu.get("uuid"),
+            "driver": first_gpu.get("driver"),
+            "torch": (first.get("packages") or {}).get("torch"),
+            "matmul_ceiling": first.get("matmul_ceiling"),
+        }
+    ]
+    for entry in first.get("resumes") or []:
+        if isinstance(entry, dict):
+            commands.append({**entry, "torch": (entry.get("packages") or {}).get("torch")})
+    wanted = {"x".join(map(str, s)) for s in shapes}
+    for command in reversed(commands):
+        ceiling = command.get("matmul_ceiling")
+        if not (isinstance(ceiling, dict) and ceiling_tflops(ceiling)) or "reused_from" in ceiling:
+            continue
+        same = all(command.get(k) == v for k, v in mine.items())
+        if same and wanted <= set(ceiling.get("shapes") or []):
+            return {**ceiling, "reused_from": command.get("created_at")}
+    return None
+
+
 def ceiling_tflops(ceiling: dict[str, Any] | None) -> dict[str, float]:
     """{format: TFLOP/s} of a measured ceiling (env.json's matmul_ceiling); {} without one."""
     formats = (ceiling or {}).get("formats") or {}

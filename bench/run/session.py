@@ -13,13 +13,13 @@ from typing import Any
 from .. import cpus
 from ..errors import BadInput
 from ..measure.nvml import open_nvml
-from ..results import note_harness_time, note_launcher_fallback, write_plan
+from ..results import note_harness_time, note_launcher_fallback, read_env, write_plan
 from . import envinfo, interconnect, lanes, shards
 from .childenv import inductor_cache_dir
 from .launcher import Launcher
 from .outdir import check_unused, discard_unmeasured, entries, locked, remove_folders, remove_stale_temps
 from .plan import RunPlan, prepare
-from .probe import ceiling_tflops, gemm_shapes, measure_ceiling, probe_torch, resolve_device
+from .probe import ceiling_tflops, earlier_ceiling, gemm_shapes, measure_ceiling, probe_torch, resolve_device
 from .request import RunRequest, check_device_name
 from .required import judge_required
 from .runner import Reporter, RunOutcome, execute, run_launcher
@@ -170,8 +170,13 @@ def _run_rows(
         env["lanes"] = {"lanes": plan.lanes, "dirs": "lanes/lane-K", "devices": "each lane's env.json"}
         env["matmul_ceiling"] = {"reason": "--lanes: each lane measures its own GPU's (lanes/lane-K/env.json)"}
     elif plan.device != "cpu" and request.ceiling:  # a GPU run: the matmul ceiling, before any worker
-        with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
-            env["matmul_ceiling"] = measure_ceiling(plan.device, gemm_shapes(plan.scenarios), Path(scratch))
+        shapes = gemm_shapes(plan.scenarios)
+        earlier = earlier_ceiling(read_env(plan.out), env, shapes) if plan.resume else None
+        if earlier is not None:  # a --resume on the same GPU, driver and torch: not measured again
+            env["matmul_ceiling"] = earlier
+        else:
+            with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
+                env["matmul_ceiling"] = measure_ceiling(plan.device, shapes, Path(scratch))
         plan = dataclasses.replace(plan, ceiling_tflops=ceiling_tflops(env["matmul_ceiling"]))
     else:
         env["matmul_ceiling"] = {"reason": "a CPU run" if plan.device == "cpu" else "--no-ceiling"}
