@@ -343,3 +343,21 @@ def test_entry_point_bad_input_exits_2_with_one_line(
     assert done.code == 2
     assert done.out == ""
     assert done.err == f"gpubench: error: {bad}: {problem}\n"
+
+
+def test_two_profiled_runs_name_the_kernel_categories_behind_a_slow_down(tmp_path: Path) -> None:
+    """`run --profile` gives each row its kernel time per step by category (prof_*_ms); compare puts
+    the slow-down of a row profiled on both sides on the categories that moved, in every format."""
+    kernels = {"gemm": 30.0, "attention": 5.0, "elementwise": 10.0, "optimizer": 3.0, "copy": 1.0, "comm": 0.0}
+
+    def profiled(rows: list[dict[str, Any]], **moved: float) -> list[dict[str, Any]]:
+        ms = kernels | {"idle": 1.0} | moved
+        return [r | {f"prof_{k}_ms": v for k, v in ms.items()} | {"prof_steps": 2} for r in rows]
+
+    base = write_run(tmp_path / "base", profiled(BASE))
+    slower = write_run(tmp_path / "slower", profiled(SLOWER[:3], optimizer=8.0, idle=4.0) + profiled(SLOWER[3:]))
+    said = "profiled step +8.0 ms: +5.0 ms optimizer, +3.0 ms idle"
+    for fmt in ("table", "markdown", "json"):
+        done = gpubench("compare", base, slower, "--format", fmt)
+        assert done.returncode == 1, done.stderr
+        assert said in " ".join(done.stdout.split()), (fmt, done.stdout[-2000:])
