@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -83,3 +85,34 @@ def test_a_resume_entry_names_the_command_whose_ceiling_it_reused_and_keeps_one_
     written = json.loads((tmp_path / "env.json").read_text())
     assert written["matmul_ceiling"] == CEILING  # the first command's, as measured
     assert [r["matmul_ceiling"] for r in written["resumes"]] == [{"reused_from": "t0"}, CEILING]
+
+
+def test_a_resume_on_the_same_gpu_does_not_measure_again_and_another_gpu_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """session.matmul_ceiling, as a GPU run's parent calls it: the run's env.json read back, the
+    plan's own GEMM shapes; the probe child (monkeypatched) runs only where nothing can be reused."""
+    from bench.run import session
+    from bench.scenario import Scenario
+
+    measured: list[str] = []
+
+    def measure(device: str, shapes: list[tuple[int, int, int]], scratch: Path) -> dict[str, Any]:
+        measured.append(device)
+        return {"formats": {"bf16": {"tflops": 1.0}}, "shapes": ["x".join(map(str, s)) for s in shapes]}
+
+    monkeypatch.setattr(session, "measure_ceiling", measure)
+    plan = SimpleNamespace(
+        scenarios=[Scenario(name="s", model="tiny", batch_size=4, seq_len=128)], out=tmp_path, device="cuda:0"
+    )
+    first = session.matmul_ceiling(replace_ns(plan, resume=False), env())
+    assert measured == ["cuda:0"] and first["shapes"] == ["512x128x512"]
+    write_plan(tmp_path, {"scenarios": []}, env(matmul_ceiling=first), resumed=False)
+    again = session.matmul_ceiling(replace_ns(plan, resume=True), env())
+    assert measured == ["cuda:0"] and again == {**first, "reused_from": "2026-12-06T09:00:00+00:00"}
+    session.matmul_ceiling(replace_ns(plan, resume=True), env(uuid="GPU-other"))
+    assert measured == ["cuda:0", "cuda:0"]
+
+
+def replace_ns(ns: SimpleNamespace, **changes: Any) -> SimpleNamespace:
+    return SimpleNamespace(**{**vars(ns), **changes})

@@ -170,13 +170,7 @@ def _run_rows(
         env["lanes"] = {"lanes": plan.lanes, "dirs": "lanes/lane-K", "devices": "each lane's env.json"}
         env["matmul_ceiling"] = {"reason": "--lanes: each lane measures its own GPU's (lanes/lane-K/env.json)"}
     elif plan.device != "cpu" and request.ceiling:  # a GPU run: the matmul ceiling, before any worker
-        shapes = gemm_shapes(plan.scenarios)
-        earlier = earlier_ceiling(read_env(plan.out), env, shapes) if plan.resume else None
-        if earlier is not None:  # a --resume on the same GPU, driver and torch: not measured again
-            env["matmul_ceiling"] = earlier
-        else:
-            with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
-                env["matmul_ceiling"] = measure_ceiling(plan.device, shapes, Path(scratch))
+        env["matmul_ceiling"] = matmul_ceiling(plan, env)
         plan = dataclasses.replace(plan, ceiling_tflops=ceiling_tflops(env["matmul_ceiling"]))
     else:
         env["matmul_ceiling"] = {"reason": "a CPU run" if plan.device == "cpu" else "--no-ceiling"}
@@ -201,6 +195,17 @@ def _run_rows(
         plan.out, harness_time(outcome.rows, time.monotonic() - started, workers_from), resumed=plan.resume
     )
     return plan, outcome
+
+
+def matmul_ceiling(plan: RunPlan, env: dict[str, Any]) -> dict[str, Any]:
+    """The run's matmul ceiling (env.json `matmul_ceiling`): measured, or on a `--resume` on the
+    GPU, driver and torch of an earlier command of the run, that command's (probe.earlier_ceiling)."""
+    shapes = gemm_shapes(plan.scenarios)
+    earlier = earlier_ceiling(read_env(plan.out), env, shapes) if plan.resume else None
+    if earlier is not None:
+        return earlier
+    with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
+        return measure_ceiling(plan.device, shapes, Path(scratch))
 
 
 def harness_time(rows: list[dict[str, Any]], wall_s: float, since: float) -> dict[str, Any]:
