@@ -364,9 +364,12 @@ def test_a_spent_time_limit_runs_nothing_exits_4_and_resume_finishes(tmp_path: P
     # each command's share of its wall time stays as it was measured: the first trained nothing
     assert env["harness_time"]["rows"] == 0 and env["harness_time"]["train_loop_s"] == 0
     assert resumed["harness_time"]["rows"] == 2 and 0 < resumed["harness_time"]["training_share"] < 1
-    assert f"{resumed['harness_time']['training_share']:.0%} of it in the training loops (2 rows" in " ".join(
-        done.stderr.split()
+    said = " ".join(done.stderr.split())
+    assert f"{resumed['harness_time']['training_share']:.0%} of it in the training loops (2 rows" in said
+    whole = resumed["harness_time"]["train_loop_s"] / (
+        env["harness_time"]["wall_s"] + resumed["harness_time"]["wall_s"]
     )
+    assert "; the run's 2 commands: " in said and f"s, {whole:.0%}" in said
 
 
 # -- orphans: torchrun and its ranks die with the parent ---------------------------------------------

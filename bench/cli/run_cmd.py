@@ -268,7 +268,7 @@ def run(
     from .. import api  # pandas and the run's machinery: only when a run starts
     from ..report.html import REPORT_HTML
     from ..report.table import summary_table
-    from ..results import CPU_NOTE, caveats, last_harness_time, read_env, summarize, to_frame
+    from ..results import CPU_NOTE, caveats, last_harness_time, read_env, summarize, to_frame, whole_run_harness_time
     from ..run.progress import RichReporter
 
     err = Console(stderr=True)
@@ -347,11 +347,18 @@ def run(
             err.print(f"{label}: {caveat}", highlight=False, markup=False, soft_wrap=True)
         summary = summarize(frame)
         stdout_console().print(summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})"))
-        spent = last_harness_time(read_env(plan.out))  # this command's, a --resume's too
+        run_env = read_env(plan.out)
+        spent = last_harness_time(run_env)  # this command's, a --resume's too
         if spent.get("training_share") is not None and spent.get("rows"):
+            whole = whole_run_harness_time(run_env)
             err.print(
                 f"time: {spent['wall_s']:.0f} s, {spent['training_share']:.0%} of it in the training loops "
-                f"({spent['rows']} rows; the rest: start-up, imports, probes, between workers)",
+                f"({spent['rows']} rows; the rest: start-up, imports, probes, between workers)"
+                + (
+                    f"; the run's {whole['commands']} commands: {whole['wall_s']:.0f} s, {whole['training_share']:.0%}"
+                    if whole["commands"] > 1 and whole["training_share"] is not None
+                    else ""
+                ),
                 highlight=False,
                 markup=False,
             )

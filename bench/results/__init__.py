@@ -31,6 +31,7 @@ from .resultdir import (
     read_plan,
     read_results,
     to_frame,
+    whole_run_harness_time,
     write_plan,
     write_results,
 )
@@ -80,5 +81,6 @@ __all__ = [
     "window_cpu_loop_ms",
     "worst_failure",
     "write_plan",
+    "whole_run_harness_time",
     "write_results",
 ]

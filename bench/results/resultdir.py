@@ -265,6 +265,21 @@ def last_harness_time(env: dict[str, Any] | None) -> dict[str, Any]:
     return env.get("harness_time") or {}
 
 
+def whole_run_harness_time(env: dict[str, Any] | None) -> dict[str, Any]:
+    """Where the wall time of every command of a run went (the first's `harness_time`, then each
+    `resumes` entry's): {"commands", "wall_s", "train_loop_s", "training_share"}; commands 0 without any."""
+    env = env or {}
+    entries = [env.get("harness_time")]
+    entries += [r.get("harness_time") for r in env.get("resumes") or [] if isinstance(r, dict)]
+    spent: list[dict[str, Any]] = [
+        h for h in entries if isinstance(h, dict) and isinstance(h.get("wall_s"), int | float)
+    ]
+    wall = sum((float(h["wall_s"]) for h in spent), 0.0)
+    train = sum((float(h.get("train_loop_s") or 0.0) for h in spent), 0.0)
+    share = train / wall if wall > 0 else None
+    return {"commands": len(spent), "wall_s": wall, "train_loop_s": train, "training_share": share}
+
+
 def note_launcher_fallback(result_dir: Path, why: str) -> None:
     """env.json: the fork server could not serve and workers were spawned afresh (bench/run/launcher.py)."""
     env_path = result_dir / ENV_JSON
