@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bench.results import read_results
@@ -32,6 +33,15 @@ def gpubench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[st
     return subprocess.run(
         [sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=timeout, check=False
     )
+
+
+def run_matrix(tmp_path: Path, toml: str, *flags: str) -> pd.DataFrame:
+    """Write `toml` as a matrix, run it on CUDA (exit 0 asserted), and read its results.csv."""
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text(toml)
+    done = gpubench("run", "--matrix", str(matrix), "--device", "cuda", *flags, "--out", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return read_results(tmp_path / "r")
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +116,10 @@ def test_mfu_uses_a_known_peak_or_says_why(quick_run: Path) -> None:
 
 
 def test_compile_does_not_turn_on_tf32_behind_the_scenario(tmp_path: Path) -> None:
-    matrix = tmp_path / "compile.toml"
-    matrix.write_text(
-        '[base]\nmodel = "tiny"\nsamples = 64\nseq_len = 64\nwarmup_steps = 2\n[scenarios.compile]\ncompile = true\n'
-    )
-    done = gpubench("run", "--matrix", str(matrix), "--device", "cuda", "--out", str(tmp_path / "r"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    row = read_results(tmp_path / "r").iloc[0]
+    row = run_matrix(
+        tmp_path,
+        '[base]\nmodel = "tiny"\nsamples = 64\nseq_len = 64\nwarmup_steps = 2\n[scenarios.compile]\ncompile = true\n',
+    ).iloc[0]
     assert row["status"] == "ok"
     assert row["fp32_matmul_precision"] == "ieee"
     assert row["first_step_s"] > row["step_time_median_ms"] / 1000  # compilation is in warm-up
@@ -120,14 +127,11 @@ def test_compile_does_not_turn_on_tf32_behind_the_scenario(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("engine", ["trainer", "accelerate", "torch"])
 def test_compile_per_layer_trains_with_each_engine(tmp_path: Path, engine: str) -> None:
-    matrix = tmp_path / "layers.toml"
-    matrix.write_text(
+    row = run_matrix(
+        tmp_path,
         f'[base]\nmodel = "tiny"\nengine = "{engine}"\nprecision = "bf16"\nsamples = 64\nseq_len = 64\n'
-        'warmup_steps = 2\n[scenarios.layers]\ncompile = true\ncompile_scope = "layers"\n'
-    )
-    done = gpubench("run", "--matrix", str(matrix), "--device", "cuda", "--out", str(tmp_path / "r"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    row = read_results(tmp_path / "r").iloc[0]
+        'warmup_steps = 2\n[scenarios.layers]\ncompile = true\ncompile_scope = "layers"\n',
+    ).iloc[0]
     assert (row["status"], row["compile_scope"]) == ("ok", "layers")
     assert row["first_step_s"] > row["step_time_median_ms"] / 1000  # compilation is in warm-up
 
@@ -135,15 +139,12 @@ def test_compile_per_layer_trains_with_each_engine(tmp_path: Path, engine: str) 
 def test_the_plain_pytorch_engine_trains_each_precision_on_the_gpu(tmp_path: Path) -> None:
     """engine = "torch" on CUDA: fp32 with TF32, bf16 and fp16 autocast (fp16 through a GradScaler),
     the whole model compiled; every row `ok`, finite, its memory from NVML."""
-    matrix = tmp_path / "torch.toml"
-    matrix.write_text(
+    rows = run_matrix(
+        tmp_path,
         '[base]\nmodel = "tiny"\nengine = "torch"\nsamples = 64\nseq_len = 64\nwarmup_steps = 2\n'
         '[scenarios.tf32]\ntf32 = true\n[scenarios.bf16]\nprecision = "bf16"\n'
-        '[scenarios.fp16]\nprecision = "fp16"\n[scenarios.compiled]\nprecision = "bf16"\ncompile = true\n'
-    )
-    done = gpubench("run", "--matrix", str(matrix), "--device", "cuda", "--out", str(tmp_path / "r"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = read_results(tmp_path / "r").set_index("scenario")
+        '[scenarios.fp16]\nprecision = "fp16"\n[scenarios.compiled]\nprecision = "bf16"\ncompile = true\n',
+    ).set_index("scenario")
     assert set(rows["status"]) == {"ok"} and set(rows["engine"]) == {"torch"}
     assert (rows["final_loss"].notna()).all() and (rows["peak_mem_source"] == "nvml-process").all()
 
@@ -155,16 +156,13 @@ def test_torchvisions_vit_trains_on_the_gpu_with_each_engine(tmp_path: Path) -> 
 
     if importlib.util.find_spec("torchvision") is None:
         pytest.skip("torchvision is not installed here")
-    matrix = tmp_path / "tv.toml"
-    matrix.write_text(
+    rows = run_matrix(
+        tmp_path,
         '[base]\nmodel = "tv-vit-tiny"\nprecision = "bf16"\nsamples = 64\nwarmup_steps = 2\n'
         '[scenarios.trainer]\nengine = "trainer"\n[scenarios.accelerate]\nengine = "accelerate"\n'
         '[scenarios.fabric]\nengine = "fabric"\n[scenarios.torch]\nengine = "torch"\n'
-        '[scenarios.torch-compiled]\nengine = "torch"\ncompile = true\n'
-    )
-    done = gpubench("run", "--matrix", str(matrix), "--device", "cuda", "--out", str(tmp_path / "r"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = read_results(tmp_path / "r").set_index("scenario")
+        '[scenarios.torch-compiled]\nengine = "torch"\ncompile = true\n',
+    ).set_index("scenario")
     assert set(rows["status"]) == {"ok"}, rows["error"].to_dict()
     assert (rows["final_loss"].notna()).all() and (rows["flops_per_sample"] > 0).all()
 
@@ -173,18 +171,17 @@ def test_held_out_scoring_runs_on_the_gpu_in_each_precision_kind(tmp_path: Path)
     """--eval on CUDA: the tiny ViT on vision-synthetic scored after training under bf16 autocast
     (torch, Accelerate), with Fabric's half-precision weights (bf16-true) and in fp32; every row has
     an accuracy over its 64 held-out images, and the trained rows learn (above chance, 1 in 10)."""
-    matrix = tmp_path / "ev.toml"
-    matrix.write_text(
+    rows = run_matrix(
+        tmp_path,
         '[base]\nmodel = "vit-tiny"\ndata = "vision-synthetic"\nsamples = 512\nbatch_size = 16\n'
         "warmup_steps = 2\nlearning_rate = 1e-3\n"
         '[scenarios.torch-bf16]\nengine = "torch"\nprecision = "bf16"\n'
         '[scenarios.accelerate-bf16]\nengine = "accelerate"\nprecision = "bf16"\n'
         '[scenarios.fabric-bf16-true]\nengine = "fabric"\nprecision = "bf16-true"\n'
-        '[scenarios.torch-fp32]\nengine = "torch"\n'
-    )
-    done = gpubench("run", "--matrix", str(matrix), "--device", "cuda", "--eval", "64", "--out", str(tmp_path / "r"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = read_results(tmp_path / "r").set_index("scenario")
+        '[scenarios.torch-fp32]\nengine = "torch"\n',
+        "--eval",
+        "64",
+    ).set_index("scenario")
     assert set(rows["status"]) == {"ok"}, rows["error"].to_dict()
     assert rows["eval_note"].isna().all(), rows["eval_note"].to_dict()
     assert (rows["eval_scored"] == 64).all() and (rows["eval_accuracy"] > 0.2).all(), rows["eval_accuracy"].to_dict()
