@@ -7,7 +7,7 @@ RUN_ARGS ?=
 # the pip extras of gpubench installed (pyproject.toml): dev for the tests; the nightly workflow takes
 # postgres,llm. A change needs a fresh .venv (make clean).
 EXTRAS ?= dev
-BENCH_OUT ?= results/h200-bert-large
+BENCH_OUT ?= results/bench
 BENCH_PARTS ?=  # empty: every part (validation/run_all.py's --parts default)
 BENCH_LIMIT ?=
 

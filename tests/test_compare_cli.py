@@ -296,7 +296,7 @@ def test_help_lists_exit_codes_and_an_example() -> None:
     for text in (
         "Examples:",
         "gpubench compare baselines/h200 results/nightly",
-        "gpubench compare --detect 5 results/h200-bert-large/full",
+        "gpubench compare --detect 5 results/guide-table/full",
         "Exit codes:",
         "0  no regression",
         "1  a regression, a new failure or a missing scenario",

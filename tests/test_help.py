@@ -29,7 +29,7 @@ from bench.cli import app
 from bench.errors import GpubenchError
 
 REPO = Path(__file__).resolve().parents[1]
-AA_PAIR = (REPO / "results/h200-bert-large/aa/a", REPO / "results/h200-bert-large/aa/b")
+AA_PAIR = (REPO / "results/gate-noise/aa/a", REPO / "results/gate-noise/aa/b")
 REDIRECTS = (">", ">>", "|", "2>")
 RESULT_DIR = re.compile(r"^(results|baselines)/[^.]*/?$")  # a path with no file suffix
 PARSE_ONLY = {"run", "fit"}

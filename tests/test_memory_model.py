@@ -322,7 +322,7 @@ def test_calibrate_needs_gpu_rows(tmp_path: Path) -> None:
 
 
 # max_memory_allocated (MB, the largest rank, median of 3 repeats) of `gpubench run --matrix
-# multi-gpu` on 2 H200s (results/h200x2-multi-gpu/all-gpus; torch 2.11, accelerate 1.15, DeepSpeed
+# multi-gpu` on 2 H200s (results/multi-gpu/all-gpus; torch 2.11, accelerate 1.15, DeepSpeed
 # 0.19.8). The target is 15%; the model is within 5.3% of each.
 H200X2_MULTI_GPU = {
     "ddp": 23564,

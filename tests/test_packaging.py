@@ -137,8 +137,9 @@ def pins() -> dict[str, str]:
 
 
 def test_the_constraints_pin_what_the_published_env_json_files_record() -> None:
-    recorded = [json.loads(p.read_text()) for p in sorted((REPO / "results").glob("h200-*/**/env.json"))]
-    assert recorded, "no published env.json under results/h200-*/"
+    published = sorted((REPO / "results").glob("*/**/env.json"))  # multi-gpu/'s 2-GPU host had no bitsandbytes
+    recorded = [json.loads(p.read_text()) for p in published if "multi-gpu" not in p.parts]
+    assert len(recorded) > 30, "the published env.json files under results/ are not found"
     assert {"torch", "transformers", "accelerate"} <= set(pins())
     # not every run has them
     optional = {"peft", "liger-kernel", "torchao", "deepspeed", "datasets", "lightning-fabric"}

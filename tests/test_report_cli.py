@@ -123,7 +123,7 @@ def test_baseline_option(tmp_path: Path) -> None:
 def test_help_has_an_example() -> None:
     result = invoke("--help")
     assert result.exit_code == 0
-    assert "gpubench report results/h200-bert-large/full --format markdown" in result.stdout
+    assert "gpubench report results/guide-table/full --format markdown" in result.stdout
 
 
 # -- the real command: exit codes and one-line errors ----------------------------------------------

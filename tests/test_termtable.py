@@ -40,13 +40,13 @@ RESULTS = REPO / "results"
 WIDTHS = (80, 120)
 # published pairs: repeated notes (one repeat a side), long names with missing/new rows, all-status rows
 COMPARE_PAIRS = [
-    ("h200-bert-large/fidelity/engine-r0", "h200-bert-large/fidelity/engine-r1"),
-    ("h200-bert-base/full", "h200-bert-base/cumulative"),
-    ("h200-bert-large/full", "h200-bert-large/throughput"),
-    ("h200-bert-large/aa/a", "h200-bert-large/aa/b"),
+    ("guide-table/throughput", "guide-table/throughput"),
+    ("parity-capacity/bert-base-full", "rtx3080-recipe/cumulative-bert-base"),
+    ("guide-table/full", "guide-table/throughput"),
+    ("gate-noise/aa/a", "gate-noise/aa/b"),
 ]
-SUMMARY_SETS = ["h200-bert-large/full", "h200-bert-large/faults", "h200-bert-large/throughput"]
-HISTORY_SETS = [RESULTS / "h200-bert-large/aa/a", RESULTS / "h200-bert-large/aa/b", RESULTS / "h200-bert-large/full"]
+SUMMARY_SETS = ["guide-table/full", "guide-table/faults", "guide-table/throughput"]
+HISTORY_SETS = [RESULTS / "gate-noise/aa/a", RESULTS / "gate-noise/aa/b", RESULTS / "guide-table/full"]
 
 
 def rendered(draw: Callable[[Console], None], width: int) -> list[str]:
@@ -150,14 +150,14 @@ def test_compare_fits_with_every_name_and_verdict_whole(pair: tuple[str, str], w
 
 
 def test_a_note_on_every_row_is_one_footnote_at_120_columns() -> None:
-    """The fidelity sets have one repeat a side: every figure is 'threshold only'. That note took
-    three lines per row (59 lines for 20 rows); now it is one footnote."""
+    """A one-repeat set against itself: every figure is 'threshold only'. That note took three lines
+    per row (59 lines for 20 rows); now it is one footnote."""
     base, new = load_run(RESULTS / COMPARE_PAIRS[0][0]), load_run(RESULTS / COMPARE_PAIRS[0][1])
     result = compare(base.frame, new.frame, base.env, new.env)
     lines = rendered(lambda console: print_table(result, console), 120)
     assert sum("threshold only" in line for line in lines) == 1
     assert "[1] threshold only: fewer than 3 ok repeats on a side" in lines
-    assert len(table_rows(lines)) == len(result.rows) == 15 and len(lines) <= 27  # 5 scenarios x 3 quantities
+    assert len(table_rows(lines)) == len(result.rows) == 27 and len(lines) <= 39  # 9 scenarios x 3 quantities
 
 
 # -- the run summary -------------------------------------------------------------------------------
@@ -179,7 +179,7 @@ def test_run_summary_fits_with_every_name_and_status_whole(name: str, width: int
 
 
 def test_run_summary_keeps_the_change_vs_baseline_longest() -> None:
-    summary = summarize(load_run(RESULTS / "h200-bert-large/full").frame)
+    summary = summarize(load_run(RESULTS / "guide-table/full").frame)
     wide, narrow, narrower = (rendered(lambda c: c.print(summary_table(summary)), w) for w in (120, 80, 70))
     assert "loss" in header(wide) and header(wide).count("vs base") == 2
     assert "loss" not in header(narrow) and header(narrow).count("vs base") == 2
@@ -318,7 +318,7 @@ def test_compare_keeps_every_figure_and_verdict_whole_whatever_the_names(
 
 @functools.cache
 def published_plan() -> Plan:
-    frames = [load_run(RESULTS / name).frame for name in ("h200-bert-large/aa/a", "h200-bert-large/full")]
+    frames = [load_run(RESULTS / name).frame for name in ("gate-noise/aa/a", "guide-table/full")]
     return plan(frames, 2.0, Thresholds(), ["a", "full"])
 
 

@@ -4,7 +4,7 @@
    (validation/reference_loop.py) for the same scenarios: the ratio must be within 3%;
 2. the cost of the NVML memory sampler: the same scenarios with sampling on and off.
 
-    python -m validation.fidelity --out results/h200-bert-large/fidelity --repeats 3
+    python -m validation.fidelity --out results/bench/fidelity --repeats 3
 
 The yardstick is the loop with the engine's own data path: accelerate's DataLoader (like the
 Trainer, and like a plain `batch.to("cuda")`) copies each batch with a blocking copy, which waits

@@ -27,7 +27,7 @@ without), `--bare-engine S` (the engine with its clock, loss tracking and memory
 by stand-ins that do nothing, against the loop: accelerate's share) and `--trackers S` (the
 engine against the bare engine: gpubench's share).
 
-    python -m validation.interleaved --out results/h200-bert-large/interleaved --control tf32-b4
+    python -m validation.interleaved --out results/engine-vs-loop/interleaved --control tf32-b4
 
 On the CPU, the side whose model was built first in the process ran 1-2% slower (12% with a
 tiny ViT at 224 px, fabric-32 of a test matrix, 2026-12-04). So by default

@@ -1,7 +1,7 @@
 """gpubench's rows of a matrix beside the hand-written loop (validation/model_loop.py) of the same
-scenarios on the same machine: the check behind the vit, moe and decoders sets (each row within 5%).
+scenarios on the same machine: the check behind the moe and fabric-talk sets (each row within 5%).
 
-    python -m validation.model_fidelity --results results/h200-models/vit --matrix vit --out OUT --repeats 3
+    python -m validation.model_fidelity --results results/moe/moe --matrix moe --out OUT --repeats 3
 
 For every scenario with `ok` rows in the result directory, the loop runs --repeats times, each in a
 process of its own (OUT/loop-SCENARIO-rR.json; a finished one is kept, so running the script again

@@ -4,12 +4,13 @@ slower scenario is caught, with the noise of the published H200 repeats.
     python -m validation.power                       # the table in docs/compare.md
     python -m validation.power --repeats 3,10 --format markdown
 
-No GPU: it reads the result sets under --results (every results.csv there with a scenario of 2 or
-more ok repeats) and resamples their repeats into simulated nights, each judged by the very
+No GPU: it reads the result sets --sets under --results (every results.csv in them with a scenario
+of 2 or more ok repeats; by default the H200 runs of `full`'s rows: results/guide-table/full and
+results/gate-noise/aa and launchers) and resamples their repeats into simulated nights, each judged by the very
 function `gpubench compare` judges with (bench.compare.gate.judge: samples/s and peak memory, one
 family each, with the default thresholds).
 
-The nights. The matrix is that of --matrix-set (`full`: 13 scenarios). A scenario's figures in
+The nights. The matrix is that of --matrix-set (`guide-table/full`: 13 scenarios). A scenario's figures in
 other sets count only where its settings equal those in --matrix-set (bench.compare.settings).
 On the log scale, a night's repeat of a scenario is its level, plus the night's offset, plus a
 within-night residual:
@@ -51,7 +52,9 @@ from bench.fmt import md_table
 from bench.results import load_run
 from bench.results.identity import setting_differences
 
-RESULTS = Path("results/h200-bert-large")
+RESULTS = Path("results")
+MATRIX_SET = "guide-table/full"
+NOISE_SETS = ("guide-table/full", "gate-noise/aa", "gate-noise/launchers")  # the bert-large `full` rows on H200s
 CLASSES = ("compute-bound", "launch-bound")
 ROW_SLOWDOWN = 10.0  # the table by row shows the slow-down nearest to this
 Night = tuple[list[np.ndarray], list[np.ndarray]]  # per row: its samples/s, its peak memory
@@ -84,13 +87,22 @@ def row_class(settings: dict) -> str:
     return "launch-bound" if batch == 1 or (batch <= 4 and fast) else "compute-bound"
 
 
-def load_noise(results: Path, matrix_set: str) -> Noise:
-    """The rows of matrix_set and the noise of every set under `results` that matches them."""
+def result_files(results: Path, sets: Sequence[str] | None) -> list[tuple[str, Path]]:
+    """Each results.csv under `results` (or under each of its `sets`), named by its folder from the one
+    that holds the set (`aa/a` for gate-noise/aa/a), in the order of those names."""
+    roots = [(results, results)] if sets is None else [(results / s, (results / s).parent) for s in sets]
+    found = {csv.parent.relative_to(base): csv for root, base in roots for csv in root.rglob("results.csv")}
+    return [(str(name), found[name]) for name in sorted(found)]
+
+
+def load_noise(results: Path, matrix_set: str, within: Sequence[str] | None = None) -> Noise:
+    """The rows of matrix_set and the noise of every set under `results` (or its folders `within`) that
+    matches them."""
     main = load_run(results / matrix_set).frame
     logs: dict[str, list[np.ndarray]] = {}
     memory: dict[str, list[float]] = {}
     sources = []
-    for csv in sorted(results.rglob("results.csv")):
+    for source, csv in result_files(results, within):
         frame = load_run(csv).frame
         differing = {d.scenario for d in setting_differences(main, frame)}
         ok = frame[(frame["status"] == "ok") & frame["scenario"].isin(set(main["scenario"]) - differing)]
@@ -102,7 +114,7 @@ def load_noise(results: Path, matrix_set: str) -> Noise:
                 memory.setdefault(str(name), []).extend(group[MEMORY_METRIC].astype(float))
                 used = True
         if used:
-            sources.append(str(csv.parent.relative_to(results)))
+            sources.append(source)
     rows = []
     pools: dict[str, list[float]] = {c: [] for c in CLASSES}
     between: dict[str, list[tuple[float, int]]] = {c: [] for c in CLASSES}  # (variance, weight) per scenario
@@ -295,7 +307,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         epilog="Example: python -m validation.power --repeats 3,5 --threshold 5,6 --format markdown",
     )
     p.add_argument("--results", type=Path, default=RESULTS, help="the published result sets (default %(default)s)")
-    p.add_argument("--matrix-set", default="full", help="the set under --results whose scenarios make the matrix")
+    p.add_argument(
+        "--matrix-set",
+        default=MATRIX_SET,
+        help="the set under --results whose scenarios make the matrix (default %(default)s)",
+    )
+    p.add_argument(
+        "--sets",
+        type=lambda text: tuple(s for s in text.split(",") if s),
+        default=NOISE_SETS,
+        help="the folders under --results whose results.csv files give the noise, comma-separated "
+        f"(default {','.join(NOISE_SETS)})",
+    )
     p.add_argument(
         "--repeats",
         type=lambda t: _numbers(t, 1, True),
@@ -326,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for t in a.threshold
         for r in a.repeats
     ]
-    noise = load_noise(a.results, a.matrix_set)
+    noise = load_noise(a.results, a.matrix_set, a.sets)
     studies = [study(noise, setup, a.trials, a.slowdown, a.seed) for setup in setups]
     sys.stdout.write(render(noise, studies, a.slowdown, a.format, a.trials))
     return 0

@@ -49,7 +49,7 @@ hours without --time-limit), a guard against a hang that ends the part with exit
 Research parts that once ran here (fidelity-matched-cpu, engine-costs, cv-long, cpu-loop) are
 archived with their scripts and results at the git tag lab-h200-2026-11.
 
-    python -m validation.run_all --out results/h200-bert-large --parts full,throughput
+    python -m validation.run_all --out results/bench --parts full,throughput
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ def compare_command(
 
     Examples:
       gpubench compare baselines/h200 results/nightly -f markdown -o sum.md
-      gpubench compare --detect 5 results/h200-bert-large/full
+      gpubench compare --detect 5 results/guide-table/full
 
     Exit codes:
       0  no regression (--detect: always)

@@ -38,7 +38,7 @@ def cost(
     FLOPs take at the row's achieved FLOP rate. Only what the rows measured: a CPU run projects
     time but no energy.
 
-    Example: gpubench cost results/h200-llm/llm --train-tokens 2e10 --price-per-gpu-hour 3.5
+    Example: gpubench cost results/decoders/llm --train-tokens 2e10 --price-per-gpu-hour 3.5
     """
     from ..results import load_run
     from ..results.cost import project

@@ -73,9 +73,9 @@ def report_command(
 
     Examples:
       gpubench report results/2026-11-29T10-00-00/
-      gpubench report results/h200-bert-large/full --format markdown >> "$GITHUB_STEP_SUMMARY"
-      gpubench report results/h200-bert-large/full --format table
-      gpubench report results/h200x2-multi-gpu/all-gpus results/h200x2-multi-gpu/one-gpu -o scaling.html
+      gpubench report results/guide-table/full --format markdown >> "$GITHUB_STEP_SUMMARY"
+      gpubench report results/guide-table/full --format table
+      gpubench report results/multi-gpu/all-gpus results/multi-gpu/one-gpu -o scaling.html
     """
     if fmt is ReportFormat.html:
         from ..report.html import size_text, write_report

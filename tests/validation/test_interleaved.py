@@ -1,6 +1,6 @@
 """`python -m validation.interleaved`: the engine and the loop in one process, in alternating
 blocks, end to end on the CPU with the tiny model, where its figures mean nothing (the GPU figures
-are in results/h200-bert-large/interleaved). The statistics: test_interleave_stats.py."""
+are in results/engine-vs-loop/interleaved). The statistics: test_interleave_stats.py."""
 
 from __future__ import annotations
 

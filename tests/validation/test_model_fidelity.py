@@ -1,6 +1,6 @@
 """`python -m validation.model_fidelity` and `validation.model_loop` end to end on the CPU: a
 gpubench run of a tiny decoder and ViT, then the hand-written loop beside each row, then the table
-(figures from a CPU mean nothing; the GPU figures are in results/h200-models/)."""
+(figures from a CPU mean nothing; the GPU figures are in results/moe/ and results/fabric-talk/)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ LAUNCH_BOUND = {"grad-accum", "grad-ckpt", "fp16", "bf16", "tf32", "combo-fp16",
 
 @pytest.fixture(scope="module")
 def published() -> power.Noise:
-    return power.load_noise(REPO / power.RESULTS, "full")
+    return power.load_noise(REPO / power.RESULTS, power.MATRIX_SET, power.NOISE_SETS)
 
 
 def test_the_published_sets_give_thirteen_rows_in_two_classes(published: power.Noise) -> None:
@@ -88,13 +88,13 @@ def test_offsets_come_from_set_means_and_sets_measured_otherwise_are_left_out(tm
 def test_main_prints_both_tables(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, published: power.Noise
 ) -> None:
-    read: list[tuple[Path, str]] = []
+    read: list[tuple[Path, str, tuple[str, ...]]] = []
     monkeypatch.setattr(
-        power, "load_noise", lambda results, matrix_set: read.append((results, matrix_set)) or published
+        power, "load_noise", lambda results, matrix_set, sets: read.append((results, matrix_set, sets)) or published
     )
-    args = ["--results", "elsewhere", "--trials", "13", "--repeats", "3", "--threshold", "5"]
+    args = ["--results", "elsewhere", "--sets", "a,b/c", "--trials", "13", "--repeats", "3", "--threshold", "5"]
     assert power.main([*args, "--slowdown", "10", "--format", "markdown"]) == 0
-    assert read == [(Path("elsewhere"), "full")]
+    assert read == [(Path("elsewhere"), "guide-table/full", ("a", "b/c"))]
     out = capsys.readouterr().out
     assert "| repeats a side | threshold | A/A nights failing | class |" in out
     assert "| scenario | class | sets | spread | detectable at 3 | 10% caught at 3 |" in out
