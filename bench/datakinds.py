@@ -1,27 +1,32 @@
 """The data-kind registry: what a scenario trains on (its `data` field), one torch-free row per kind.
 
-`data = "NAME"` or `data = "NAME:ARGUMENT"` (a path). A row says which tasks the kind serves, the
+`data = "NAME"` or `data = "NAME:ARGUMENT"` (a path; a text file's encoding in brackets:
+"text[latin-1]:PATH"). A row says which tasks the kind serves, the
 argument it takes, the pip package it needs, and the worker function that builds it by name
 (`bench/worker/data*.py`), so the parent checks a kind, its task and its files before any work
 (exit 2) without importing torch. `data_source` is another axis: the container the worker hands
-the engine (a plain torch Dataset or a `datasets.Dataset`), whatever the kind. Adding a kind: a
-row here and a builder in the worker (docs/data.md).
+the engine (a plain torch Dataset or a `datasets.Dataset`), whatever the kind. The plan reads every
+file with the readers the worker uses (bench/datareaders.py), so a malformed one is exit 2 before any
+worker starts. Adding a kind: a row here and a builder in the worker (docs/data.md).
 """
 
 from __future__ import annotations
 
-import json
+import codecs
+import functools
+import importlib.util
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from . import datareaders
+from .datareaders import CIFAR_CLASSES, saved_columns, saved_split
 from .errors import BadInput, did_you_mean
 from .families.base import TASKS
 
 CAUSAL, CLASSIFY, IMAGE = "causal-lm", "sequence-classification", "image-classification"
 BYTE_VOCAB = 257  # the byte-level fallback: byte b is id b + 1, id 0 ends a document
-CIFAR_CLASSES = 10
 CIFAR_BATCHES = "data_batch_*"
 CIFAR_TEST = "test_batch"
 
@@ -35,13 +40,15 @@ class DataSettings:
     tokenizer: str = ""
     column: str = "text"
     held_out: bool = False  # eval_samples > 0: the kind's held-out split is read too
+    encoding: str = "utf-8"  # a text file's, from the data field's "text[ENCODING]:PATH"
 
 
 @dataclass(frozen=True)
 class DataKind:
     """One kind of data. `builder`: "module:function" of the worker that builds it; `argument`:
     what follows "NAME:" ("" when it takes none); `tokenized`: text that `tokenizer` turns into ids;
-    `columns`: a table whose column `data_column` holds the text;
+    `columns`: a table whose column `data_column` holds the text; `encoded`: a text file whose
+    encoding the data field may name ("text[latin-1]:PATH"; UTF-8 when it names none);
     `learnable`: a deterministic task a model learns (the loss falls), not noise; `held_out`: what
     its held-out split is, which `eval_samples` scores after training ("": it has none)."""
 
@@ -53,6 +60,7 @@ class DataKind:
     package: str | None = None
     tokenized: bool = False
     columns: bool = False  # reads the scenario's data_column
+    encoded: bool = False  # takes "[ENCODING]" after its name
     learnable: bool = False
     check: Check | None = None  # plan-time check of the argument, given the model's config
     held_out: str = ""
@@ -69,6 +77,11 @@ def _file(arg: str, what: str) -> Path:
     return path
 
 
+def _vocab(cfg: Mapping[str, Any]) -> int:
+    """The model's vocabulary, as the worker reads it (bench/worker/data.py DataRequest.vocab)."""
+    return int(cfg.get("vocab_size") or 30522)
+
+
 def _check_vocab(settings: DataSettings, cfg: Mapping[str, Any], what: str) -> None:
     vocab = int(cfg.get("vocab_size") or 0)
     if not settings.tokenizer and vocab < BYTE_VOCAB:
@@ -82,35 +95,10 @@ def check_text(arg: str, settings: DataSettings, cfg: Mapping[str, Any]) -> None
     what = f'data = "text:{arg}"'
     path = _file(arg, what)
     if not path.is_file():
-        raise BadInput(f"{what}: {path} is not a file", hint="give a UTF-8 text file")
-    if not path.read_bytes().strip():
+        raise BadInput(f"{what}: {path} is not a file", hint="give a text file")
+    if not datareaders.read_text(path, settings.encoding).strip():
         raise BadInput(f"{what}: {path} holds no text", hint="give a file with at least one non-blank line")
     _check_vocab(settings, cfg, what)
-
-
-def saved_split(path: Path) -> Path:
-    """The folder of the split a `save_to_disk` folder trains on: itself for a Dataset, else its
-    "train" split (the first one when there is none) for a DatasetDict."""
-    splits_file = path / "dataset_dict.json"
-    if not splits_file.is_file():
-        return path
-    splits = json.loads(splits_file.read_text(encoding="utf-8")).get("splits") or []
-    return path / ("train" if "train" in splits else str(splits[0])) if splits else path
-
-
-def saved_columns(path: Path) -> dict[str, Any]:
-    """The features (column -> feature) of a save_to_disk folder, from its dataset_info.json."""
-    info = saved_split(path) / "dataset_info.json"
-    try:
-        features = json.loads(info.read_text(encoding="utf-8")).get("features")
-    except (OSError, ValueError):
-        features = None
-    if not isinstance(features, dict):
-        raise BadInput(
-            f"{path}: not a dataset saved with datasets' save_to_disk (no features in {info.name})",
-            hint="save it with Dataset.save_to_disk(PATH), or give a text file with text:PATH",
-        )
-    return features
 
 
 def check_saved(arg: str, settings: DataSettings, cfg: Mapping[str, Any]) -> None:
@@ -128,6 +116,11 @@ def check_saved(arg: str, settings: DataSettings, cfg: Mapping[str, Any]) -> Non
     feature = columns[settings.column]
     if isinstance(feature, dict) and feature.get("dtype") == "string":
         _check_vocab(settings, cfg, what)
+    if importlib.util.find_spec("datasets") is None:
+        return  # the worker skips the row, naming the package (DataKind.package)
+    values = datareaders.read_saved_column(path, settings.column, _vocab(cfg))
+    if values and isinstance(values[0], str) and not any(v.strip() for v in values):
+        raise BadInput(f"{what}: the column '{settings.column}' of {saved_split(path)} holds no text")
 
 
 def check_cifar10(arg: str, settings: DataSettings, cfg: Mapping[str, Any]) -> None:
@@ -151,6 +144,15 @@ def check_cifar10(arg: str, settings: DataSettings, cfg: Mapping[str, Any]) -> N
             f"{what}: {path} holds no {CIFAR_TEST}, the test images eval_samples scores",
             hint="give the whole cifar-10-batches-py folder, or set eval_samples = 0",
         )
+    for batch in sorted(path.glob(CIFAR_BATCHES)) + ([path / CIFAR_TEST] if settings.held_out else []):
+        stat = batch.stat()
+        _cifar_images(str(batch), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _cifar_images(path: str, _size: int, _mtime_ns: int) -> int:
+    """A CIFAR batch read and checked once per version of the file (a matrix's scenarios share it)."""
+    return len(datareaders.read_cifar_batch(Path(path))[1])
 
 
 WORKER = "bench.worker"
@@ -192,9 +194,10 @@ KINDS: dict[str, DataKind] = {
             "text",
             (CAUSAL,),
             f"{WORKER}.datafiles:text_file",
-            "a local UTF-8 text file, documents split at blank lines, tokenised and packed",
+            "a local text file (UTF-8, or text[ENCODING]:PATH), documents split at blank lines, tokenised and packed",
             argument="PATH",
             tokenized=True,
+            encoded=True,
             learnable=True,
             check=check_text,
         ),
@@ -225,17 +228,44 @@ KINDS: dict[str, DataKind] = {
 DEFAULT = "random"
 
 
+def parse(data: str) -> tuple[str, str | None, str]:
+    """(kind name, encoding or None, argument) of a `data` value: "text[latin-1]:/a.txt" ->
+    ("text", "latin-1", "/a.txt"). A head with an unbalanced "[" is the name, unknown."""
+    head, _, arg = data.partition(":")
+    name, bracket, rest = head.partition("[")
+    if bracket and rest.endswith("]"):
+        return name, rest[:-1], arg
+    return head, None, arg
+
+
 def split(data: str) -> tuple[str, str]:
     """(kind name, argument) of a `data` value: "text:/a/b.txt" -> ("text", "/a/b.txt")."""
-    name, _, arg = data.partition(":")
+    name, _, arg = parse(data)
     return name, arg
+
+
+def encoding(data: str) -> str:
+    """The encoding of a text kind's file: the one the value names, else UTF-8."""
+    return parse(data)[1] or "utf-8"
+
+
+def _encoding_error(name: str, named: str | None) -> str | None:
+    if named is None:
+        return None
+    if not KINDS[name].encoded:
+        return f'takes no encoding: data = "{name}:{KINDS[name].argument}"'
+    try:
+        codecs.lookup(named)
+    except LookupError:
+        return f'names an unknown encoding {named!r}: data = "{name}[latin-1]:PATH" names one Python knows'
+    return None
 
 
 def syntax_error(data: Any) -> str | None:
     """Why a `data` value is not a kind with the argument it takes, or None (no file is read)."""
     if not isinstance(data, str):
         return "must be a string"
-    name, arg = split(data)
+    name, named, arg = parse(data)
     if name not in KINDS:
         forms = [f"{k.name}:{k.argument}" if k.argument else k.name for k in KINDS.values()]
         hint = did_you_mean(name, list(KINDS))
@@ -245,7 +275,7 @@ def syntax_error(data: Any) -> str | None:
         return f'needs its {kind.argument}: data = "{name}:{kind.argument}"'
     if not kind.argument and ":" in data:
         return f'takes no argument: data = "{name}"'
-    return None
+    return _encoding_error(name, named)
 
 
 def held_out_error(data: str) -> str | None:
@@ -263,7 +293,7 @@ def absolute(data: str) -> str:
     name, arg = split(data)
     if not KINDS[name].argument:
         return data
-    return f"{name}:{Path(arg).expanduser().resolve()}"
+    return f"{data.partition(':')[0]}:{Path(arg).expanduser().resolve()}"
 
 
 def check(data: str, task: str, cfg: Mapping[str, Any], settings: DataSettings, model: str) -> None:
@@ -282,4 +312,4 @@ def check(data: str, task: str, cfg: Mapping[str, Any], settings: DataSettings, 
             hint="give a local folder a tokenizer was saved to (save_pretrained), or leave it out for bytes",
         )
     if kind.check is not None:
-        kind.check(arg, settings, cfg)
+        kind.check(arg, replace(settings, encoding=encoding(data)), cfg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -75,3 +76,62 @@ def test_the_report_s_cost_columns_agree_with_the_cost_command(tmp_path: Path) -
     assert summary["kwh_per_1b_tokens"] == pytest.approx(projected["energy_kwh"])
     text = render(report_data.build(run.frame, run.env, run_dir / "results.csv"))
     assert "GPU-h / 1B tokens" in text and f"{projected['gpu_hours']:.2f}" in text
+
+
+# -- every format, and no figure that is not a number ------------------------------------------------
+def test_csv_and_markdown_are_the_rows_not_the_box_table(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "run", frame().to_dict("records"), env(1))
+    args = ("cost", run_dir, "--train-tokens", "1e9", "--price-per-gpu-hour", "2")
+    done = gpubench_in_process(*args, "-f", "csv")
+    assert done.code == 0, done.err
+    table = pd.read_csv(io.StringIO(done.out))
+    assert list(table.columns) == ["scenario", "unit", "work", "gpus", "hours", "gpu_hours", "energy_kwh", "price",
+                                   "flops_6pd", "hours_6pd"]  # fmt: skip
+    (row,) = project(frame(), tokens=1e9, price_per_gpu_hour=2.0)
+    assert table.iloc[0]["scenario"] == "baseline" and table.iloc[0]["hours"] == pytest.approx(row["hours"])
+    assert "┃" not in done.out and "│" not in done.out
+    written = gpubench_in_process(*args, "-f", "csv", "-o", tmp_path / "x.csv")
+    assert written.code == 0 and written.out == "" and (tmp_path / "x.csv").read_text() == done.out
+    md = gpubench_in_process(*args, "-f", "markdown")
+    assert md.code == 0, md.err
+    lines = md.out.splitlines()
+    assert lines[0] == "## Training 1e+09 tokens" and lines[2].startswith("| scenario ")
+    assert lines[3].startswith("|:---") and lines[4].startswith("| baseline ")
+    assert f"{row['gpu_hours']:,.2f}" in lines[4] and "│" not in md.out
+
+
+@given(
+    tokens=st.floats(min_value=1e300, max_value=1e308),
+    price=st.one_of(st.none(), st.floats(min_value=1.0, max_value=1e308)),
+)
+def test_a_projection_that_overflows_is_refused_in_every_format(tokens: float, price: float | None) -> None:
+    """6PD of 3.35e8 parameters over 1e300+ tokens is past a float's range: refused, never Infinity."""
+    with pytest.raises(BadInput, match=r"--train-tokens .*: scenario 'baseline' projects \w+ = inf, not a finite"):
+        project(frame(), tokens=tokens, price_per_gpu_hour=price)
+
+
+@given(
+    tokens=st.floats(min_value=1.0, max_value=1e200),
+    speed=st.floats(min_value=1e-3, max_value=1e6),
+    fmt=st.sampled_from(["json", "csv", "markdown"]),
+)
+def test_every_format_holds_only_finite_figures_and_the_names(tokens: float, speed: float, fmt: str) -> None:
+    from bench.results.cost import render
+
+    rows = project(frame(speed), tokens=tokens, price_per_gpu_hour=3.0)
+    text = render(rows, fmt)
+    assert "inf" not in text.lower() and "nan" not in text.lower() and "baseline" in text
+    if fmt == "json":
+        json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    if fmt == "markdown":  # a huge figure is 1.23e+200, never 200 digits
+        assert max(len(c.strip()) for c in text.splitlines()[4].split("|")) <= len("999,999,999.99")
+
+
+def test_a_huge_projection_keeps_the_names_in_the_terminal_table(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "run", frame().to_dict("records"), env(1))
+    done = gpubench_in_process("cost", run_dir, "--train-tokens", "1e200", "--price-per-gpu-hour", "1e50")
+    assert done.code == 0, done.err
+    assert "baseline" in done.out and "e+" in done.out
+    bad = gpubench_in_process("cost", run_dir, "--train-tokens", "1e300", "-f", "json")
+    assert bad.code == 2 and bad.out == "" and "Infinity" not in bad.err
+    assert "projects flops_6pd = inf, not a finite number" in bad.err

@@ -227,10 +227,10 @@ def test_the_byte_fallback_maps_bytes_below_the_vocabulary(files: dict[str, Path
 
 
 def test_a_cifar_batch_unpickles_arrays_only(tmp_path: Path) -> None:
-    from bench.worker.datafiles import read_cifar_batch
+    from bench.datareaders import read_cifar_batch
 
     (tmp_path / "data_batch_1").write_bytes(pickle.dumps({b"data": [1], b"labels": Path("x")}))
-    with pytest.raises(pickle.UnpicklingError, match="only arrays"):
+    with pytest.raises(BadInput, match="not a CIFAR-10 batch \\(it holds pathlib.PosixPath: only arrays"):
         read_cifar_batch(tmp_path / "data_batch_1")
 
 
@@ -276,7 +276,14 @@ def test_a_text_file_without_text_is_refused(blank: str, tmp_path: Path) -> None
 
 
 def saved_folder(path: Path, columns: list[str]) -> Path:
-    """What save_to_disk writes that the plan reads: dataset_info.json's features."""
+    """What save_to_disk writes that the plan reads: dataset_info.json's features (with `datasets`,
+    the folder save_to_disk writes, each column one row of text)."""
+    if has_datasets():
+        from datasets import Dataset
+
+        if not path.is_dir():
+            Dataset.from_dict({c: ["some text"] for c in columns}).save_to_disk(str(path))
+        return path
     path.mkdir(exist_ok=True)
     features = {c: {"dtype": "string", "_type": "Value"} for c in columns}
     (path / "dataset_info.json").write_text(json.dumps({"features": features}), encoding="utf-8")

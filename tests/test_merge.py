@@ -129,3 +129,17 @@ def test_a_merged_sharded_night_compares_as_one_against_a_whole_one(tmp_path: Pa
         ("b", "unchanged"),
         ("c", "unchanged"),
     ]
+
+
+def test_a_shard_without_env_json_is_refused_naming_it(tmp_path: Path) -> None:
+    """Its GPU and software would never be compared with the others': refused, and OUT not written."""
+    a = shard(tmp_path / "a", [row("a")], ["a"])
+    b = shard(tmp_path / "b", [row("b")], ["b"])
+    (b / "env.json").unlink()
+    done = gpubench_in_process("merge", tmp_path / "out", a, b)
+    assert done.code == 2, done.err
+    assert done.lines == [
+        f"gpubench: error: {b}: no env.json; its GPU and software cannot be checked against the other shards' "
+        "(merge result directories a run wrote whole (a run writes env.json before its first row))"
+    ]
+    assert not (tmp_path / "out").exists()

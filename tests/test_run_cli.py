@@ -317,3 +317,26 @@ def test_cpu_lists_read_and_written_as_linux_does(text: str, parsed: tuple[int, 
 def test_what_is_not_a_cpu_list(text: str) -> None:
     with pytest.raises(BadInput, match="is not a CPU list"):
         cpus.parse(text)
+
+
+def test_a_resume_folder_that_cannot_be_written_names_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run --resume DIR` on a read-only DIR: the message names --resume, never advises another --out
+    (the run can only be finished in its own folder). Root writes anywhere: the write is refused here."""
+    import tempfile
+
+    matrix = write_matrix(tmp_path / "m.toml", {"a": {}}, base=BASE)
+    out = tmp_path / "run"
+    stopped = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", out, "--time-limit", "0.001")
+    assert stopped.returncode == 4, stopped.stderr  # planned, ran nothing: --resume finishes it
+
+    def read_only(*args: object, **kwargs: object) -> None:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", read_only)
+    for launcher in ((), ("--launcher", "slurm", "--print-script")):
+        done = gpubench_in_process("run", *launcher, "--resume", out)
+        assert done.code == 2, done.err
+        assert error_lines(done.err) == [
+            f"gpubench: error: --resume {out}: cannot write there: Read-only file system (the run is finished in "
+            "its own folder: make it writable, then resume again)"
+        ]

@@ -126,3 +126,57 @@ def test_a_matrix_through_slurm_cancelled_and_resumed(tmp_path: Path) -> None:
     env = json.loads((out / "env.json").read_text())
     assert [j["job_id"] for j in env["slurm"]["jobs"]][0] == job and len(env["slurm"]["jobs"]) == 2
     assert (out / "logs" / "second-r0.log").is_file()
+
+
+# -- Slurm's commands found before anything is written or submitted ---------------------------------
+def fake_slurm(bin_dir: Path, tools: dict[str, str]) -> str:
+    """A PATH of fake Slurm commands (each a shell script body); the python running the tests stays."""
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in tools.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    return str(bin_dir)
+
+
+SUBMITS = 'echo "$@" > "$(dirname "$0")/submitted"; echo 4242'
+
+
+@pytest.mark.parametrize(
+    ("tools", "says"),
+    [
+        ({}, "sbatch, squeue, scancel not found on PATH"),
+        ({"sbatch": SUBMITS, "scancel": "true"}, "squeue not found on PATH"),
+        ({"sbatch": SUBMITS, "squeue": "true"}, "scancel not found on PATH"),
+    ],
+    ids=["no-slurm", "no-squeue", "no-scancel"],
+)
+def test_a_missing_slurm_command_is_refused_before_anything_is_written_or_submitted(
+    tools: dict[str, str], says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", fake_slurm(tmp_path / "bin", tools))
+    matrix = write_matrix(tmp_path / "m.toml", {"first": {}}, base=SHORT)
+    out = tmp_path / "new" / "run"
+    args = ("run", "--launcher", "slurm", "--matrix", matrix, "--device", "cpu", "--out", out)
+    for _ in range(2):  # the same command is refused the same way again: nothing was left behind
+        done = gpubench_in_process(*args)
+        assert done.code == 2, done.err
+        assert says in done.err and "(it needs sbatch, squeue, scancel)" in done.err
+        assert not (tmp_path / "new").exists() and not (tmp_path / "bin" / "submitted").exists()
+
+
+def test_a_job_sbatch_refuses_leaves_nothing_and_the_same_command_runs_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refuses = 'echo "sbatch: error: invalid partition specified: nope" >&2; exit 1'
+    monkeypatch.setenv("PATH", fake_slurm(tmp_path / "bin", {"sbatch": refuses, "squeue": "true", "scancel": "true"}))
+    matrix = write_matrix(tmp_path / "m.toml", {"first": {}}, base=SHORT)
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "notes.txt").write_text("mine")
+    for out in (tmp_path / "new" / "run", tmp_path / "kept"):
+        args = ("run", "--launcher", "slurm", "--matrix", matrix, "--device", "cpu", "--out", out)
+        for _ in range(2):
+            done = gpubench_in_process(*args, "--partition", "nope")
+            assert done.code == 2, done.err
+            assert "invalid partition specified: nope" in done.err and "already holds" not in done.err
+    assert not (tmp_path / "new").exists()
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["notes.txt"]  # what was there stays

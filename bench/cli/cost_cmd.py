@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..fmt import num
 from ..termtable import Column, FitTable, stdout_console
 from .options import FormatOpt, OutputFileOpt, OutputFormat, existing_path
 from .output import emit, plain
@@ -41,23 +39,17 @@ def cost(
     Example: gpubench cost results/decoders/llm --train-tokens 2e10 --price-per-gpu-hour 3.5
     """
     from ..results import load_run
-    from ..results.cost import project
+    from ..results.cost import HEADERS, cell, project, render
 
     rows = project(load_run(results).frame, train_tokens, train_samples, price_per_gpu_hour)
-    if fmt is OutputFormat.json:
-        emit(json.dumps({"schema": "gpubench.cost/1", "rows": rows}, indent=2, default=str) + "\n", output)
+    if fmt is not OutputFormat.table:
+        emit(render(rows, fmt.value), output)
         return
-    columns = [Column("scenario", name=True), Column("hours", right=True), Column("GPU-hours", right=True),
-               Column("kWh", right=True), Column("price", right=True, drop=2), Column("6PD FLOPs", right=True, drop=1),
-               Column("hours at 6PD", right=True, drop=1)]  # fmt: skip
-    cells = [
-        [r["scenario"], num(r["hours"], 2), num(r["gpu_hours"], 2), num(r["energy_kwh"], 2), num(r["price"], 2),
-         "-" if r["flops_6pd"] is None else f"{r['flops_6pd']:.3g}", num(r["hours_6pd"], 2)]
-        for r in rows
-    ]  # fmt: skip
-    unit = rows[0]["unit"]
-    table = FitTable(columns, cells, title=f"training {rows[0]['work']:.3g} {unit}")
-    if output is None and fmt is OutputFormat.table:
+    drop = {"price": 2, "flops_6pd": 1, "hours_6pd": 1}  # the columns a narrow terminal drops first
+    columns = [Column(h, name=k == "scenario", right=k != "scenario", drop=drop.get(k, 0)) for k, h in HEADERS.items()]
+    cells = [[cell(k, r[k]) for k in HEADERS] for r in rows]
+    table = FitTable(columns, cells, title=f"training {rows[0]['work']:.3g} {rows[0]['unit']}")
+    if output is None:
         stdout_console().print(table)
         return
     emit(plain(lambda console: console.print(table)), output)

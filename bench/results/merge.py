@@ -1,7 +1,8 @@
 """Result directories of one matrix run in shards (hosts, lanes, Slurm steps) made one directory, so
 that `compare`, `report` and `history` judge a sharded night as one run.
 
-Shards must come from the same matrix on the same software and GPU model (`check_same_run`); a
+Shards must come from the same matrix on the same software and GPU model (`check_same_run`), so
+each must have its env.json; a
 scenario planned in two shards must have the same settings in both. Where two shards hold a row of
 the same scenario and repeat, one is kept (`pick`): a final row beats an `interrupted` one; between
 two final rows the later started one wins (a shard run again after a fix); on a tie, the shard named
@@ -61,7 +62,13 @@ def read_shard(path: Path) -> Shard:
             raise BadInput(f"{path / SCENARIOS_JSON}: unreadable ({exc})") from None
         if not isinstance(plan, dict):
             raise BadInput(f"{path / SCENARIOS_JSON}: unreadable (expected a JSON object)")
-    return Shard(path, row_dicts(read_results(path / RESULTS_CSV)), read_env(path), plan)
+    env = read_env(path)
+    if env is None:
+        raise BadInput(
+            f"{path}: no {ENV_JSON}; its GPU and software cannot be checked against the other shards'",
+            hint="merge result directories a run wrote whole (a run writes env.json before its first row)",
+        )
+    return Shard(path, row_dicts(read_results(path / RESULTS_CSV)), env, plan)
 
 
 def _get(env: dict[str, Any], dotted: str) -> Any:

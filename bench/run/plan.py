@@ -272,7 +272,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
     uuids = gpu_uuids(device, seen)
     scenarios = resolve_gpus(scenarios, device, uuids)
     lanes = resolve_lanes(request.lanes, device, uuids, scenarios)
-    check_writable(out)
+    check_writable(out, resume=True)
     name = str(saved.get("matrix", ""))
     saved_parity = saved.get("parity")
     parity: dict[str, Any] = saved_parity if isinstance(saved_parity, dict) else {}

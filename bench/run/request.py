@@ -73,8 +73,9 @@ def check_device_name(requested: str) -> None:
         raise BadInput(f"--device {requested!r} is not one of auto, cpu, cuda, cuda:N")
 
 
-def check_writable(out: Path) -> None:
-    """--out can be created and written; a refused one leaves none of the folders it made."""
+def check_writable(out: Path, resume: bool = False) -> None:
+    """--out can be created and written (or the folder of --resume written); a refused one leaves
+    none of the folders it made. The message names the option the folder came from."""
     missing = [p for p in (out, *out.parents) if not p.exists()]  # deepest first
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -84,6 +85,9 @@ def check_writable(out: Path) -> None:
         for made in missing:
             with contextlib.suppress(OSError):
                 made.rmdir()  # only the empty folders this call made
+        if resume:
+            hint = "the run is finished in its own folder: make it writable, then resume again"
+            raise BadInput(f"--resume {out}: cannot write there: {exc.strerror or exc}", hint=hint) from None
         raise BadInput(
             f"--out {out}: cannot write there: {exc.strerror or exc}", hint="choose another directory with --out"
         ) from None

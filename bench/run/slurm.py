@@ -4,13 +4,16 @@ The parent plans without a GPU (the matrix, the models, --out: bad input exits 2
 submitted), writes DIR/scenarios.json and one shard per scenario (DIR/slurm/steps/SCENARIO, per node
 for a multi-node scenario), writes DIR/slurm/job-N.sbatch (bench/run/slurm_script.py), submits it,
 then polls the job (squeue, sacct) until it ends or --wait-timeout passes, copying each step's rows
-into DIR/results.csv as they come, in the plan's order. Ctrl-C cancels the job. `--resume DIR`
+into DIR/results.csv as they come, in the plan's order. Ctrl-C cancels the job. Slurm's commands
+are found on PATH before anything is written; a new run whose job sbatch refuses takes away what it
+wrote, so the same command can be given again. `--resume DIR`
 waits for the job still queued or running, if there is one, else submits the scenarios without
 a final row of every repeat: a step cut off resumes its shard, so its finished repeats stay.
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -23,7 +26,7 @@ from ..fsio import atomic_write_json, atomic_write_text, read_json
 from ..results import ENV_JSON, FAILED_STATUSES, RESULTS_CSV, SCENARIOS_JSON, read_env, read_plan, write_results
 from ..scenario import Scenario
 from . import shards, slurm_jobs
-from .outdir import check_unused, locked
+from .outdir import check_unused, discard_unmeasured, entries, locked, missing_folders
 from .plan import RunPlan, _scenarios
 from .proc import Interrupts
 from .request import RunRequest, check_request, check_writable
@@ -57,7 +60,6 @@ def _new_plan(request: RunRequest) -> tuple[Path, dict[str, Any]]:
     check_patterns(request.require, [s.name for s in scenarios], f"matrix '{name}'")
     out = request.out or Path("results") / datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
     check_unused(out)
-    check_writable(out)
     plan = {
         "matrix": name,
         "repeats": request.repeats,
@@ -90,7 +92,11 @@ def run_slurm(
     emit_script: Callable[[str], None] = lambda _s: None,
 ) -> tuple[RunPlan, RunOutcome]:
     request = plan_request(request, options)
+    if not options.dry_run:
+        slurm_jobs.check_tools()
     out, plan_json = _resumed_plan(request) if request.resume else _new_plan(request)
+    made, before = (missing_folders(out), entries(out)) if request.resume is None else ((), frozenset())
+    check_writable(out, resume=request.resume is not None)
     out = out.resolve()
     try:
         scenarios = tuple(Scenario(**s, origin=str(out / SCENARIOS_JSON)) for s in plan_json["scenarios"])
@@ -110,8 +116,20 @@ def run_slurm(
     with locked(out):
         if request.resume is None:
             atomic_write_json(out / SCENARIOS_JSON, plan_json)
-        outcome = _submit_and_wait(plan, plan_json, request, options, reporter or NullReporter(), info, emit_script)
+        try:
+            outcome = _submit_and_wait(plan, plan_json, request, options, reporter or NullReporter(), info, emit_script)
+        except slurm_jobs.SlurmError:
+            if request.resume is None and not (out / "slurm" / JOBS_JSON).exists():
+                _discard(out, before, made)  # nothing was submitted: the same command may be given again
+            raise
     return plan, outcome
+
+
+def _discard(out: Path, before: frozenset[str], made: tuple[Path, ...]) -> None:
+    """A new run refused before its job was submitted: what it wrote goes (its scripts and shards too)."""
+    if "slurm" not in before:
+        shutil.rmtree(out / "slurm", ignore_errors=True)
+    discard_unmeasured(out, before, made)
 
 
 def step_dir(out: Path, sc: Scenario) -> Path:

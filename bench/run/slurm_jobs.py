@@ -1,7 +1,9 @@
-"""Slurm's commands as gpubench calls them: argument lists, no shell, a timeout each."""
+"""Slurm's commands as gpubench calls them: argument lists, no shell, a timeout each. `check_tools`
+finds every command a submitted job needs before anything is written or submitted."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +16,10 @@ ENDED = frozenset(
     ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
     + ("REVOKED", "SPECIAL_EXIT", "TIMEOUT")
 )
+
+
+NEEDED = ("sbatch", "squeue", "scancel")  # submit the job, watch it, cancel it on Ctrl-C
+FALLBACKS = ("sacct", "scontrol")  # asked, where on PATH, for the state of a job squeue no longer lists
 
 
 class SlurmError(GpubenchError):
@@ -33,6 +39,16 @@ def call(cmd: Sequence[str], timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess
         raise SlurmError(f"{' '.join(cmd[:2])}: no answer within {timeout_s:g} s") from None
 
 
+def check_tools() -> None:
+    """BadInput naming every command of NEEDED that is not on PATH (before the plan writes anything)."""
+    missing = [tool for tool in NEEDED if shutil.which(tool) is None]
+    if missing:
+        raise BadInput(
+            f"--launcher slurm: {', '.join(missing)} not found on PATH (it needs {', '.join(NEEDED)})",
+            hint="run it where Slurm's commands are (a login node), or write the job's script with --print-script",
+        )
+
+
 def _why(done: subprocess.CompletedProcess[str]) -> str:
     lines = [ln for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
     return lines[-1].strip() if lines else f"exit code {done.returncode}"
@@ -43,7 +59,10 @@ def submit(script: Path) -> str:
     done = call(["sbatch", "--parsable", str(script)])
     job = done.stdout.strip().split(";")[0]
     if done.returncode != 0 or not job.isdigit():
-        raise SlurmError(f"sbatch {script}: {_why(done)}", hint="the script stays there: fix it, or pass other options")
+        raise SlurmError(
+            f"sbatch {script}: {_why(done)}",
+            hint="fix the options sbatch names; --print-script writes the job's script without submitting it",
+        )
     return job
 
 
@@ -53,9 +72,12 @@ def state(job: str) -> str | None:
     done = call(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"])
     if done.returncode == 0 and done.stdout.strip():
         return done.stdout.split()[0]
-    done = call(["sacct", "-n", "-X", "-P", "-j", job, "-o", "State"])
-    if done.returncode == 0 and done.stdout.strip():
-        return done.stdout.split()[0].rstrip("+")  # "CANCELLED by 0" -> CANCELLED
+    if shutil.which("sacct") is not None:
+        done = call(["sacct", "-n", "-X", "-P", "-j", job, "-o", "State"])
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.split()[0].rstrip("+")  # "CANCELLED by 0" -> CANCELLED
+    if shutil.which("scontrol") is None:
+        return None
     done = call(["scontrol", "show", "job", "-o", job])
     for word in done.stdout.split() if done.returncode == 0 else []:
         if word.startswith("JobState="):

@@ -65,6 +65,7 @@ class DataRequest:
     tokenizer: str = ""
     column: str = "text"
     split: str = "train"
+    encoding: str = "utf-8"  # a text file's (the data field's "text[ENCODING]:PATH")
 
     @property
     def vocab(self) -> int:
@@ -100,7 +101,9 @@ def dataset_for(
     if split != "train" and not kind.held_out:
         raise ValueError(f"data = {data!r} has no held-out split")  # the scenario refuses it first
     seed = DATA_SEED if kind.learnable else seed
-    request = DataRequest(config, task, samples, seq_len, seed, argument, tokenizer, column, split)
+    request = DataRequest(
+        config, task, samples, seq_len, seed, argument, tokenizer, column, split, datakinds.encoding(data)
+    )
     return contain(builder(kind)(request), source)
 
 

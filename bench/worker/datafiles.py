@@ -1,25 +1,22 @@
 """Real data the user has on disk: a text file, a `datasets` folder (save_to_disk), CIFAR-10's python
 batches. Text is tokenised (a local tokenizer, or bytes), documents joined with an end-of-document id
-and cut into seq_len blocks (packing); the parent checked every path before the run
-(bench/datakinds.py)."""
+and cut into seq_len blocks (packing). Every file is read with bench/datareaders.py, the readers the
+parent checked it with before the run (bench/datakinds.py)."""
 
 from __future__ import annotations
 
-import io
-import pickle
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
-from ..datakinds import CIFAR_BATCHES, CIFAR_TEST, saved_split
+from ..datakinds import CIFAR_BATCHES, CIFAR_TEST
+from ..datareaders import CIFAR_SIDE, read_cifar_batch, read_saved_column, read_text
 from .data import IGNORE, DataRequest, InMemoryDataset, image_shape
 
 BYTE_EOS = 0  # the byte-level fallback: byte b is id b + 1, id 0 ends a document
-CIFAR_SIDE = 32
 
 
 def documents(text: str) -> list[str]:
@@ -73,53 +70,21 @@ def pack(docs: Sequence[Sequence[int]], eos: int, seq_len: int, samples: int) ->
 
 def text_file(req: DataRequest) -> InMemoryDataset:
     """text:PATH, packed for a causal LM."""
-    text = Path(req.argument).read_text(encoding="utf-8", errors="replace")
+    text = read_text(Path(req.argument), req.encoding)
     ids, eos = tokenise(documents(text), req)
     return pack(ids, eos, req.seq_len, req.samples)
 
 
 def saved_dataset(req: DataRequest) -> InMemoryDataset:
     """saved:PATH: the column `data_column` of a save_to_disk folder (its train split), text or
-    token ids, packed for a causal LM."""
-    from datasets import load_from_disk
-
-    ds = load_from_disk(str(saved_split(Path(req.argument))))
-    values = ds[req.column]
+    token ids (every id below the vocabulary, no empty row: the reader checks), packed for a causal LM."""
+    values = read_saved_column(Path(req.argument), req.column, req.vocab)
     if all(isinstance(v, str) for v in values):
         ids, eos = tokenise((v for v in values if v.strip()), req)
     else:
         ids = [[int(t) for t in v] for v in values]
         eos = int(getattr(req.config, "eos_token_id", None) or 0)
-        top = max((max(d) for d in ids if d), default=0)
-        if top >= req.vocab:
-            raise ValueError(f"column {req.column} holds id {top}, but the model's vocab_size is {req.vocab}")
     return pack(ids, eos, req.seq_len, req.samples)
-
-
-class _ArraysOnly(pickle.Unpickler):
-    """Unpickles CIFAR-10's batches (dicts of bytes, lists and numpy arrays) and nothing that runs code."""
-
-    ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy.core.numeric", "_frombuffer"),
-        ("numpy._core.numeric", "_frombuffer"),
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-        ("_codecs", "encode"),  # bytes in a protocol-2 pickle written by Python 3
-    }
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in self.ALLOWED:
-            raise pickle.UnpicklingError(f"a CIFAR-10 batch holds only arrays, not {module}.{name}")
-        return super().find_class(module, name)
-
-
-def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(images as uint8 N x 3 x 32 x 32, labels) of one data_batch_N file."""
-    batch = _ArraysOnly(io.BytesIO(path.read_bytes()), encoding="bytes").load()
-    data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, CIFAR_SIDE, CIFAR_SIDE)
-    return data, np.asarray(batch[b"labels"], dtype=np.int64)
 
 
 def cifar10(req: DataRequest) -> InMemoryDataset:
