@@ -76,6 +76,8 @@ HEAVY_TESTS = (
     "test_fit.py::test_fit_on_the_cpu_brackets_the_largest_batch_with_real_probes",
     "test_help.py::test_every_help_example_runs_as_shown",
     "test_inputs.py::test_compare_thresholds_are_finite_and_bounded",
+    "test_accum_curve.py::test_every_engine_records_the_models_loss_undivided_under_accumulation",
+    "test_compare_cli.py::test_a_cpu_run_compared_with_its_rerun_exits_0",
 )
 
 

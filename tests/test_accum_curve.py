@@ -12,8 +12,9 @@ from harness import gpubench, results, write_matrix
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.fmt import spec
 from bench.results.losscurve import read_curves
-from bench.worker.engines.trainer import curve_scale
+from bench.worker.engines.trainer import loss_scale
 
 pytestmark = pytest.mark.slow
 BASE = {"engine": "trainer", "samples": 32, "seq_len": 32, "warmup_steps": 1, "precision": "fp32"}
@@ -49,6 +50,34 @@ def test_an_accumulated_rows_curve_starts_where_the_one_batch_row_does(tmp_path:
     assert ("accum4: the Trainer did not divide the loss" in report) is undivided
 
 
+ENGINES = ("torch", "trainer", "accelerate", "fabric")
+
+
+@pytest.mark.parametrize("model", ["tiny", "llama-tiny"])  # a classifier (BERT) and a causal LM
+def test_every_engine_records_the_models_loss_undivided_under_accumulation(tmp_path: Path, model: str) -> None:
+    """One undivided loss, for every engine: a row of batch 1 x 4 accumulated has a final_loss
+    (the last micro-batch's) near its own curve's final window and near the batch-4 row's loss,
+    never about a quarter of it, as the Trainer's causal LM rows had (llama-tiny: 8.33 vs 2.08).
+    The run's table shows that stored figure."""
+    accumulated = {f"{e}-accum4": {"engine": e, "batch_size": 1, "grad_accum_steps": 4} for e in ENGINES}
+    matrix = write_matrix(
+        tmp_path / "m.toml",
+        {"batch4": {"batch_size": 4}, **accumulated},
+        base={**BASE, "model": model, "samples": 16},
+    )
+    done = gpubench("run", "--matrix", matrix, "--device", "cpu", "--out", tmp_path / "run", timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    frame = results(tmp_path / "run").set_index("scenario")
+    assert set(frame["status"]) == {"ok"}
+    whole = float(frame.loc["batch4", "final_loss"])
+    for name in accumulated:
+        final, window = float(frame.loc[name, "final_loss"]), float(frame.loc[name, "final_window_loss"])
+        assert final == pytest.approx(window, rel=0.25), (name, final, window)
+        assert final == pytest.approx(whole, rel=0.25), (name, final, whole)
+        shown = [line for line in done.stdout.splitlines() if f" {name} " in line]
+        assert shown and spec(final, ".4g") in shown[0], (name, final, done.stdout[-3000:])
+
+
 @given(
     accum=st.integers(1, 64),
     loss=st.floats(0.01, 100.0),
@@ -60,11 +89,11 @@ def test_the_scale_is_the_accumulation_steps_unless_nothing_divided_a_classifier
 ) -> None:
     model = torch.tensor(loss)
     returned = model / accum if divided else model.clone()
-    scale = curve_scale(accum, {"model": model, "returned": returned}, task)
+    scale = loss_scale(accum, {"model": model, "returned": returned}, task)
     if accum == 1:
         assert scale == 1.0
     elif divided or task == "causal-lm":
         assert scale == accum
     else:
         assert scale == 1.0
-    assert curve_scale(accum, {}, task) == float(accum)  # nothing seen (no step): as the Trainer documents
+    assert loss_scale(accum, {}, task) == float(accum)  # nothing seen (no step): as the Trainer documents

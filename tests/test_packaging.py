@@ -170,3 +170,16 @@ def test_make_install_passes_the_constraints_to_both_pip_installs(tmp_path: Path
     assert len(installs) == 2 and "torch_spec.py" in installs[0] and '-e ".[dev]"' in installs[1]
     for line in installs:
         assert ("-c " in line) == bool(constraints) and (f"-c {constraints} " in line or not constraints)
+
+
+def test_ci_runs_the_lint_after_both_test_tiers() -> None:
+    """.ci/run runs `make lint` (ruff check, ruff format --check, mypy) after `make test` and
+    `make test-heavy`, as commands of its own (not in a comment), and the Makefile's lint runs all three."""
+    commands = [
+        line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+    make = [c for c in commands if c.startswith("make ")]
+    assert make[-3:] == ["make test", "make test-heavy", "make lint"], make
+    recipe = (REPO / "Makefile").read_text(encoding="utf-8").split("\nlint:", 1)[1].split("\n\n", 1)[0]
+    for tool in ("ruff check bench tests tools validation", "ruff format --check", "mypy bench validation"):
+        assert tool in recipe, recipe

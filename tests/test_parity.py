@@ -232,8 +232,12 @@ def test_the_tracker_folds_the_losses_into_block_means() -> None:
     bad = LossTracker()
     for value in (1.0, float("nan")):
         bad.track(torch.tensor(value))
-    bad.curve_scale = 2.0  # the Trainer's losses over 2 accumulation steps
+    bad.scale = 2.0  # the Trainer's losses over 2 accumulation steps
     assert bad.curve()["loss"] == [2.0, None]
+    scaled = LossTracker()
+    scaled.track(torch.tensor(1.5))
+    scaled.scale = 4.0  # final_loss is the model's loss too, as the curve is (issue 58)
+    assert scaled.result()["final_loss"] == 6.0 and scaled.curve()["loss"] == [6.0]
 
 
 # -- where it is shown ----------------------------------------------------------------------------------

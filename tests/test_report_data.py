@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from report_fixtures import CRASH_ERROR, H200_ENV, OOM_ERROR, SKIP_REASON, cpu_set, gpu_set, write_set
+from report_fixtures import CRASH_ERROR, H200_ENV, OOM_ERROR, SKIP_REASON, cpu_set, gpu_row, gpu_set, write_set
 
 from bench.errors import BadInput
 from bench.report import data as report_data
@@ -242,3 +242,71 @@ def test_nothing_measured(tmp_path: Path) -> None:
 def test_missing_results_are_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="no such results file"):
         report_data.load(tmp_path / "nope")
+
+
+def ranked_set(tmp_path: Path, rows: dict[str, tuple[float, float, str, str]]) -> report_data.Report:
+    """name -> (samples/s, peak MB, parity verdict, model); three repeats each, 0.1% apart."""
+    out = []
+    for name, (sps, mem, verdict, model) in rows.items():
+        for r in range(3):
+            parity = {"parity": verdict, "parity_delta": 0.867 if verdict == "deviates" else 0.001}
+            out.append({**gpu_row(name, r, sps * (1 + r / 1000), mem + r), **parity, "model": model})
+    return report_data.load(write_set(tmp_path / "ranked", out, H200_ENV))
+
+
+def test_a_row_whose_loss_deviates_or_diverged_is_never_recommended(tmp_path: Path) -> None:
+    """The issue's report: the Pareto front "baseline, grad-accum, lr-too-low" with lr-too-low
+    `deviates +0.867`. Rows judged deviates or diverged are left out of the front, the best-of
+    findings and the trade-offs, and the findings say so."""
+    report = ranked_set(
+        tmp_path,
+        {
+            "baseline": (30.0, 8000.0, "reference", "llama"),
+            "grad-accum": (20.0, 6000.0, "equivalent", "llama"),
+            "lr-too-low": (60.0, 5000.0, "deviates", "llama"),
+            "fp16-nan": (80.0, 4000.0, "diverged", "llama"),
+        },
+    )
+    s = report.summary.set_index("scenario")
+    assert sorted(s.index[s["pareto"]]) == ["baseline", "grad-accum"]
+    text = findings(report)
+    assert text[0] == (
+        "Left out of the rankings and the Pareto front, their loss not the reference's: "
+        "lr-too-low (loss deviates +0.867), fp16-nan (loss diverged)."
+    )
+    assert text[1].startswith("Fastest: baseline at 30.03 samples/s")
+    assert text[2].startswith("Lowest peak memory: grad-accum at 6,001 MB")
+    assert text[3].endswith("(Pareto front): baseline, grad-accum.")
+    assert not any("lr-too-low" in t or "fp16-nan" in t for t in text[1:]), text
+    from bench.report import markdown
+
+    lines = markdown.render(report).splitlines()
+    assert not [x for x in lines if x.startswith("| lr-too-low") and "◆" in x]
+    assert any(
+        "Pareto front (no other scenario, of those whose loss did not deviate or diverge, is" in x for x in lines
+    )
+
+
+def test_rows_of_different_models_are_never_ranked_against_each_other(tmp_path: Path) -> None:
+    """A matrix mixing models: a front and a best-of per model, each finding named by its model;
+    the trade-offs vs the baseline only among the baseline's model."""
+    report = ranked_set(
+        tmp_path,
+        {
+            "baseline": (30.0, 8000.0, "", "llama"),
+            "bf16": (45.0, 7000.0, "", "llama"),
+            "small-model": (300.0, 1900.0, "", "bert"),
+            "small-model-bf16": (400.0, 2000.0, "", "bert"),
+        },
+    )
+    s = report.summary.set_index("scenario")
+    assert sorted(s.index[s["pareto"]]) == ["bf16", "small-model", "small-model-bf16"]
+    text = findings(report)
+    assert text[0] == "The scenarios train 2 models (llama, bert): each is ranked among its own."
+    assert text[1].startswith("llama: Fastest: bf16 at ") and text[2].startswith("llama: Lowest peak memory: bf16 ")
+    assert text[3] == "llama: Not beaten on both speed and memory by any other scenario (Pareto front): bf16."
+    assert text[4].startswith("bert: Fastest: small-model-bf16 at ")
+    assert text[5].startswith("bert: Lowest peak memory: small-model at ")
+    assert text[6].endswith("(Pareto front): small-model, small-model-bf16.")
+    tradeoffs = text[7:]
+    assert tradeoffs and not any("small-model" in t for t in tradeoffs), tradeoffs

@@ -29,6 +29,7 @@ STYLES = {
     "fixed": "green",
     "new": "cyan",
     "unchanged": "dim",
+    "not gated": "dim",
 }
 HEADERS = [
     "Scenario",

@@ -21,7 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..fmt import fmt_num, fmt_pct, missing, noise_tag
-from .data import MEMORY_SERIES, Report
+from .data import MEMORY_SERIES, Report, front_scope
 from .labels import place_labels
 from .scaling import ScalingLine
 
@@ -201,17 +201,18 @@ def speed_memory_map(report: Report) -> str:
             return _svg(fig, "map", "Speed versus memory")
         xs, ys = ok["peak_mem_mb"].astype(float), ok["samples_per_s"].astype(float)
         _pad_limits(ax, list(xs), list(ys))
-        front = ok[ok["pareto"]].sort_values("peak_mem_mb")
-        if len(front) > 1:
-            ax.plot(
-                front["peak_mem_mb"],
-                front["samples_per_s"],
-                drawstyle="steps-post",
-                color=ORANGE,
-                linestyle="--",
-                linewidth=1.2,
-                zorder=1,
-            )
+        for _, front in ok[ok["pareto"]].groupby("model", sort=False):  # a front per model (report/data.py)
+            front = front.sort_values("peak_mem_mb")
+            if len(front) > 1:
+                ax.plot(
+                    front["peak_mem_mb"],
+                    front["samples_per_s"],
+                    drawstyle="steps-post",
+                    color=ORANGE,
+                    linestyle="--",
+                    linewidth=1.2,
+                    zorder=1,
+                )
         rest = ok[~ok["pareto"] & ~ok["is_baseline"]]
         ax.scatter(
             rest["peak_mem_mb"],
@@ -233,7 +234,7 @@ def speed_memory_map(report: Report) -> str:
             edgecolor="black",
             linewidth=0.8,
             zorder=4,
-            label="Pareto front: no other scenario is faster with less memory",
+            label=f"Pareto front: no other scenario{front_scope(report.summary)} is faster with less memory",
         )
         base, avoid = ok[ok["is_baseline"]], []
         if len(base):

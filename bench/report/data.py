@@ -46,8 +46,13 @@ EXTRA_COLUMNS = [
     "nvml_process_peak_mb",
     "rss_peak_mb",
     "is_baseline",
+    "model",  # the model the scenario trained (model_resolved, else model): rows of two are never ranked together
+    "ranked",  # whether the findings and the Pareto front may name it (RANKED_OUT)
     "pareto",
 ]
+# A row whose loss is judged one of these against the reference trains something else: never a
+# recommendation (the Pareto front, the findings' best and trade-offs), however fast or lean
+RANKED_OUT = ("deviates", "diverged")
 
 
 @dataclass(frozen=True)
@@ -293,9 +298,33 @@ def _extend(summary: pd.DataFrame, frame: pd.DataFrame, baseline: str | None) ->
             values = pd.to_numeric(ok.get(column, pd.Series(dtype=float)), errors="coerce")
             extra[column].append(float(values.median()) if values.notna().any() else math.nan)
         extra["is_baseline"].append(name == baseline)
-    out = summary.assign(**{k: v for k, v in extra.items() if k != "pareto"})
-    out["pareto"] = pareto_front(out["samples_per_s"].tolist(), out["peak_mem_mb"].tolist())
+        extra["model"].append(model_of(group))
+    out = summary.assign(**{k: v for k, v in extra.items() if k not in ("ranked", "pareto")})
+    out["ranked"] = ~out["parity"].isin(RANKED_OUT)
+    out["pareto"] = False
+    for _, rows in out[out["ranked"]].groupby("model", sort=False):  # one front per model
+        out.loc[rows.index, "pareto"] = pareto_front(rows["samples_per_s"].tolist(), rows["peak_mem_mb"].tolist())
+    out["pareto"] = out["pareto"].astype(bool)
     return out
+
+
+def front_scope(summary: pd.DataFrame) -> str:
+    """What "no other scenario" of the front's legends means when it is not all of them: "" or
+    " of its model", ", of those whose loss did not deviate or diverge," or both."""
+    ranked = summary[summary["ranked"]] if "ranked" in summary else summary
+    several = len(set(ranked.get("model", []))) > 1
+    return (" of its model" if several else "") + (
+        ", of those whose loss did not deviate or diverge," if len(ranked) < len(summary) else ""
+    )
+
+
+def model_of(group: pd.DataFrame) -> str:
+    """The model a scenario's rows trained: the first model_resolved, else model ("" when neither)."""
+    for column in ("model_resolved", "model"):
+        named = [str(v) for v in group.get(column, []) if isinstance(v, str) and v]
+        if named:
+            return named[0]
+    return ""
 
 
 def pareto_front(speeds: list[float], memories: list[float]) -> list[bool]:
@@ -337,20 +366,47 @@ def findings(report: Report) -> list[str]:
     out: list[str] = []
     if ok.empty:
         return ["No scenario produced a measurement."]
-    for metric in WINNERS:
-        measured = ok[ok[metric].notna()]
-        if not measured.empty:
-            out += _best(measured, metric)
-    front = list(ok[ok["pareto"]]["scenario"])
-    if front:
+    left_out = ok[~ok["ranked"]]
+    if len(left_out):
         out.append(
-            "Not beaten on both speed and memory by any other scenario (Pareto front): " + ", ".join(front) + "."
+            "Left out of the rankings and the Pareto front, their loss not the reference's: "
+            + ", ".join(f"{r['scenario']} ({parity_text(r)})" for _, r in left_out.iterrows())
+            + "."
         )
-    out += _tradeoffs(ok[~ok["is_baseline"]])
+    ranked = ok[ok["ranked"]]
+    models = list(dict.fromkeys(ranked["model"]))
+    if len(models) > 1:
+        out.append(f"The scenarios train {len(models)} models ({', '.join(models)}): each is ranked among its own.")
+    for model in models:
+        rows = ranked[ranked["model"] == model]
+        head = f"{model}: " if len(models) > 1 else ""
+        for metric in WINNERS:
+            measured = rows[rows[metric].notna()]
+            if not measured.empty:
+                out += [head + line for line in _best(measured, metric)]
+        front = list(rows[rows["pareto"]]["scenario"])
+        if front:
+            out.append(
+                head
+                + "Not beaten on both speed and memory by any other scenario (Pareto front): "
+                + ", ".join(front)
+                + "."
+            )
+    base_model = [str(m) for m in ok[ok["is_baseline"]]["model"]]
+    # versus the baseline: the ranked scenarios of its model only
+    same = ranked["model"] == (base_model[0] if base_model else ranked["model"])
+    out += _tradeoffs(ranked[same & ~ranked["is_baseline"]])
     if report.problems:
         listed = ", ".join(f"{p.scenario} ({p.status})" for p in report.problems)
         out.append(f"Without a full measurement: {listed}; see the list of failed and skipped scenarios.")
     return out
+
+
+def parity_text(row: pd.Series) -> str:
+    """'deviates +0.867', 'diverged': a row's loss verdict as the run's table shows it."""
+    delta = row.get("parity_delta")
+    shown = isinstance(delta, float) and math.isfinite(delta)
+    return f"loss {row['parity']}" + (f" {delta:+.3g}" if shown and row["parity"] == "deviates" else "")
 
 
 def _best(rows: pd.DataFrame, metric: str) -> list[str]:

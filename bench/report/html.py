@@ -24,6 +24,7 @@ from .data import (
     device_name,
     env_part,
     findings,
+    front_scope,
     gpu_cells,
     load_many,
     loss_cells,
@@ -266,7 +267,7 @@ def _summary(report: Report) -> str:
         "Medians over the ok repeats of each scenario"
         + ("; CV is the coefficient of variation of samples/s over them" if spread else "")
         + '. <span class="tag front">front</span> marks the Pareto front: no other '
-        "scenario is both faster and lighter."
+        f"scenario{escape(front_scope(s))} is both faster and lighter."
     )
     tags = noise_legend(v for c in NOISE_COLUMNS for v in s[c])
     legend += f" Changes vs baseline: {escape(tags)}." if tags else ""
@@ -430,8 +431,8 @@ def _map_caption(report: Report) -> str:
     absent = f" Not shown (no measurement): {', '.join(unplotted)}." if unplotted else ""
     return (
         "One point per scenario. Diamonds labelled [front] are the Pareto front: no other "
-        "scenario is at least as fast with at most as much memory; the dashed line joins "
-        "them. The star is the baseline; the dotted lines through it split the chart into "
+        f"scenario{escape(front_scope(report.summary))} is at least as fast with at most as much memory; the dashed "
+        "line joins them. The star is the baseline; the dotted lines through it split the chart into "
         "faster/slower and lighter/heavier than the baseline." + absent
     )
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..fmt import fmt_date, fmt_num, md_table, md_text, missing, noise_legend, noise_tag, sentence
 from ..results import NOISE_COLUMNS
-from .data import Report, accuracy_cell, device_name, env_part, findings, gpu_cells, loss_cells
+from .data import Report, accuracy_cell, device_name, env_part, findings, front_scope, gpu_cells, loss_cells
 from .fit import fit_of, markdown_lines
 
 BASE_MARK, FRONT_MARK = "★", "◆"
@@ -23,7 +23,7 @@ def render(report: Report) -> str:
     if command:
         lines += ["", f"Command: {_code(str(command))}"]
     legend = (
-        f"{BASE_MARK} baseline · {FRONT_MARK} Pareto front (no other scenario is both "
+        f"{BASE_MARK} baseline · {FRONT_MARK} Pareto front (no other scenario{front_scope(report.summary)} is both "
         "faster and lighter) · medians over ok repeats · Δ: change vs baseline"
     )
     tags = noise_legend(v for c in NOISE_COLUMNS for v in report.summary[c])

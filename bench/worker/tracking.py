@@ -36,9 +36,10 @@ class LossTracker:
         self.nonfinite: torch.Tensor | None = None  # over the losses folded so far
         self.points: list[torch.Tensor] = []  # block means, on the device
         self.tail: tuple[torch.Tensor, int] | None = None  # the last, partial block: its mean and length
-        # the curve's points are the losses times this: the Trainer's training_step returns a
-        # micro-batch's share of the step (its engine sets the scale after training), the loops the model's
-        self.curve_scale = 1.0
+        # the model's loss is the tracked loss times this, in final_loss and every point of the curve:
+        # the Trainer's training_step returns a micro-batch's share of the step (its engine sets the
+        # scale after training), the loops track the model's own loss (1)
+        self.scale = 1.0
 
     def track(self, loss: torch.Tensor) -> None:
         self.losses.append(loss.detach().clone() if self.copy else loss.detach())
@@ -62,7 +63,7 @@ class LossTracker:
             self._fold()
         if self.last is None or self.nonfinite is None:
             return {"final_loss": float("nan"), "loss_finite": False, "nonfinite_losses": 0}
-        final = float(self.last)
+        final = float(self.last) * self.scale
         return {"final_loss": final, "loss_finite": math.isfinite(final), "nonfinite_losses": int(self.nonfinite)}
 
     def curve(self) -> dict[str, Any]:
@@ -70,11 +71,11 @@ class LossTracker:
         loss of its micro-batches (None where it is not finite). Read after `result`."""
         if self.losses:
             self._fold()
-        means = [float(v) * self.curve_scale for v in torch.cat(self.points).tolist()] if self.points else []
+        means = [float(v) * self.scale for v in torch.cat(self.points).tolist()] if self.points else []
         steps = [(i + 1) * self.every_steps for i in range(len(means))]
         if self.tail is not None:
             mean, micro = self.tail
-            means.append(float(mean) * self.curve_scale)
+            means.append(float(mean) * self.scale)
             steps.append(len(steps) * self.every_steps + -(-micro // self.micro_per_step))
         return {
             "every_steps": self.every_steps,

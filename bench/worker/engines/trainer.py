@@ -109,9 +109,10 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         # says (seen on the H200 with accelerate 1.15): pin it back to what the scenario says.
         set_tf32(sc.tf32)
     metrics = trainer.train().metrics
-    losses.curve_scale = curve_scale(sc.grad_accum_steps, first, inputs.task)
+    # final_loss and the curve: the model's loss, whatever training_step returned
+    losses.scale = loss_scale(sc.grad_accum_steps, first, inputs.task)
     # the loss backward saw was the step's share (divided, or normalised over the step), or not
-    divided = losses.curve_scale > 1 if sc.grad_accum_steps > 1 else None
+    divided = losses.scale > 1 if sc.grad_accum_steps > 1 else None
     runtime_s, samples_per_s = metrics.get("train_runtime"), metrics.get("train_samples_per_second")
     if clock.window_stop != "epoch_end" and runtime_s:
         # stopped before the epoch's end: what was trained over the Trainer's runtime (older
@@ -127,8 +128,8 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
     return figures
 
 
-def curve_scale(accum: int, first: dict[str, torch.Tensor], task: str) -> float:
-    """What turns training_step's losses into the model's loss for the curve. The Trainer divides a
+def loss_scale(accum: int, first: dict[str, torch.Tensor], task: str) -> float:
+    """What turns training_step's losses into the model's loss (final_loss and the curve). The Trainer divides a
     micro-batch's loss by the accumulation steps unless it takes the model to have normalised it
     already (a model whose forward takes **kwargs is handed `num_items_in_batch`, the labelled
     tokens of all the step's micro-batches). A causal LM's loss does use that count, so either way
