@@ -76,6 +76,8 @@ HEAVY_TESTS = (
     "test_fit.py::test_fit_on_the_cpu_brackets_the_largest_batch_with_real_probes",
     "test_help.py::test_every_help_example_runs_as_shown",
     "test_inputs.py::test_compare_thresholds_are_finite_and_bounded",
+    "test_mlflow.py::test_export_logs_each_scenario_with_the_stored_figures_and_skips_it_the_second_time",
+    "test_mlflow.py::test_run_with_mlflow_logs_the_run_it_just_made",
 )
 
 
