@@ -43,6 +43,9 @@ OnlyOpt = Annotated[str | None, typer.Option("--only", help="Comma-separated sce
 SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", help="Sequence length, for every scenario (guide: 512).")]
 EngineOpt = Annotated[str | None, typer.Option("--engine", help=f"{' or '.join(ENGINES)}, for every scenario.")]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
+MlflowExperimentOpt = Annotated[
+    str, typer.Option("--experiment", metavar="NAME", help="The MLflow experiment (created when absent).")
+]
 
 
 def path_value(text: str | Path) -> Path:

@@ -243,6 +243,18 @@ def run(
         ),
     ] = False,
     db: DbOpt = None,
+    mlflow: Annotated[
+        str | None,
+        typer.Option(
+            "--mlflow",
+            metavar="URI",
+            help="Log each scenario as an MLflow run at this tracking URI when the run ends (docs/mlflow.md); "
+            "the server is checked before any work, and a failure to log only warns.",
+        ),
+    ] = None,
+    mlflow_experiment: Annotated[
+        str, typer.Option("--mlflow-experiment", metavar="NAME", help="The MLflow experiment for --mlflow.")
+    ] = "gpubench",
     report: Annotated[
         bool,
         typer.Option(
@@ -317,6 +329,14 @@ def run(
              ("--gpus-per-node", gpus_per_node), ("--dry-run", dry_run or None)) if v is not None]  # fmt: skip
     if given and not slurm:
         raise BadInput(f"{', '.join(given)} without --launcher slurm")
+    if mlflow is not None:
+        if slurm:
+            raise BadInput(
+                "--mlflow with --launcher slurm", hint="log the finished job with `gpubench export DIR --mlflow URI`"
+            )
+        from ..export.mlflow import check_tracking
+
+        check_tracking(mlflow)  # before any work: the package imports and the server answers
     if slurm:
         from ..run.slurm_script import SlurmOptions
 
@@ -339,6 +359,7 @@ def run(
             warn=lambda m: err.print(f"[yellow]warning:[/yellow] {escape(m)}"),
             record_db=db_target(db) if record else None,
             info=lambda m: err.print(m, highlight=False, markup=False),
+            mlflow=(mlflow, mlflow_experiment) if mlflow is not None else None,
         )
     if outcome.rows:
         frame = to_frame(outcome.rows)

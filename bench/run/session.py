@@ -54,6 +54,7 @@ def run(
     warn: Callable[[str], None] = lambda _msg: None,
     record_db: str | None = None,
     info: Callable[[str], None] = lambda _msg: None,
+    mlflow: tuple[str, str] | None = None,
 ) -> tuple[RunPlan, RunOutcome]:
     started = time.monotonic()  # --time-limit counts from here, the probe included
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
@@ -92,6 +93,11 @@ def run(
 
             unfinished = outcome.interrupted or outcome.time_limited
             record_after_run(record_db, plan.out, unfinished=unfinished, warn=warn, info=info)
+        if mlflow is not None:  # --mlflow URI: each scenario an MLflow run; a failure only warns
+            from ..export.mlflow import export_after_run
+
+            unfinished = outcome.interrupted or outcome.time_limited
+            export_after_run(*mlflow, plan.out, unfinished=unfinished, warn=warn, info=info)
         return plan, outcome
 
 
