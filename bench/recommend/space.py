@@ -1,7 +1,7 @@
 """The search space of `gpubench recommend`: combinations, not a matrix's rows.
 
 Each axis is a list of (label, scenario fields); a candidate is one choice on every axis, named by
-its labels joined with '+', with the fields merged onto the base scenario. Which axes exist is the
+its labels joined with '.', with the fields merged onto the base scenario. Which axes exist is the
 family's technique table (Family.techniques) and the device's: Liger and fp8 only where the family
 takes them and on CUDA; LoRA and QLoRA only when --allow names them; the 8-bit optimizer only where
 bitsandbytes imports (checked by the caller, which passes what is installed). What the space leaves
@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import BadInput
 from ..families.base import Family
 
 PLAIN = "plain"  # the reference recipe: bf16 autocast, AdamW, no memory savers (parity's reference)
@@ -24,7 +25,7 @@ ALLOWABLE = ("lora", "qlora")
 
 @dataclass(frozen=True)
 class Candidate:
-    name: str  # its labels joined with '+' (an axis's default has none), e.g. "bf16+b8x4+ckpt+adamw_fused"
+    name: str  # its labels joined with "." (an axis's default has none), e.g. "bf16.b8x4.ckpt.adamw_fused"
     fields: Mapping[str, Any]  # the scenario fields it sets on the base
     axes: Mapping[str, str]  # axis -> the label chosen on it (what "a family of candidates" groups by)
 
@@ -49,8 +50,26 @@ class Space:
                 fields.update(changes)
             labels = [label for label, _ in picks]
             chosen = dict(zip(names, labels, strict=True))
-            out.append(Candidate("+".join(label for label in labels if label) or PLAIN, fields, chosen))
+            out.append(Candidate(".".join(label for label in labels if label) or PLAIN, fields, chosen))
         return out
+
+
+def valid_candidates(
+    candidates: Sequence[Candidate], model: str, base: Mapping[str, Any]
+) -> tuple[list[Candidate], dict[str, str]]:
+    """The candidates that are valid scenarios on `model` (a combination the scenario refuses, such as
+    fp8 with a quantized base, is left out with the scenario's own reason)."""
+    from ..scenario import Scenario
+
+    kept, invalid = [], {}
+    for c in candidates:
+        try:
+            Scenario(name=c.name, **{**base, "model": model, **c.fields})
+        except BadInput as exc:
+            invalid[c.name] = f"not a valid combination: {exc}".replace(f"scenario '{c.name}': ", "")
+        else:
+            kept.append(c)
+    return kept, invalid
 
 
 def micro_batches(global_batch: int, most: int = 4) -> list[tuple[int, int]]:
@@ -58,7 +77,8 @@ def micro_batches(global_batch: int, most: int = 4) -> list[tuple[int, int]]:
     first, at most `most` of them (halving each time: 32 -> 32x1, 16x2, 8x4, 4x8)."""
     if global_batch < 1:
         raise ValueError(f"global batch {global_batch} must be at least 1")
-    pairs, micro = [], global_batch
+    pairs: list[tuple[int, int]] = []
+    micro = global_batch
     while micro >= 1 and len(pairs) < most:
         if global_batch % micro == 0:
             pairs.append((micro, global_batch // micro))
@@ -66,10 +86,14 @@ def micro_batches(global_batch: int, most: int = 4) -> list[tuple[int, int]]:
     return pairs
 
 
-def plain_fields(cuda: bool) -> dict[str, Any]:
+def plain_fields(cuda: bool, global_batch: int) -> dict[str, Any]:
     """The reference every candidate's loss is judged against: bf16 autocast where the GPU has it
-    (fp32 on the CPU, where autocast to bf16 is not what anyone trains with), AdamW, no savers."""
+    (fp32 on the CPU, where autocast to bf16 is not what anyone trains with), AdamW, no savers, at
+    the same global batch as every candidate (its smallest micro-batch: the one likeliest to fit)."""
+    micro, accum = micro_batches(global_batch)[-1]
     return {
+        "batch_size": micro,
+        "grad_accum_steps": accum,
         "precision": "bf16" if cuda else "fp32",
         "tf32": False,
         "optimizer": "adamw",
@@ -95,7 +119,7 @@ def build_space(
     (bitsandbytes, liger_kernel, torchao); `axes`: keep only these axes (the rest at the plain recipe)."""
     bad = [a for a in allow if a not in ALLOWABLE]
     if bad:
-        raise ValueError(f"--allow {','.join(bad)}: not one of {', '.join(ALLOWABLE)}")
+        raise BadInput(f"--allow {','.join(bad)}: not one of {', '.join(ALLOWABLE)}")
     notes: list[AxisNote] = []
     precision: list[tuple[str, Mapping[str, Any]]] = []
     if cuda:
@@ -108,7 +132,9 @@ def build_space(
     else:
         precision.append(("fp32", {"precision": "fp32"}))
         notes.append(AxisNote("precision", "on the CPU only fp32: bf16/fp16 autocast and tf32 are GPU recipes"))
-    batch = [(f"b{m}x{k}", {"batch_size": m, "grad_accum_steps": k}) for m, k in micro_batches(global_batch)]
+    batch: list[tuple[str, Mapping[str, Any]]] = [
+        (f"b{m}x{k}", {"batch_size": m, "grad_accum_steps": k}) for m, k in micro_batches(global_batch)
+    ]
     checkpoint: list[tuple[str, Mapping[str, Any]]] = [("", {"grad_checkpointing": False})]
     checkpoint.append(("ckpt", {"grad_checkpointing": True}))
     notes.append(
@@ -123,7 +149,9 @@ def build_space(
     else:
         notes.append(AxisNote("optimizer", "8-bit AdamW needs bitsandbytes on CUDA"))
     notes.append(
-        AxisNote("optimizer", "CPU offload of optimizer states needs a sharding strategy (fsdp, deepspeed): not one GPU")
+        AxisNote(
+            "optimizer", "CPU offload of optimizer states needs a sharding strategy (fsdp, deepspeed): not one GPU"
+        )
     )
     compile_axis: list[tuple[str, Mapping[str, Any]]] = [("", {"compile": False})]
     if cuda:
@@ -157,7 +185,7 @@ def build_space(
     if axes is not None:
         unknown = [a for a in axes if a not in {name for name, _ in table}]
         if unknown:
-            raise ValueError(f"--axes {','.join(unknown)}: not an axis here ({', '.join(n for n, _ in table)})")
+            raise BadInput(f"--axes {','.join(unknown)}: not an axis here ({', '.join(n for n, _ in table)})")
         table = [(name, choices if name in axes else choices[:1]) for name, choices in table]
     return Space(tuple((name, tuple(choices)) for name, choices in table), tuple(notes))
 
