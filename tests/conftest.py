@@ -65,6 +65,7 @@ HEAVY_MODULES = (
     "test_llm.py",
     "test_readme.py",
     "test_run_e2e.py",  # the quick matrix end to end (make run), and what it writes
+    "test_recommend_e2e.py",  # recommend on llama-tiny and vit-tiny, and the certificate rerun
 )
 HEAVY_TESTS = (
     "test_families.py::test_models_gpubench_has_no_code_for_train_as_their_own_task",

@@ -1,0 +1,229 @@
+"""The answer of `gpubench recommend` as data (recommend.json), and its certificate: a matrix of
+the winner and the plain recipe that `gpubench run --matrix` reruns as is.
+
+A candidate's figures are medians over its ok probes (the race's rounds); its parity verdict comes
+from the finalists' loss check (bench/results/parity.py) and is empty for a candidate not judged.
+A candidate judged `deviates` or `diverged` cannot win. The Pareto front (samples/s up, peak memory
+down, J/sample down where measured) is over the measured candidates not judged to deviate."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..fsio import atomic_write_json
+from .race import Entry
+from .space import PLAIN, AxisNote, Candidate
+
+ANSWER_JSON = "recommend.json"
+BAD_VERDICTS = ("deviates", "diverged")
+
+
+@dataclass(frozen=True)
+class CandidateResult:
+    name: str
+    axes: Mapping[str, str]
+    fields: Mapping[str, Any]
+    outcome: str  # raced, eliminated, pruned, failed (then winner/runner-up set by build_answer)
+    why: str
+    probes: int
+    objective: float | None  # the median figure on the objective (higher is better)
+    samples_per_s: float | None
+    peak_mem_mb: float | None
+    pred_peak_allocated_mb: float | None
+    energy_per_sample_j: float | None
+    bound: str | None
+    mfu_ceiling: float | None
+    parity: str  # equivalent, deviates, diverged, or "" (not judged)
+    parity_delta: float | None
+
+    @classmethod
+    def of(
+        cls,
+        c: Candidate,
+        entry: Entry | None,
+        pruned: str | None,
+        probe_rows: Mapping[tuple[str, int], Mapping[str, Any]],
+        parity_rows: Sequence[Mapping[str, Any]],
+        objective: str,
+    ) -> CandidateResult:
+        del objective  # the entry's values are already on the objective
+        rows = [r for (name, _), r in sorted(probe_rows.items()) if name == c.name]
+        ok = [r for r in rows if r.get("status") == "ok"]
+        judged = next((r for r in parity_rows if r.get("scenario") == f"parity.{c.name}"), None)
+        if pruned:
+            outcome, why = "pruned", pruned
+        elif entry is None or not entry.values:
+            outcome, why = "failed", (entry.out if entry else "not probed")
+        elif entry.out:
+            outcome, why = "eliminated", entry.out
+        else:
+            outcome, why = "raced", ""
+        return cls(
+            name=c.name, axes=dict(c.axes), fields=dict(c.fields), outcome=outcome, why=why, probes=len(rows),
+            objective=math.exp(entry.mean_log) if entry and entry.values else None,
+            samples_per_s=_median(ok, "samples_per_s"), peak_mem_mb=_median(ok, "peak_mem_mb"),
+            pred_peak_allocated_mb=_median(rows, "pred_peak_allocated_mb"),
+            energy_per_sample_j=_median(ok, "energy_per_sample_j"),
+            bound=_label(ok), mfu_ceiling=_median(ok, "mfu_ceiling"),
+            parity=str(judged.get("parity") or "") if judged else "",
+            parity_delta=_number(judged.get("parity_delta")) if judged else None,
+        )  # fmt: skip
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value == value else None
+
+
+def _median(rows: Sequence[Mapping[str, Any]], column: str) -> float | None:
+    values = [v for v in (_number(r.get(column)) for r in rows) if v is not None]
+    return float(statistics.median(values)) if values else None
+
+
+def _label(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    labels = [str(r["bound"]) for r in rows if isinstance(r.get("bound"), str) and r.get("bound")]
+    return max(set(labels), key=labels.count) if labels else None
+
+
+@dataclass(frozen=True)
+class Answer:
+    objective: str
+    winner: str | None
+    runner_up: str | None
+    candidates: tuple[CandidateResult, ...]
+    pareto: tuple[str, ...]
+    lost: tuple[str, ...]  # why each eliminated family of candidates lost
+    notes: tuple[str, ...]  # what the space left out, and what the figures rest on
+    stopped: str
+    judged_on: str
+    device: str
+    memory_cap_mb: float | None
+    wall_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_answer(
+    objective: str,
+    results: Sequence[CandidateResult],
+    space_notes: Sequence[AxisNote],
+    stopped: str,
+    proxy: str,
+    task: str,
+    device: str,
+    cap: float | None,
+    margin: float,
+    wall_s: float,
+) -> Answer:
+    measured = [r for r in results if r.objective is not None and r.outcome in ("raced", "eliminated")]
+    eligible = sorted(
+        (r for r in measured if r.outcome == "raced" and r.parity == "equivalent"), key=lambda r: -(r.objective or 0)
+    )
+    winner = eligible[0].name if eligible else None
+    runner = eligible[1].name if len(eligible) > 1 else None
+    notes = [f"{n.axis}: {n.why}" for n in space_notes]
+    notes.append(
+        f"training quality judged on a learnable proxy task ({proxy}, {task}) with random weights: "
+        "not the user's own fine-tune"
+        if proxy.split(":")[0] in ("lm-synthetic", "cls-synthetic", "vision-synthetic")
+        else f"training quality judged on the user's data ({proxy})"
+    )
+    if device == "cpu":
+        notes.append(
+            "CPU: a smoke test of the harness; out of memory is the memory model's predicted peak above the cap "
+            "(the stand-in fit uses), and the speeds say nothing of a GPU"
+        )
+    if cap is not None:
+        notes.append(f"memory cap {cap:,.0f} MB; pruned only beyond the memory model's {margin:.0%} margin")
+    if objective == "cost":
+        notes.append("cost on one GPU at an hourly price ranks as speed does (cost per sample = price / samples/s)")
+    if winner is None:
+        notes.append("no candidate both measured and judged equivalent to the plain recipe: no recommendation")
+    return Answer(
+        objective=objective, winner=winner, runner_up=runner, candidates=tuple(results), pareto=pareto(measured),
+        lost=tuple(why_lost(results)), notes=tuple(notes), stopped=stopped,
+        judged_on=proxy, device=device, memory_cap_mb=cap, wall_s=wall_s,
+    )  # fmt: skip
+
+
+def pareto(results: Sequence[CandidateResult]) -> tuple[str, ...]:
+    """The measured candidates no other beats on every axis (faster, smaller, less energy), leaving
+    out those judged to deviate or diverge."""
+    pool = [r for r in results if r.parity not in BAD_VERDICTS and r.samples_per_s is not None]
+
+    def key(r: CandidateResult) -> tuple[float, float, float]:
+        return (-(r.samples_per_s or 0), r.peak_mem_mb or math.inf, r.energy_per_sample_j or math.inf)
+
+    def dominates(a: CandidateResult, b: CandidateResult) -> bool:
+        ka, kb = key(a), key(b)
+        return all(x <= y for x, y in zip(ka, kb, strict=True)) and ka != kb
+
+    return tuple(r.name for r in sorted(pool, key=key) if not any(dominates(o, r) for o in pool))
+
+
+def why_lost(results: Sequence[CandidateResult]) -> list[str]:
+    """For each axis choice whose every candidate is out (pruned, failed, eliminated, deviates): why."""
+    lines = []
+    choices = sorted({(axis, label) for r in results for axis, label in r.axes.items() if label})
+    for axis, label in choices:
+        group = [r for r in results if r.axes.get(axis) == label]
+        if any(r.outcome == "raced" and r.parity not in BAD_VERDICTS for r in group):
+            continue
+        reasons = [r.why or r.parity for r in group if r.why or r.parity]
+        if not reasons:
+            continue
+        common = max(set(_gist(w) for w in reasons), key=[_gist(w) for w in reasons].count)
+        lines.append(f"{label} ({axis}): {len(group)} candidates out; most often: {common}")
+    return lines
+
+
+def _gist(why: str) -> str:
+    if why.startswith("out of memory, predicted"):
+        return "out of memory (predicted)"
+    if why.startswith("slower than"):
+        return "slower (interval separated)"
+    return why.split(":")[0][:60]
+
+
+def write_answer(out: Path, answer: Answer) -> None:
+    atomic_write_json(out / ANSWER_JSON, answer.to_json())
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string is a JSON string
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def toml_table(values: Mapping[str, Any]) -> list[str]:
+    return [f"{k} = {toml_value(v)}" for k, v in values.items() if v is not None]
+
+
+def certificate_toml(answer: Answer, base: Mapping[str, Any], plain: Candidate) -> str:
+    """The winner and the plain recipe as a matrix: `gpubench run --matrix DIR/recommended.toml`."""
+    lines = [
+        "# gpubench recommend's answer: rerun with `gpubench run --matrix THIS_FILE` (add --record to gate it nightly)",
+        "[matrix]",
+        "description = " + toml_value(f"recommended for {answer.objective}: {answer.winner or 'none'}"),
+        f"parity_reference = {toml_value(PLAIN)}",
+        "",
+        "[base]",
+        *toml_table({k: v for k, v in base.items() if k not in ("samples", "warmup_steps")}),
+        "",
+        f"[scenarios.{PLAIN}]",
+        *toml_table(dict(plain.fields)),
+    ]
+    chosen = next((r for r in answer.candidates if r.name == answer.winner), None)
+    if chosen is not None:
+        lines += ["", f'[scenarios."{chosen.name}"]', *toml_table(dict(chosen.fields))]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,37 @@
+"""Pruning before any GPU time: a candidate the memory model says cannot fit, beyond its error.
+
+The memory model's peaks are within 4.1% of the measured on BERT and Llama (docs/memory.md; its
+target is 15%). A candidate is pruned only when its predicted peak, lowered by that 15% target,
+still exceeds the memory cap: so the model's stated error cannot prune a candidate that fits. A
+prediction without activations is a lower bound, and prunes on the same rule (a lower bound above
+the cap is above it). A candidate the model cannot predict is raced, not pruned."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..errors import GpubenchError
+from ..memory.terms import MB
+from ..scenario import Scenario
+
+MEMORY_MARGIN = 0.15  # the memory model's error target (docs/memory.md)
+
+
+def prune_by_memory(probes: Mapping[str, Scenario], model: str, cap_mb: float) -> dict[str, str]:
+    """name -> why, for each candidate predicted not to fit `cap_mb` beyond the margin."""
+    from ..predict.core import prediction_of
+
+    pruned = {}
+    for name, sc in probes.items():
+        try:
+            prediction = prediction_of(sc, model)
+        except GpubenchError:
+            continue  # not predicted: the probe decides
+        peak = prediction.peak / MB
+        if peak * (1 - MEMORY_MARGIN) > cap_mb:
+            bound = "" if prediction.activations_predicted else " (a lower bound: activations not predicted)"
+            pruned[name] = (
+                f"out of memory, predicted: {peak:,.0f} MB{bound} against {cap_mb:,.0f} MB, "
+                f"beyond the memory model's {MEMORY_MARGIN:.0%} margin"
+            )
+    return pruned

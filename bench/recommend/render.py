@@ -1,0 +1,76 @@
+"""The answer as a terminal table's rows, markdown, or JSON: one Answer, rendered at the edge."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from .answer import Answer, CandidateResult
+
+HEADER = ("candidate", "outcome", "samples/s", "peak MB", "pred MB", "J/sample", "bound", "parity", "why")
+ORDER = {"winner": 0, "runner-up": 1, "raced": 2, "eliminated": 3, "failed": 4, "pruned": 5}
+
+
+def outcome(answer: Answer, r: CandidateResult) -> str:
+    if r.name == answer.winner:
+        return "winner"
+    if r.name == answer.runner_up:
+        return "runner-up"
+    return r.outcome
+
+
+def ordered(answer: Answer) -> list[CandidateResult]:
+    return sorted(answer.candidates, key=lambda r: (ORDER.get(outcome(answer, r), 9), -(r.objective or 0)))
+
+
+def _fig(value: float | None, digits: int = 1) -> str:
+    return "" if value is None else f"{value:,.{digits}f}"
+
+
+def row_cells(answer: Answer, r: CandidateResult) -> list[str]:
+    return [
+        r.name, outcome(answer, r), _fig(r.samples_per_s, 2), _fig(r.peak_mem_mb, 0),
+        _fig(r.pred_peak_allocated_mb, 0), _fig(r.energy_per_sample_j, 3), r.bound or "", r.parity, r.why,
+    ]  # fmt: skip
+
+
+def table_rows(answer: Answer, limit: int | None = 20) -> tuple[list[list[str]], int]:
+    """The rows to print, best first, and how many were left out (all of them are in --format json)."""
+    rows = [row_cells(answer, r) for r in ordered(answer)]
+    if limit is None or len(rows) <= limit:
+        return rows, 0
+    return rows[:limit], len(rows) - limit
+
+
+def summary_lines(answer: Answer) -> list[str]:
+    counts: dict[str, int] = {}
+    for r in answer.candidates:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    said = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    lines = [
+        f"recommended ({answer.objective}): {answer.winner or 'none'}"
+        + (f"; runner-up: {answer.runner_up}" if answer.runner_up else ""),
+        f"candidates: {len(answer.candidates)} ({said}); race: {answer.stopped}; {answer.wall_s:.0f} s",
+    ]
+    if answer.pareto:
+        lines.append("Pareto front (samples/s, peak memory, J/sample; no deviating row): " + ", ".join(answer.pareto))
+    lines += [f"lost: {line}" for line in answer.lost]
+    lines += [f"note: {line}" for line in answer.notes]
+    return lines
+
+
+def markdown(answer: Answer) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(cell(c) for c in row_cells(answer, r)) + " |" for r in ordered(answer)]
+    return "\n".join(["## gpubench recommend", "", *(f"- {cell(s)}" for s in summary_lines(answer)), "", *lines]) + "\n"
+
+
+def as_json(answer: Answer) -> str:
+    return json.dumps(answer.to_json(), indent=2, allow_nan=False, default=str) + "\n"
+
+
+def names(results: Sequence[CandidateResult]) -> list[str]:
+    return [r.name for r in results]

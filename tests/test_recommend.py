@@ -1,0 +1,169 @@
+"""gpubench recommend: the space per family, the memory pruning, the answer's rules (a deviating
+candidate cannot win; the Pareto front leaves it out), the certificate a matrix `run` reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench.errors import BadInput
+from bench.families import by_name, family_of
+from bench.matrix import load_matrix
+from bench.recommend.answer import CandidateResult, build_answer, certificate_toml, pareto
+from bench.recommend.prune import MEMORY_MARGIN, prune_by_memory
+from bench.recommend.session import RecommendRequest, check_request, objective_value
+from bench.recommend.space import PLAIN, Candidate, build_space, micro_batches, plain_fields, valid_candidates
+from bench.scenario import Scenario
+
+ALL = frozenset({"bitsandbytes", "liger_kernel", "torchao"})
+
+
+@given(st.integers(1, 4096))
+def test_micro_batches_always_make_the_global_batch(global_batch: int) -> None:
+    pairs = micro_batches(global_batch)
+    assert pairs and pairs[0] == (global_batch, 1)
+    assert all(m * k == global_batch for m, k in pairs)
+    assert [m for m, _ in pairs] == sorted({m for m, _ in pairs}, reverse=True)
+
+
+def axes_of(space) -> dict[str, list[str]]:  # noqa: ANN001
+    return {name: [label for label, _ in choices] for name, choices in space.axes}
+
+
+def test_a_decoder_on_cuda_with_every_package_searches_liger_fp8_and_8bit() -> None:
+    axes = axes_of(build_space(by_name("llama"), cuda=True, global_batch=32, installed=ALL))
+    assert axes["precision"] == ["bf16", "fp16", "tf32", "fp8"]
+    assert axes["liger"] == ["", "liger"] and "adamw_8bit" in axes["optimizer"]
+    assert axes["batch"] == ["b32x1", "b16x2", "b8x4", "b4x8"]
+    assert "adapters" not in axes  # LoRA only when allowed
+
+
+def test_what_the_space_leaves_out_is_said() -> None:
+    space = build_space(by_name("llama"), cuda=True, global_batch=8, installed=frozenset())
+    notes = " | ".join(n.why for n in space.notes)
+    assert "fp8: needs torchao" in notes and "liger: needs liger_kernel" in notes and "8-bit AdamW" in notes
+    assert "liger" not in axes_of(space)
+
+
+def test_bert_takes_no_liger_and_lora_only_where_its_family_takes_it() -> None:
+    bert = build_space(by_name("bert"), cuda=True, global_batch=8, installed=ALL, allow=("lora",))
+    assert "liger" not in axes_of(bert) and "fp8" not in axes_of(bert)["precision"]
+    assert any("takes no lora" in n.why for n in bert.notes) or "lora" in axes_of(bert).get("adapters", [])
+    vit = build_space(family_of("vit-tiny"), cuda=True, global_batch=8, installed=ALL, allow=("lora", "qlora"))
+    assert axes_of(vit)["adapters"] == ["", "lora"] and any("takes no qlora" in n.why for n in vit.notes)
+
+
+def test_on_the_cpu_only_fp32_and_no_compile() -> None:
+    axes = axes_of(build_space(by_name("llama"), cuda=False, global_batch=8, installed=ALL))
+    assert axes["precision"] == ["fp32"] and axes["compile"] == [""] and "liger" not in axes
+
+
+def test_axes_keeps_the_others_at_their_default_and_names_a_wrong_axis() -> None:
+    space = build_space(by_name("llama"), cuda=False, global_batch=8, axes=("checkpointing",))
+    assert [c.name for c in space.candidates()] == ["fp32.b8x1.adamw", "fp32.b8x1.ckpt.adamw"]
+    with pytest.raises(BadInput, match="--axes nope"):
+        build_space(by_name("llama"), cuda=False, global_batch=8, axes=("nope",))
+
+
+def test_a_combination_the_scenario_refuses_is_left_out_with_its_reason() -> None:
+    invalid_on = {}
+    for cuda in (True, False):
+        space = build_space(by_name("llama"), cuda=cuda, global_batch=16, installed=ALL, allow=("lora", "qlora"))
+        kept, invalid = valid_candidates(space.candidates(), "llama-tiny", {})
+        invalid_on[cuda] = invalid
+        for c in kept:
+            Scenario(name=c.name, model="llama-tiny", **c.fields)  # validates itself
+        assert len(kept) + len(invalid) == len(space.candidates())
+        Scenario(name=PLAIN, model="llama-tiny", **plain_fields(cuda, 16))
+    assert "cannot be combined with quantize_base" in invalid_on[True]["fp8.b16x1.adamw_fused.qlora"]
+
+
+def test_the_plain_recipe_trains_the_same_global_batch() -> None:
+    fields = plain_fields(False, 32)
+    assert fields["batch_size"] * fields["grad_accum_steps"] == 32 and fields["optimizer"] == "adamw"
+
+
+def test_the_memory_model_prunes_only_beyond_its_margin() -> None:
+    small = Scenario(name="b2", model="llama-tiny", batch_size=2, seq_len=32)
+    big = Scenario(name="b64", model="llama-tiny", batch_size=64, seq_len=512, warmup_steps=1)
+    from bench.predict.core import prediction_of
+
+    small_mb = prediction_of(small, "llama-tiny").peak / 2**20
+    big_mb = prediction_of(big, "llama-tiny").peak / 2**20
+    cap = (small_mb + big_mb) / 2
+    assert big_mb * (1 - MEMORY_MARGIN) > cap  # the test's premise
+    pruned = prune_by_memory({"b2": small, "b64": big}, "llama-tiny", cap)
+    assert set(pruned) == {"b64"} and "beyond the memory model's 15% margin" in pruned["b64"]
+    near = prune_by_memory({"b64": big}, "llama-tiny", big_mb * 0.95)  # within the margin: raced, not pruned
+    assert near == {}
+
+
+def result(name: str, speed: float, parity: str = "equivalent", outcome: str = "raced", mem: float = 100.0):  # noqa: ANN201
+    return CandidateResult(
+        name=name, axes={"x": name}, fields={"batch_size": 4}, outcome=outcome, why="", probes=2, objective=speed,
+        samples_per_s=speed, peak_mem_mb=mem, pred_peak_allocated_mb=None, energy_per_sample_j=None, bound=None,
+        mfu_ceiling=None, parity=parity, parity_delta=0.0,
+    )  # fmt: skip
+
+
+def answer_of(results: list[CandidateResult]):  # noqa: ANN201
+    return build_answer("speed", results, (), "one candidate left", "lm-synthetic", "causal-lm", "cpu", 100.0, 0.15, 1)
+
+
+def test_a_deviating_candidate_cannot_win_and_leaves_the_pareto_front() -> None:
+    answer = answer_of([result("fast", 10.0, "deviates"), result("ok", 8.0), result("slow", 5.0, mem=50.0)])
+    assert answer.winner == "ok" and answer.runner_up == "slow"
+    assert "fast" not in answer.pareto and set(answer.pareto) == {"ok", "slow"}
+
+
+def test_no_equivalent_candidate_no_recommendation() -> None:
+    answer = answer_of([result("a", 10.0, "deviates"), result("b", 9.0, "")])
+    assert answer.winner is None and any("no recommendation" in n for n in answer.notes)
+
+
+def test_the_pareto_front_keeps_only_undominated_candidates() -> None:
+    rs = [result("a", 10.0, mem=200.0), result("b", 8.0, mem=100.0), result("c", 7.0, mem=150.0)]
+    assert pareto(rs) == ("a", "b")
+
+
+def test_the_certificate_is_a_matrix_run_reads(tmp_path: Path) -> None:
+    answer = answer_of([result("fp32.b8x1.ckpt.adamw", 10.0)])
+    plain = Candidate(PLAIN, plain_fields(False, 8), {})
+    path = tmp_path / "recommended.toml"
+    path.write_text(certificate_toml(answer, {"model": "llama-tiny", "seq_len": 32}, plain), encoding="utf-8")
+    matrix = load_matrix(str(path))
+    assert [s.name for s in matrix.scenarios] == [PLAIN, "fp32.b8x1.ckpt.adamw"]
+    assert matrix.scenarios[1].batch_size == 4  # the result's own fields
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [({"objective": "fast"}, "--objective"), ({"budget_s": 0}, "--budget"), ({"global_batch": 0}, "--global-batch"),
+     ({"finalists": 99}, "--finalists"), ({"gpu_memory": "lots"}, "lots")],
+)  # fmt: skip
+def test_bad_flags_are_refused_before_any_work(changes: dict, match: str) -> None:
+    with pytest.raises(BadInput, match=match):
+        check_request(RecommendRequest(**changes))
+
+
+def test_a_failed_probe_has_no_figure_but_its_status() -> None:
+    assert objective_value({"status": "oom"}, "speed") == "oom"
+    assert objective_value({"status": "ok", "samples_per_s": 4.0}, "speed") == 4.0
+    assert objective_value({"status": "ok", "energy_per_sample_j": 0.5}, "energy") == 2.0
+    assert objective_value({"status": "ok", "samples_per_s": float("nan")}, "speed") == "no figure"
+
+
+def test_on_the_cpu_without_gpu_memory_or_with_a_bad_allow_nothing_runs(tmp_path: Path) -> None:
+    from harness import gpubench
+
+    for args, says in (
+        (["--model", "llama-tiny", "--device", "cpu"], "needs --gpu-memory"),
+        (["--model", "llama-tiny", "--device", "cpu", "--gpu-memory", "1GB", "--allow", "dora"], "--allow dora"),
+        (["--model", "llama-tiny", "--device", "cpu", "--gpu-memory", "1GB", "--budget", "soon"], "--budget"),
+    ):
+        done = gpubench("recommend", *args, "--out", tmp_path / "out", timeout=120)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
