@@ -76,6 +76,7 @@ HEAVY_TESTS = (
     "test_fit.py::test_fit_on_the_cpu_brackets_the_largest_batch_with_real_probes",
     "test_help.py::test_every_help_example_runs_as_shown",
     "test_inputs.py::test_compare_thresholds_are_finite_and_bounded",
+    "test_lora_targets.py::test_lora_on_gpt2_trains_and_its_row_names_the_adapted_layers",
 )
 
 
