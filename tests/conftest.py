@@ -77,6 +77,7 @@ HEAVY_TESTS = (
     "test_help.py::test_every_help_example_runs_as_shown",
     "test_inputs.py::test_compare_thresholds_are_finite_and_bounded",
     "test_lora_targets.py::test_lora_on_gpt2_trains_and_its_row_names_the_adapted_layers",
+    "test_engine_override.py::test_run_keeps_a_scenarios_own_engine_and_says_so",
 )
 
 

@@ -65,21 +65,23 @@ def build_on_meta(model: str, task: str = "auto", **extra: Any) -> Any:
 
 # output heads and mixture-of-experts routers: never LoRA targets (lora_layers)
 NOT_TARGETS = ("lm_head", "score", "classifier", "gate", "router")
+NOT_TARGETS_SET = frozenset(NOT_TARGETS)
 CONV1D = "Conv1D"  # transformers' linear layer of GPT-2 (weight stored in x out): a linear layer to peft
 
 
 def lora_layers(built: Any) -> tuple[tuple[str, int, int], ...]:
     """(fqn, in, out) of every layer LoRA's "all-linear" adapts in a built model: each nn.Linear
-    (bitsandbytes' too) and transformers' Conv1D, but the output head, a classifier and a MoE router.
-    A MoE layer's routed experts, held as 3-D parameters in transformers 5, are no such layer: left
-    out (a shared expert or a dense MLP is made of Linears: adapted). The worker (bench/worker/llm.py)
+    (bitsandbytes' too) and transformers' Conv1D, but the output head, a classifier and a MoE router
+    and any layer inside one of those. A MoE layer's routed experts, held as 3-D parameters in
+    transformers 5, are no such layer: left out (a shared expert or a dense MLP is made of Linears:
+    adapted). The worker (bench/worker/llm.py)
     adapts exactly these; the memory model counts their adapters; plan time refuses LoRA where there
     are none (bench/families/plancheck.py)."""
     import torch
 
     found = []
     for fqn, module in built.named_modules():
-        if fqn.rsplit(".", 1)[-1] in NOT_TARGETS:
+        if NOT_TARGETS_SET & set(fqn.split(".")):  # a head or router, or a layer inside one (ResNet's classifier.1)
             continue
         if isinstance(module, torch.nn.Linear):
             found.append((fqn, int(module.in_features), int(module.out_features)))
