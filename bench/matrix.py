@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,10 @@ DEFAULT_PARITY_REFERENCE = "baseline"
 MAX_PARITY_SEEDS = 10
 # Command-line settings that only multi-process scenarios take (a single-GPU row stays one process).
 PARALLEL_OVERRIDES = ("gpus", "nnodes", "node_rank", "rdzv_endpoint")
+# Command-line settings that leave a scenario which sets the field itself: there the field is the
+# point of the row (`[scenarios.accelerate] engine = "accelerate"`), so `--engine fabric` must not
+# turn it into a Fabric run named and described as Accelerate. It keeps its own, with a note.
+OWN_FIELDS = ("engine",)
 # Accepted for readers of the guide's TrainingArguments; mapped onto `precision`.
 ALIASES = ("fp16", "bf16")
 
@@ -34,6 +38,7 @@ class Matrix:
     scenarios: tuple[Scenario, ...]
     parity_reference: str = DEFAULT_PARITY_REFERENCE
     parity_seeds: int = 1
+    notes: dict[str, str] = field(default_factory=dict)  # scenario -> why an override left it (OWN_FIELDS)
 
     def names(self) -> list[str]:
         return [s.name for s in self.scenarios]
@@ -199,12 +204,16 @@ def expand(
     if only:
         _check_only(only, list(scenarios_table), origin)
         scenarios_table = {k: v for k, v in scenarios_table.items() if k in only}
-    scenarios = []
+    scenarios, notes = [], {}
     for scenario_name, overrides in scenarios_table.items():
         where = f"[scenarios.{scenario_name}]"
         own = _settings(_table(overrides, origin, where), origin, where)
         merged = {**base, **own, "name": scenario_name}
         common = {k: v for k, v in given.items() if k not in PARALLEL_OVERRIDES}
+        kept = {k: own[k] for k in OWN_FIELDS if k in common and k in own}
+        common = {k: v for k, v in common.items() if k not in kept}
+        if any(given[k] != v for k, v in kept.items()):
+            notes[scenario_name] = kept_note(kept, given)
         merged.update(common)
         if merged.get("strategy", "none") != "none":
             merged.update({k: v for k, v in given.items() if k in PARALLEL_OVERRIDES})
@@ -219,7 +228,16 @@ def expand(
         scenarios=tuple(scenarios),
         parity_reference=reference,
         parity_seeds=seeds,
+        notes=notes,
     )
+
+
+def kept_note(kept: dict[str, Any], given: dict[str, Any]) -> str:
+    """Why a command-line setting left a scenario: it sets that field itself (OWN_FIELDS)."""
+    fields = [k for k, v in kept.items() if given[k] != v]
+    own = ", ".join(f"{k} = {kept[k]!r}" for k in fields)
+    flags = ", ".join(f"--{k.replace('_', '-')} {given[k]}" for k in fields)
+    return f"keeps its own {own} (what the scenario compares): {flags} applies to the scenarios that take [base]'s"
 
 
 def _parity(meta: dict[str, Any], origin: str) -> tuple[str, int]:

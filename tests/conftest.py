@@ -81,6 +81,8 @@ HEAVY_TESTS = (
     "test_compare_cli.py::test_a_cpu_run_compared_with_its_rerun_exits_0",
     "test_mlflow.py::test_export_logs_each_scenario_with_the_stored_figures_and_skips_it_the_second_time",
     "test_mlflow.py::test_run_with_mlflow_logs_the_run_it_just_made",
+    "test_lora_targets.py::test_lora_on_gpt2_trains_and_its_row_names_the_adapted_layers",
+    "test_engine_override.py::test_run_keeps_a_scenarios_own_engine_and_says_so",
 )
 
 

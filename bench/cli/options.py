@@ -41,7 +41,13 @@ ModelOpt = Annotated[
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 OnlyOpt = Annotated[str | None, typer.Option("--only", help="Comma-separated scenario names.")]
 SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", help="Sequence length, for every scenario (guide: 512).")]
-EngineOpt = Annotated[str | None, typer.Option("--engine", help=f"{' or '.join(ENGINES)}, for every scenario.")]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        help=f"{' or '.join(ENGINES)}, for every scenario that takes [base]'s engine (one that sets its own keeps it).",
+    ),
+]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
 MlflowExperimentOpt = Annotated[
     str, typer.Option("--experiment", metavar="NAME", help="The MLflow experiment (created when absent).")

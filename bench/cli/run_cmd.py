@@ -428,20 +428,24 @@ def _sigterm_as_interrupt() -> None:
 def list_cmd(
     matrix: MatrixOpt = "full",
     model: ModelOpt = None,
+    engine: EngineOpt = None,
 ) -> None:
     """List a matrix's scenarios and what each changes versus the baseline.
 
-    Plain text, one line per scenario (the matrix's TOML file is the data: no --format).
+    Plain text, one line per scenario (the matrix's TOML file is the data: no --format); a scenario
+    that keeps its own engine under --engine says so on the next line. Refuses what `run` refuses.
 
     Example: gpubench list --matrix full
     """
     from .. import api
 
-    rows = api.list_scenarios("full" if matrix is None else matrix, {"model": model})
+    rows = api.list_scenarios("full" if matrix is None else matrix, {"model": model, "engine": engine})
     for item in rows:
         sc, changes = item["scenario"], item["changes"]
         what = ", ".join(f"{k}={v}" for k, v in changes.items()) or f"(the reference: {item['reference']})"
         typer.echo(f"{sc.name:<18} {what:<60} {sc.description}")
+        if item["note"]:
+            typer.echo(f"{'':<18} note: {item['note']}")
 
 
 def cpu_speed_line(speed: dict[str, Any]) -> str:

@@ -63,18 +63,50 @@ def build_on_meta(model: str, task: str = "auto", **extra: Any) -> Any:
         return auto_class(model, task).from_config(model_config(model, task), **extra)
 
 
-# output heads and mixture-of-experts routers: never LoRA targets (bench/worker/llm.py lora_targets)
+# output heads and mixture-of-experts routers: never LoRA targets (lora_layers)
 NOT_TARGETS = ("lm_head", "score", "classifier", "gate", "router")
+NOT_TARGETS_SET = frozenset(NOT_TARGETS)
+CONV1D = "Conv1D"  # transformers' linear layer of GPT-2 (weight stored in x out): a linear layer to peft
+
+
+def lora_layers(built: Any) -> tuple[tuple[str, int, int], ...]:
+    """(fqn, in, out) of every layer LoRA's "all-linear" adapts in a built model: each nn.Linear
+    (bitsandbytes' too) and transformers' Conv1D, but the output head, a classifier and a MoE router
+    and any layer inside one of those. A MoE layer's routed experts, held as 3-D parameters in
+    transformers 5, are no such layer: left out (a shared expert or a dense MLP is made of Linears:
+    adapted). The worker (bench/worker/llm.py)
+    adapts exactly these; the memory model counts their adapters; plan time refuses LoRA where there
+    are none (bench/families/plancheck.py)."""
+    import torch
+
+    found = []
+    for fqn, module in built.named_modules():
+        if NOT_TARGETS_SET & set(fqn.split(".")):  # a head or router, or a layer inside one (ResNet's classifier.1)
+            continue
+        if isinstance(module, torch.nn.Linear):
+            found.append((fqn, int(module.in_features), int(module.out_features)))
+        elif type(module).__name__ == CONV1D and getattr(module, "weight", None) is not None:
+            rows, cols = module.weight.shape  # Conv1D keeps its weight as (in, out)
+            found.append((fqn, int(rows), int(cols)))
+    return tuple(found)
+
+
+def chosen_layers(layers: tuple[tuple[str, int, int], ...], targets: str) -> tuple[tuple[str, int, int], ...]:
+    """The layers a scenario's `lora_targets` picks: every one for "all-linear", else those whose
+    leaf name is listed."""
+    if targets == "all-linear":
+        return layers
+    wanted = set(targets.split(","))
+    return tuple(layer for layer in layers if layer[0].rsplit(".", 1)[-1] in wanted)
 
 
 @functools.cache
 def inventory(
     model: str, task: str
 ) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], tuple[tuple[str, int, int], ...], int]:
-    """(parameter names and shapes, linear layers as (fqn, in, out), buffer bytes) of the model.
-    BadInput for a family whose package the parent never imports (Family.package: torchvision)."""
-    import torch
-
+    """(parameter names and shapes, LoRA's candidate layers as (fqn, in, out) (lora_layers), buffer
+    bytes) of the model. BadInput for a family whose package the parent never imports
+    (Family.package: torchvision)."""
     fam = family_of(model)
     if fam.package is not None:
         raise BadInput(
@@ -85,13 +117,8 @@ def inventory(
 
     built = build_on_meta(model, task)
     params = tuple((n, tuple(p.shape)) for n, p in built.named_parameters())
-    linears = tuple(
-        (fqn, m.in_features, m.out_features)
-        for fqn, m in built.named_modules()
-        if isinstance(m, torch.nn.Linear) and fqn.rsplit(".", 1)[-1] not in NOT_TARGETS
-    )
     buffers = sum(b.numel() * b.element_size() for b in built.buffers())
-    return params, linears, buffers
+    return params, lora_layers(built), buffers
 
 
 def parameter_shapes(model: str, task: str = "auto") -> dict[str, tuple[int, ...]]:

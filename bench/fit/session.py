@@ -124,6 +124,8 @@ def fit(
     )
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         plan, probe = prepare(run_request, Path(scratch))
+    for name, note in plan.notes.items():  # an --engine that left a scenario (bench/matrix.py)
+        info(f"scenario '{name}' {note}")
     try:
         gpu, procs = _gpu(plan.gpu_uuid, probe, warn)
         summary, searches, shape = _plan_searches(request, plan, gpu, capacity)

@@ -18,6 +18,7 @@ from ..memory.dispatch import load_dims, predict
 from ..memory.prediction import Prediction
 from ..memory.terms import MB
 from ..models import resolve_model
+from ..planning import plan_scenarios
 from ..scenario import Scenario
 from .generic import predict_generic
 from .measured import Calibration, assumed, calibrate, measured_terms, predicted_counterparts, same_setup
@@ -86,7 +87,7 @@ def predict_matrix(
 ) -> PredictReport:
     """Predict every scenario of a matrix; with a calibration run, set its measurements beside."""
     m = matrix_mod.load_matrix(matrix, overrides={"model": model, **(overrides or {})}, only=only)
-    scenarios = m.scenarios
+    scenarios, _ = plan_scenarios(m.scenarios, "cuda")  # what `run` refuses, refused here too
     capacity = parse_memory(gpu_memory) if gpu_memory is not None else None
     cal = calibrate(calibrate_dir) if calibrate_dir is not None else assumed()
     rows = []

@@ -1,14 +1,14 @@
 """The memory prediction of a model whose family has no activation model (bench/families: decoder,
 moe, vit, generic): its parameter tensors read off the model built on the meta device (exact, for
 any architecture), the optimizer's rules tensor by tensor, and "activations not predicted"
-(bench/memory/generic.py). LoRA adds its adapters (rank x (in + out) per targeted linear layer, fp32,
-trained) over a frozen base stored in the autocast dtype; a QLoRA base counts its 4- or 8-bit
-payload (quantization constants left out), the rest of the base in fp32 as peft casts it. Imports
-torch and transformers when called."""
+(bench/memory/generic.py). LoRA adds its adapters (rank x (in + out) per targeted layer: the
+layers bench/families/build.py lora_layers finds; fp32, trained) over a frozen base stored in the
+autocast dtype; a QLoRA base counts its 4- or 8-bit payload (quantization constants left out),
+the rest of the base in fp32 as peft casts it. Imports torch and transformers when called."""
 
 from __future__ import annotations
 
-from ..families.build import inventory
+from ..families.build import chosen_layers, inventory
 from ..memory.generic import predict_states_only
 from ..memory.prediction import Prediction
 from ..memory.tensors import ParamTensor, from_named_parameters
@@ -23,8 +23,7 @@ def predict_generic(sc: Scenario, model: str, assumed_gpus: int = 2) -> Predicti
     tensors = from_named_parameters(params)
     if sc.peft == "none":
         return predict_states_only(sc, tensors, buffers=buffers, assumed_gpus=assumed_gpus)
-    wanted = None if sc.lora_targets == "all-linear" else set(sc.lora_targets.split(","))
-    targets = [(fqn, i, o) for fqn, i, o in linears if wanted is None or fqn.rsplit(".", 1)[-1] in wanted]
+    targets = chosen_layers(linears, sc.lora_targets)
     adapters = [ParamTensor(f"{fqn}.lora_A.weight", (sc.lora_rank, i), None) for fqn, i, _ in targets]
     adapters += [ParamTensor(f"{fqn}.lora_B.weight", (o, sc.lora_rank), None) for fqn, _, o in targets]
     base = [t.name for t in tensors]

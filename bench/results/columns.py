@@ -115,6 +115,10 @@ FLOP_COLUMNS = [
     "ceiling_tflops",  # the run's measured matmul ceiling in the row's format (env.json), times its GPUs
     "mfu_ceiling",  # achieved_tflops / ceiling_tflops: the share of what this GPU really reaches
 ]
+LORA_COLUMNS = [  # peft = "lora": what the adapters sit on, read off the trained model (bench/worker/llm.py)
+    "lora_modules",  # the adapted layers' leaf names, sorted ("c_attn,c_fc,c_proj")
+    "lora_layers",  # how many layers carry adapters
+]
 # What was trained and how the loss went (docs/parity.md): the engine's effective learning rate and
 # schedule, the loss curve's figures (losses/NAME-rN.json) and the verdict against the reference
 TRAINING_COLUMNS = [
@@ -156,6 +160,7 @@ FIGURE_COLUMNS = (  # what a row measured or derived, after its identity and set
     + PROFILE_COLUMNS
     + PREDICTED_COLUMNS
     + FLOP_COLUMNS
+    + LORA_COLUMNS
     + TRAINING_COLUMNS
     + OTHER_COLUMNS
 )
@@ -173,6 +178,7 @@ NUMERIC_COLUMNS = [
         "peak_source",
         "flops_source",
         "flops_check_note",
+        "lora_modules",
         "loss_finite",
         "loss_accum_divided",
         "started_at",

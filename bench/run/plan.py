@@ -6,21 +6,20 @@ child what torch sees; a resumed run replays its own scenarios.json."""
 from __future__ import annotations
 
 import shlex
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .. import datakinds
 from .. import matrix as matrix_mod
 from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
 from ..errors import BadInput
-from ..families import for_config, read_config, resolve_task
-from ..families import origin as model_origin
-from ..models import check_model, display_name, resolve_model
+from ..models import display_name
 from ..nodes import NODE_OWN
+from ..planning import check_data, check_program, plan_scenarios
+
+__all__ = ["check_data", "prepare"]  # check_data: bench/planning.py's, where it moved
 from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..results.columns import KNOWN_COLUMNS
 from ..results.parity import seed_scenarios
@@ -54,6 +53,7 @@ class RunPlan:
     parity_reference: str = matrix_mod.DEFAULT_PARITY_REFERENCE  # the loss reference (docs/parity.md)
     parity_seeds: int = 1  # the seeds it runs at (its extra seeds are scenarios of the plan)
     skips: dict[str, str] = field(default_factory=dict)  # scenario -> why it cannot mean what it says here
+    notes: dict[str, str] = field(default_factory=dict)  # scenario -> why an override left it (bench/matrix.py)
 
     @property
     def results_csv(self) -> Path:
@@ -93,7 +93,7 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
     if request.resume is not None:
         return _resume(request, scratch, affinity)
     # Check matrix, settings, --only, --require, models and --out before starting any child: a typo costs nothing.
-    planned_name, planned, _, _ = _scenarios(request, "cpu")
+    planned_name, planned, _, _, _ = _scenarios(request, "cpu")
     origin = f"matrix '{planned_name}'" + (" with --only" if request.only else "")
     check_patterns(request.require, [s.name for s in planned], origin)
     check_device_name(request.device)
@@ -106,7 +106,7 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         seen = probe(request.device, scratch)
         device, uuid = resolve_device(request.device, seen)
         uuids = gpu_uuids(device, seen)
-        name, scenarios, model, parity = _scenarios(request, device)
+        name, scenarios, model, parity, notes = _scenarios(request, device)
         skips = spread_skips(scenarios, device, uuids)
         scenarios = resolve_gpus(scenarios, device, uuids)
         lanes = resolve_lanes(request.lanes, device, uuids, scenarios)
@@ -131,6 +131,7 @@ def prepare(request: RunRequest, scratch: Path) -> tuple[RunPlan, dict[str, Any]
         parity_seeds=parity[1],
         lanes=lanes,
         skips=skips,
+        notes=notes,
     )
     return plan, seen
 
@@ -251,7 +252,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
             "or also give the same --matrix to check they still match",
         )
     if request.matrix is not None:
-        _, current, _, _ = _scenarios(request, device)
+        _, current, _, _, _ = _scenarios(request, device)
         # gpus = "all" was resolved to a number when the run was planned
         unresolved = [
             s.replace(gpus=old.gpus) if s.gpus == "all" and len(current) == len(scenarios) else s
@@ -265,8 +266,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
     own = {k: v for k, v in request.overrides.items() if k in NODE_OWN and v is not None}
     if own:  # each node's own (bench/nodes.py): a Slurm step's node learns them when it starts
         scenarios = tuple(s.replace(**own) if s.nnodes > 1 else s for s in scenarios)
-    resolve_models(scenarios, device)  # the checkpoints are still there
-    scenarios = check_data(scenarios, device)  # and the data files
+    scenarios, _ = plan_scenarios(scenarios, device)  # the checkpoints and data files are still there
     seen = probe(device, scratch)
     device, uuid = resolve_device(device, seen)
     uuids = gpu_uuids(device, seen)
@@ -300,34 +300,24 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
     return plan, seen
 
 
-def _scenarios(request: RunRequest, device: str) -> tuple[str, tuple[Scenario, ...], str, tuple[str, int]]:
+def _scenarios(
+    request: RunRequest, device: str
+) -> tuple[str, tuple[Scenario, ...], str, tuple[str, int], dict[str, str]]:
     """The matrix's name, its scenarios (the loss reference's extra seeds appended), the models shown,
-    and (parity reference, seeds): --parity-seeds wins over the matrix's parity_seeds."""
+    (parity reference, seeds): --parity-seeds wins over the matrix's parity_seeds, and the notes of
+    scenarios an override left (Matrix.notes)."""
     if request.cmd is not None:
-        return COMMAND_MATRIX, (command_scenario(request),), "command", (matrix_mod.DEFAULT_PARITY_REFERENCE, 1)
+        return COMMAND_MATRIX, (command_scenario(request),), "command", (matrix_mod.DEFAULT_PARITY_REFERENCE, 1), {}
     overrides = {**request.overrides, "model": request.model}
     # only the selected scenarios are built, so an override is checked on them alone
     m = matrix_mod.load_matrix(
         "full" if request.matrix is None else request.matrix, overrides=overrides, only=request.only
     )
     seeds = m.parity_seeds if request.parity_seeds is None else request.parity_seeds
-    scenarios = seed_scenarios(m.scenarios, m.parity_reference, seeds)
-    for sc in scenarios:
-        if sc.is_command:
-            check_program(sc.command[0], f"{sc.origin or m.name}: scenario '{sc.name}': command")
-    models = resolve_models(scenarios, device)
-    scenarios = check_data(scenarios, device)
+    scenarios, models = plan_scenarios(seed_scenarios(m.scenarios, m.parity_reference, seeds), device)
     shown = [display_name(m) for m in models] + (["command"] if any(s.is_command for s in scenarios) else [])
-    return m.name, scenarios, shown[0] if len(shown) == 1 else ", ".join(shown), (m.parity_reference, seeds)
-
-
-def resolve_models(scenarios: tuple[Scenario, ...], device: str) -> list[str]:
-    """Each scenario's model resolved for the device and checked (its config names an architecture
-    something builds; a checkpoint's weights are safetensors)."""
-    models = sorted({resolve_model(s.model, device) for s in scenarios if not s.is_command})
-    for resolved in models:
-        check_model(resolved)
-    return models
+    shown_models = shown[0] if len(shown) == 1 else ", ".join(shown)
+    return m.name, scenarios, shown_models, (m.parity_reference, seeds), m.notes
 
 
 COMMAND_MATRIX = "cmd"  # the plan's matrix name for `run --cmd`
@@ -363,32 +353,3 @@ def command_scenario(request: RunRequest) -> Scenario:
     check_program(argv[0], "--cmd")
     settings = {k: v for k, v in request.overrides.items() if v is not None and k in COMMAND_OVERRIDES}
     return Scenario(name=request.cmd_name, description=request.cmd, command=tuple(argv), **settings)
-
-
-def check_program(program: str, where: str) -> None:
-    """The command's program exists here (a name on PATH, or a path): else bad input, before any run."""
-    if shutil.which(program) is None:
-        raise BadInput(
-            f"{where}: {program!r} is not a program on PATH nor an executable file", hint="check its spelling"
-        )
-
-
-def check_data(scenarios: tuple[Scenario, ...], device: str) -> tuple[Scenario, ...]:
-    """Each scenario's data kind serves its model's task and its files are usable (bench/datakinds.py);
-    paths become absolute, so the rows and scenarios.json name the files that ran."""
-    out = []
-    for sc in scenarios:
-        if sc.data == datakinds.DEFAULT or sc.is_command:  # a command reads its own data
-            out.append(sc)
-            continue
-        model = resolve_model(sc.model, device)
-        cfg = read_config(model)
-        task = resolve_task(sc.task, cfg, for_config(cfg, model_origin(model)), model_origin(model))
-        settings = datakinds.DataSettings(tokenizer=sc.tokenizer, column=sc.data_column, held_out=sc.eval_samples > 0)
-        try:
-            datakinds.check(sc.data, task, cfg, settings, display_name(model))
-        except BadInput as exc:
-            raise BadInput(f"scenario '{sc.name}': {exc.message}", hint=exc.hint) from None
-        tokenizer = str(Path(sc.tokenizer).expanduser().resolve()) if sc.tokenizer else ""
-        out.append(sc.replace(data=datakinds.absolute(sc.data), tokenizer=tokenizer))
-    return tuple(out)

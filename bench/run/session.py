@@ -59,6 +59,8 @@ def run(
     started = time.monotonic()  # --time-limit counts from here, the probe included
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         plan, probe = prepare(request, Path(scratch))
+    for name, note in plan.notes.items():  # an --engine that left a scenario: said before it runs
+        info(f"scenario '{name}' {note}")
     made = () if plan.resume else plan.made  # a resumed run's folder is never taken away
     before = entries(plan.out)
     try:

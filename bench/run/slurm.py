@@ -56,7 +56,7 @@ def plan_request(request: RunRequest, options: SlurmOptions) -> RunRequest:
 
 def _new_plan(request: RunRequest) -> tuple[Path, dict[str, Any]]:
     models_device = "cpu" if request.device == "cpu" else "cuda:0"  # model "auto": the device's preset
-    name, scenarios, model, parity = _scenarios(request, models_device)
+    name, scenarios, model, parity, _ = _scenarios(request, models_device)
     check_patterns(request.require, [s.name for s in scenarios], f"matrix '{name}'")
     out = request.out or Path("results") / datetime.now().strftime("%Y-%m-%dT%H-%M-%S")
     check_unused(out)

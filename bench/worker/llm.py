@@ -12,16 +12,18 @@ Dtypes, decided with the memory model (bench/memory):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..families import is_inline
-from ..families.build import NOT_TARGETS
+from ..families.build import CONV1D, chosen_layers, lora_layers
 from ..models import has_weights
 from ..scenario import Scenario
 from .model import build_model, build_random_on_cpu, load_checkpoint, task_of
@@ -126,37 +128,76 @@ PEFT_TASKS: dict[str, tuple[str | None, list[str] | None]] = {
 }
 
 
-def lora_targets(model: Any) -> list[str]:
-    """The leaf names of the model's linear layers that "all-linear" means, found from the model:
-    every nn.Linear (bitsandbytes' too) but the output head and a mixture-of-experts router. A
-    model's experts held as one 3-D parameter (transformers 5's MoE layers) are not nn.Linear and
-    are left out: LoRA then adapts attention (and any shared expert)."""
-    names = set()
-    for fqn, module in model.named_modules():
-        leaf = fqn.rsplit(".", 1)[-1]
-        if isinstance(module, torch.nn.Linear) and leaf not in NOT_TARGETS:
-            names.add(leaf)
-    return sorted(names)
+def lora_targets(sc: Scenario, model: Any) -> list[str]:
+    """The full names of the layers a scenario's LoRA adapts (bench/families/build.py lora_layers:
+    nn.Linear and GPT-2's Conv1D, the head, routers and routed experts left out), picked by
+    `lora_targets` ("all-linear" or leaf names)."""
+    return [fqn for fqn, _, _ in chosen_layers(lora_layers(model), sc.lora_targets)]
+
+
+@contextlib.contextmanager
+def no_v4_moe_renames() -> Iterator[None]:
+    """peft (0.21) rewrites a LoRA config for transformers 5's MoE models as if it named transformers
+    4's per-expert layers: every target ending in gate_proj, up_proj or down_proj (a dense MLP's, a
+    shared expert's) is moved onto the routed experts' 3-D parameters. That serves loading old
+    adapters; a new adapter on the layers gpubench names needs none of it, so it is off here."""
+    from peft.utils import transformers_weight_conversion as conversion
+
+    original = getattr(conversion, "convert_peft_config_for_transformers", None)
+    if original is None:  # a peft without the rewrite
+        yield
+        return
+    conversion.convert_peft_config_for_transformers = lambda *args, **kwargs: None  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        conversion.convert_peft_config_for_transformers = original  # type: ignore[attr-defined]
 
 
 def with_lora(sc: Scenario, model: Any, task: str = "causal-lm") -> Any:
-    """peft's LoRA adapters on every linear layer (found from the model) or the named ones; the base is frozen."""
+    """peft's LoRA adapters on exactly the layers lora_targets names (by full name); the base is
+    frozen. A model where peft adapted anything else, or fewer, is an error, never a quiet row."""
     from peft import LoraConfig, get_peft_model
 
-    targets = lora_targets(model) if sc.lora_targets == "all-linear" else sc.lora_targets.split(",")
+    targets = lora_targets(sc, model)
+    if not targets:  # plan time refuses it (bench/families/plancheck.py); a worker says it again
+        raise ValueError(f"lora_targets = {sc.lora_targets!r}: no linear layer of the model to adapt")
     task_type, head = PEFT_TASKS[task]
+    conv1d = {fqn for fqn, module in model.named_modules() if type(module).__name__ == CONV1D}
     config = LoraConfig(
         r=sc.lora_rank,
         lora_alpha=sc.lora_alpha,
         target_modules=targets,
         task_type=task_type,
         modules_to_save=head,
+        fan_in_fan_out=set(targets) <= conv1d,  # Conv1D keeps its weight as (in, out)
     )
     if sc.grad_checkpointing:
         # with a frozen embedding, the checkpointed blocks' input must require grad for the adapters'
         # gradients to flow (what transformers and peft do for their own users)
         model.enable_input_require_grads()
-    return get_peft_model(model, config)  # adapters in fp32 (autocast_adapter_dtype=True)
+    with no_v4_moe_renames():
+        wrapped = get_peft_model(model, config)  # adapters in fp32 (autocast_adapter_dtype=True)
+    adapted = adapted_layers(wrapped)
+    if len(adapted) != len(targets):
+        raise RuntimeError(f"peft adapted {len(adapted)} layers, not the {len(targets)} gpubench named")
+    return wrapped
+
+
+def adapted_layers(model: Any) -> list[str]:
+    """The full names of the layers that carry LoRA adapters (peft's LoraLayer) in a model."""
+    from peft.tuners.lora import LoraLayer
+
+    return [fqn for fqn, module in model.named_modules() if isinstance(module, LoraLayer)]
+
+
+def lora_figures(model: Any) -> dict[str, Any]:
+    """The row's lora_modules (the adapted layers' leaf names, sorted) and lora_layers (how many),
+    read off the model that trained; nothing for a model without adapters."""
+    if not hasattr(model, "peft_config"):
+        return {}
+    adapted = adapted_layers(model)
+    return {"lora_modules": ",".join(sorted({f.rsplit(".", 1)[-1] for f in adapted})), "lora_layers": len(adapted)}
 
 
 def float8_eligible(module: torch.nn.Module, fqn: str) -> bool:

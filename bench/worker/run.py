@@ -23,7 +23,7 @@ from .clock import StepClock
 from .data import dataset_for, image_shape, trained_tokens
 from .engines.base import EngineInputs
 from .evaluate import held_out
-from .llm import build_trained
+from .llm import build_trained, lora_figures
 from .memcap import apply_memory_cap
 from .model import count_parameters, count_trainable, task_of
 from .precision import matmul_precision, set_tf32
@@ -177,6 +177,7 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         **losses.result(),
         **phases.result(),
         **flop_figures,
+        **lora_figures(model),
         "model_params": count_parameters(model),
         "trainable_params": count_trainable(model),
         # from the parent's launch of this process to the first training step
