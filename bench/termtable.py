@@ -27,6 +27,8 @@ from rich.console import Console, ConsoleOptions, JustifyMethod, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from .safetext import for_terminal
+
 NOTE_MIN = 24  # the note column wraps down to this width before any column is dropped
 NAME_MIN = 24  # a longer name folds down to this width before any column is dropped
 NAME_BREAKS = frozenset(" -_./:,;=+")  # a folded name breaks after one of these where it can
@@ -57,16 +59,16 @@ class FitTable:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         table, footnotes = self.layout(options.max_width)
         if self.title:
-            yield Text(self.title, style="table.title")
+            yield Text(for_terminal(self.title), style="table.title")
         yield table
         for number, note in enumerate(footnotes, start=1):
             yield Text(f"[{number}] {note}", style="dim")
         for line in self.footer:
-            yield Text(line, style="dim")
+            yield Text(for_terminal(line), style="dim")
 
     def layout(self, width: int) -> tuple[Table, list[str]]:
         """The table at this width, and its footnotes in marker order."""
-        cells = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in self.rows]
+        cells = [[_terminal_cell(c) for c in row] for row in self.rows]
         shown = [i for i in range(len(self.columns)) if not cells or not all(_blank(row[i]) for row in cells)]
         note = next((i for i in shown if self.columns[i].note), None)
         name = next((i for i in shown if self.columns[i].name), None)
@@ -179,6 +181,14 @@ def note_parts(note: str) -> list[str]:
             start = i + len(NOTE_SEP)
     parts.append(note[start:])
     return [p.strip() for p in parts if p.strip()]
+
+
+def _terminal_cell(cell: str | Text) -> Text:
+    """A cell as the terminal shows it: no escape sequence or control character (bench.safetext)."""
+    if not isinstance(cell, Text):
+        return Text(for_terminal(cell))
+    shown = for_terminal(cell.plain)
+    return cell if shown == cell.plain else Text(shown, style=cell.style)
 
 
 def _blank(cell: Text) -> bool:
