@@ -57,17 +57,25 @@ class FitTable:
     footer: Sequence[str] = field(default_factory=list)  # lines under the footnotes, e.g. the method
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        table, footnotes = self.layout(options.max_width)
+        table, footnotes, shown = self.laid_out(options.max_width)
         if self.title:
             yield Text(for_terminal(self.title), style="table.title")
         yield table
         for number, note in enumerate(footnotes, start=1):
             yield Text(f"[{number}] {note}", style="dim")
+        dropped = self.dropped(shown)
+        if dropped:
+            yield Text(f"not shown at this width: {', '.join(dropped)}", style="dim")
         for line in self.footer:
             yield Text(for_terminal(line), style="dim")
 
     def layout(self, width: int) -> tuple[Table, list[str]]:
         """The table at this width, and its footnotes in marker order."""
+        table, footnotes, _shown = self.laid_out(width)
+        return table, footnotes
+
+    def laid_out(self, width: int) -> tuple[Table, list[str], list[int]]:
+        """The table at this width, its footnotes in marker order, and the columns it shows."""
         cells = [[_terminal_cell(c) for c in row] for row in self.rows]
         shown = [i for i in range(len(self.columns)) if not cells or not all(_blank(row[i]) for row in cells)]
         note = next((i for i in shown if self.columns[i].note), None)
@@ -124,7 +132,18 @@ class FitTable:
             table.add_row(
                 *[Text(notes[r]) if i == note else folded(row[i], fold) if i == name else row[i] for i in shown]
             )
-        return table, footnotes
+        return table, footnotes, shown
+
+    def dropped(self, shown: Sequence[int]) -> list[str]:
+        """The columns with a value in some row that the layout left out (a header that two columns
+        share is named with the one before it: "loss vs base")."""
+        cells = [[_terminal_cell(c) for c in row] for row in self.rows]
+        headers = [c.header for c in self.columns]
+        return [
+            f"{headers[i - 1]} {column.header}" if i and headers.count(column.header) > 1 else column.header
+            for i, column in enumerate(self.columns)
+            if i not in shown and cells and not all(_blank(row[i]) for row in cells)
+        ]
 
 
 def folded(name: Text, width: int) -> Text:
