@@ -552,7 +552,7 @@ def test_undecodable_files_are_one_line_errors(tmp_path: Path) -> None:
     ("db", "part"),
     [
         ("postgresql://", "--db postgresql://: names no database"),
-        ("postgresql://[::1", "--db 'postgresql://[::1' is not a database URL"),
+        ("postgresql://[::1", "--db postgresql://[::1 is not a database URL"),
         ("postgresql://u@host:port/db", "is not a database URL"),
         ("postgresql://u@host:99999/db", "port 99999 is not a TCP port"),
     ],

@@ -169,4 +169,3 @@ def test_cost_and_report_tables_fit_narrow_terminals(width: str, monkeypatch: py
         done = gpubench_in_process(*args)
         assert done.code == 0, done.err
         assert all(cell_len(line) <= int(width) for line in done.out.splitlines()), done.out
-        assert not [line for line in done.out.splitlines() if line.startswith("│") and "…" in line], done.out
