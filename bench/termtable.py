@@ -12,7 +12,10 @@ it is given. Names, statuses, figures and verdicts are never cut: instead
   - a long name (the `name` column: a scenario's) counts as NAME_MIN columns while columns drop,
     then takes the room that is left (what the notes leave, or half of it): a name wider than its
     column is folded over lines, after a '-', '_' or '.' or beside a CJK character where it can, so
-    that it shows whole, read down its column, and every other cell of its row keeps its one line.
+    that it shows whole, read down its column, and every other cell of its row keeps its one line;
+  - the columns left out for want of width are named under the table ("not shown at this width").
+Every cell, the title and the lines under the table pass through bench.safetext.for_terminal: no
+escape sequence or control character from a result or the history reaches the terminal.
 """
 
 from __future__ import annotations
