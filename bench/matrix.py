@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInput, did_you_mean
+from .safetext import check_plain
 from .scenario import SETTING_KEYS, Scenario
 
 TOP_LEVEL_KEYS = ("matrix", "model", "base", "scenarios")
@@ -60,6 +61,7 @@ def available_matrices(directory: Path | None = None) -> list[str]:
 def resolve_matrix_path(name_or_path: str, directory: Path | None = None) -> Path:
     """A matrix name (scenarios/NAME.toml) or a path to a TOML file."""
     directory = directory or scenario_dir()
+    check_plain(name_or_path, "--matrix")  # its name is the Slurm job's, its path a scenario's origin
     if not name_or_path.strip():
         raise BadInput(
             "--matrix is empty", hint=f"give a matrix name ({', '.join(available_matrices(directory))}) or a .toml file"
@@ -188,6 +190,8 @@ def expand(
     description = meta.get("description", "")
     if not isinstance(description, str):
         raise BadInput(f"{origin}: [matrix]: description = {description!r} must be a string")
+    check_plain(description, f"{origin}: [matrix]: description")
+    check_plain(name or Path(origin).stem, "the matrix's name")
     reference, seeds = _parity(meta, origin)
     base = _settings(_table(data.get("base", {}), origin, "[base]"), origin, "[base]")
     if "model" in data:

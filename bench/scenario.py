@@ -12,6 +12,7 @@ from .errors import BadInput, did_you_mean
 from .families import TASKS, refusal
 from .optimizer_names import OPTIMIZERS  # our name -> the Trainer's `optim`; None: gpubench builds it
 from .precisions import PRECISIONS
+from .safetext import control_char
 
 ENGINES = tuple(engines.ENGINES)  # the registry's names (bench/engines.py)
 BNB_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit", "adam8bit_manual")
@@ -159,6 +160,10 @@ class Scenario:
         for key in TEXT_FIELDS:
             if not isinstance(getattr(self, key), str):
                 raise bad(key, getattr(self, key), "must be a string")
+        for f in fields(self):  # a name, a path or a description ends up in scripts, file names, terminals
+            value = getattr(self, f.name)
+            if f.name != "origin" and isinstance(value, str) and control_char(value) is not None:
+                raise bad(f.name, value, f"holds a control character ({control_char(value)})")
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
             raise bad("name", self.name, "must be letters, digits, '-', '_' or '.'")
         if len(self.name.encode("utf-8")) > MAX_NAME_BYTES:

@@ -12,7 +12,10 @@ it is given. Names, statuses, figures and verdicts are never cut: instead
   - a long name (the `name` column: a scenario's) counts as NAME_MIN columns while columns drop,
     then takes the room that is left (what the notes leave, or half of it): a name wider than its
     column is folded over lines, after a '-', '_' or '.' or beside a CJK character where it can, so
-    that it shows whole, read down its column, and every other cell of its row keeps its one line.
+    that it shows whole, read down its column, and every other cell of its row keeps its one line;
+  - the columns left out for want of width are named under the table ("not shown at this width").
+Every cell, the title and the lines under the table pass through bench.safetext.for_terminal: no
+escape sequence or control character from a result or the history reaches the terminal.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from rich.cells import cell_len, get_character_cell_size
 from rich.console import Console, ConsoleOptions, JustifyMethod, RenderResult
 from rich.table import Table
 from rich.text import Text
+
+from .safetext import for_terminal
 
 NOTE_MIN = 24  # the note column wraps down to this width before any column is dropped
 NAME_MIN = 24  # a longer name folds down to this width before any column is dropped
@@ -55,18 +60,26 @@ class FitTable:
     footer: Sequence[str] = field(default_factory=list)  # lines under the footnotes, e.g. the method
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        table, footnotes = self.layout(options.max_width)
+        table, footnotes, shown = self.laid_out(options.max_width)
         if self.title:
-            yield Text(self.title, style="table.title")
+            yield Text(for_terminal(self.title), style="table.title")
         yield table
         for number, note in enumerate(footnotes, start=1):
             yield Text(f"[{number}] {note}", style="dim")
+        dropped = self.dropped(shown)
+        if dropped:
+            yield Text(f"not shown at this width: {', '.join(dropped)}", style="dim")
         for line in self.footer:
-            yield Text(line, style="dim")
+            yield Text(for_terminal(line), style="dim")
 
     def layout(self, width: int) -> tuple[Table, list[str]]:
         """The table at this width, and its footnotes in marker order."""
-        cells = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in self.rows]
+        table, footnotes, _shown = self.laid_out(width)
+        return table, footnotes
+
+    def laid_out(self, width: int) -> tuple[Table, list[str], list[int]]:
+        """The table at this width, its footnotes in marker order, and the columns it shows."""
+        cells = [[_terminal_cell(c) for c in row] for row in self.rows]
         shown = [i for i in range(len(self.columns)) if not cells or not all(_blank(row[i]) for row in cells)]
         note = next((i for i in shown if self.columns[i].note), None)
         name = next((i for i in shown if self.columns[i].name), None)
@@ -122,7 +135,18 @@ class FitTable:
             table.add_row(
                 *[Text(notes[r]) if i == note else folded(row[i], fold) if i == name else row[i] for i in shown]
             )
-        return table, footnotes
+        return table, footnotes, shown
+
+    def dropped(self, shown: Sequence[int]) -> list[str]:
+        """The columns with a value in some row that the layout left out (a header that two columns
+        share is named with the one before it: "loss vs base")."""
+        cells = [[_terminal_cell(c) for c in row] for row in self.rows]
+        headers = [c.header for c in self.columns]
+        return [
+            f"{headers[i - 1]} {column.header}" if i and headers.count(column.header) > 1 else column.header
+            for i, column in enumerate(self.columns)
+            if i not in shown and cells and not all(_blank(row[i]) for row in cells)
+        ]
 
 
 def folded(name: Text, width: int) -> Text:
@@ -179,6 +203,14 @@ def note_parts(note: str) -> list[str]:
             start = i + len(NOTE_SEP)
     parts.append(note[start:])
     return [p.strip() for p in parts if p.strip()]
+
+
+def _terminal_cell(cell: str | Text) -> Text:
+    """A cell as the terminal shows it: no escape sequence or control character (bench.safetext)."""
+    if not isinstance(cell, Text):
+        return Text(for_terminal(cell))
+    shown = for_terminal(cell.plain)
+    return cell if shown == cell.plain else Text(shown, style=cell.style)
 
 
 def _blank(cell: Text) -> bool:

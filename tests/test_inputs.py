@@ -514,7 +514,7 @@ def test_results_csv_cells_never_start_a_formula_and_still_round_trip(tmp_path: 
 def test_compare_exports_and_markdown_escape_user_text(tmp_path: Path) -> None:
     rows = history_reps("=cmd()", [100.0, 101.0, 99.0])
     gpu = {**history_env(1)["gpu"], "name": "H200 | x\r\n## injected"}
-    base = write_run(tmp_path / "base\n## injected", rows, {**history_env(1), "gpu": gpu})
+    base = write_run(tmp_path / "base", rows, {**history_env(1), "gpu": gpu})  # a newline in a path: exit 2
     slower = [{**r, "samples_per_s": r["samples_per_s"] * 0.5} for r in rows]
     new = write_run(tmp_path / "new", slower, {**history_env(2), "gpu": gpu})
     table = list(csv.reader(io.StringIO(gpubench("compare", base, new, "-f", "csv").out)))
@@ -552,7 +552,7 @@ def test_undecodable_files_are_one_line_errors(tmp_path: Path) -> None:
     ("db", "part"),
     [
         ("postgresql://", "--db postgresql://: names no database"),
-        ("postgresql://[::1", "--db 'postgresql://[::1' is not a database URL"),
+        ("postgresql://[::1", "--db postgresql://[::1 is not a database URL"),
         ("postgresql://u@host:port/db", "is not a database URL"),
         ("postgresql://u@host:99999/db", "port 99999 is not a TCP port"),
     ],

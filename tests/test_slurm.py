@@ -31,7 +31,7 @@ def test_the_script_asks_for_what_the_options_say_and_runs_one_step_per_scenario
     assert lines[0] == "#!/bin/bash"
     for line in ("#SBATCH --partition=gpu", "#SBATCH --account=lab", "#SBATCH --time=02:00:00",
                  "#SBATCH --gpus-per-node=8", "#SBATCH --nodes=1", "#SBATCH --output=/out/slurm/job-%j.log",
-                 "#SBATCH --chdir=/work dir"):  # fmt: skip
+                 "#SBATCH --chdir=\"/work dir\""):  # fmt: skip
         assert line in lines
     steps = [shlex.split(line.split(" || ")[0]) for line in lines if line.startswith("srun ")]
     assert steps == [

@@ -146,7 +146,8 @@ def test_compare_fits_with_every_name_and_verdict_whole(pair: tuple[str, str], w
     assert shown == [(r["scenario"], METRIC_LABELS.get(r["metric"], r["metric"]), r["verdict"]) for r in records]
     settings = len(result.setting_differences) > 0  # compared anyway: one more footnote
     header = len(result.env_differences)  # one line each above the table (another card, another torch)
-    assert len(lines) <= len(records) + 12 + settings + header, "\n".join(lines)
+    dropped = any(line.startswith("not shown at this width:") for line in lines)  # the columns left out
+    assert len(lines) <= len(records) + 12 + settings + header + dropped, "\n".join(lines)
 
 
 def test_a_note_on_every_row_is_one_footnote_at_120_columns() -> None:
@@ -206,7 +207,7 @@ def test_history_check_fits_with_every_name_and_verdict_whole(store: str, width:
     assert shown == [(r["scenario"], r["verdict"]) for r in records]
     assert "verdict" in header(lines) and "GPU" not in header(lines)  # one GPU: the title names it
     # title, header, footnotes and the method (4 lines at 80 columns) around one line per row
-    assert len(lines) <= len(records) + 14, "\n".join(lines)
+    assert len(lines) <= len(records) + 15, "\n".join(lines)  # and a line naming the columns left out
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -326,7 +327,8 @@ def published_plan() -> Plan:
 @given(names=NAME_LISTS, width=WIDTH)
 def test_compare_detect_keeps_every_figure_whole_whatever_the_names(names: list[str], width: int) -> None:
     result = published_plan()
-    assert_whole(plan_table(dataclasses.replace(result, rows=renamed(result.rows, names))), width, key=1)
+    fit = plan_table(dataclasses.replace(result, rows=renamed(result.rows, names)))
+    assert_whole(fit, width, key=[c.header for c in fit.columns].index("Detectable now"))  # Repeats may go
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import typer
 
 from .. import version
 from ..errors import ExitCode, GpubenchError
+from ..safetext import for_terminal
 from . import (
     compare_cmd,
     cost_cmd,
@@ -81,7 +82,7 @@ def main() -> None:
     except GpubenchError as exc:
         if debug:
             raise
-        print(f"gpubench: error: {exc}", file=sys.stderr)
+        print(f"gpubench: error: {for_terminal(exc)}", file=sys.stderr)
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
         print("gpubench: interrupted", file=sys.stderr)
@@ -94,7 +95,7 @@ def main() -> None:
         if debug or exc.errno not in WRITE_ERRNOS:
             raise
         # a full disk or a read-only folder met outside bench.fsio: still one line, not a crash
-        print(f"gpubench: error: {exc.filename or 'a file'}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"gpubench: error: {for_terminal(exc.filename or 'a file')}: {exc.strerror or exc}", file=sys.stderr)
         sys.exit(int(ExitCode.BAD_INPUT))
     except Exception as exc:  # usage errors arrive here in standalone_mode=False
         # typer >= 0.2x ships its own copy of click, so match the class by name, not identity
@@ -102,12 +103,12 @@ def main() -> None:
             if type(exc).__name__ == "NoArgsIsHelpError":  # `gpubench history` alone: its help
                 exc.show()  # type: ignore[attr-defined]
             else:
-                print(f"gpubench: error: {usage_line(exc)}", file=sys.stderr)
+                print(f"gpubench: error: {for_terminal(usage_line(exc))}", file=sys.stderr)
             sys.exit(int(ExitCode.BAD_INPUT))
         if debug:
             raise
         print(
-            f"gpubench: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the "
+            f"gpubench: internal error: {type(exc).__name__}: {for_terminal(exc)} (rerun with --debug for the "
             "traceback, and please report it)",
             file=sys.stderr,
         )

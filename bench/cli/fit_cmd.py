@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ..redact import redact_argv
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.request import DEFAULT_TIMEOUT_S
 from ..termtable import Column, FitTable, stdout_console
@@ -92,7 +93,7 @@ def fit(
         most=most,
         timeout_s=timeout,
         launcher=launcher,
-        command=["gpubench", *sys.argv[1:]],
+        command=["gpubench", *redact_argv(sys.argv[1:])],  # env.json: no --db password
         report=report,
     )
     outcome = run_fit(

@@ -16,6 +16,8 @@ from rich.console import Console
 from ..checks import MAX_COUNT
 from ..errors import BadInput
 from ..metrics import SAMPLES_PER_S, metrics_in, names
+from ..redact import redact_url
+from ..safetext import for_terminal
 from ..termtable import stdout_console
 from .options import (
     ENERGY_PCT,
@@ -124,7 +126,7 @@ def list_command(
 
     runs = api.list_runs(db_target(db), limit or None)
     if fmt is OutputFormat.table:
-        table = render.runs_table(runs, f"{len(runs)} runs in {db_target(db)}")
+        table = render.runs_table(runs, f"{len(runs)} runs in {redact_url(db_target(db))}")
         _table(lambda console: console.print(table), output)
     else:
         emit(render.render_records(render.run_rows(runs), render.RUN_COLUMNS, fmt.value), output)
@@ -249,7 +251,7 @@ def import_command(
 
     for item in api.import_dirs(db_target(db), dirs):
         what = "stored" if item.created else "already stored"
-        typer.echo(f"run {item.run_id}: {what} {item.path} ({item.scenarios} scenarios)")
+        typer.echo(for_terminal(f"run {item.run_id}: {what} {item.path} ({item.scenarios} scenarios)"))
 
 
 def accept_command(
@@ -278,4 +280,4 @@ def accept_command(
     )
     what = metric.value if metric else "all metrics"
     for step in steps:
-        typer.echo(f"accepted: {step['scenario']} ({what}) from run {found['id']} on: {step['note']}")
+        typer.echo(for_terminal(f"accepted: {step['scenario']} ({what}) from run {found['id']} on: {step['note']}"))

@@ -13,6 +13,7 @@ from ..engines import ENGINES
 from ..errors import BadInput
 from ..history import DB_ENV, DEFAULT_DB
 from ..metrics import default_threshold_pct, in_group, names
+from ..safetext import control_char
 
 
 class OutputFormat(StrEnum):
@@ -61,6 +62,9 @@ def path_value(text: str | Path) -> Path:
         return text
     if not text.strip():
         raise typer.BadParameter("is empty; give a path")
+    char = control_char(text)
+    if char is not None:  # a newline in --out would be a new line of the sbatch script
+        raise typer.BadParameter(f"{text!r} holds a control character ({char})")
     return Path(text)
 
 

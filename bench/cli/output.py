@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from ..fsio import atomic_write_text
+from ..safetext import for_terminal
 from ..termtable import PIPE_WIDTH
 
 
@@ -25,7 +26,7 @@ def emit(text: str, output: Path | None, what: str = "") -> None:
 
 def say(line: str) -> None:
     """One line on stderr, as every command writes them: `gpubench: wrote ...`, `gpubench: note: ...`."""
-    Console(stderr=True).print(f"gpubench: {line}", highlight=False, markup=False, soft_wrap=True)
+    Console(stderr=True).print(f"gpubench: {for_terminal(line)}", highlight=False, markup=False, soft_wrap=True)
 
 
 def plain(draw: Callable[[Console], None], width: int = PIPE_WIDTH) -> str:

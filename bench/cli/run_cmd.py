@@ -17,6 +17,7 @@ from rich.markup import escape
 from ..errors import BadInput
 from ..fmt import mem_size
 from ..measure import cpuspeed
+from ..redact import redact_argv
 from ..run import required
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
@@ -311,7 +312,7 @@ def run(
         resume=resume,
         retry_failed=retry_failed,
         sample_memory=memory_sampling,
-        command=["gpubench", *sys.argv[1:]],
+        command=["gpubench", *redact_argv(sys.argv[1:])],  # env.json: no --db password
         launcher=launcher,
         time_limit_s=time_limit,
         cpu_affinity=cpu_affinity,

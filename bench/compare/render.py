@@ -275,7 +275,8 @@ def plan_cells(row: dict[str, Any]) -> list[str]:
 
 
 def plan_table(plan: Plan) -> FitTable:
-    columns = [Column(h, right=i > 0, name=i == 0) for i, h in enumerate(PLAN_HEADERS)]
+    drop = {"Repeats": 1, "Spread": 2}  # on a narrow terminal; the answer (the last two) stays
+    columns = [Column(h, right=i > 0, name=i == 0, drop=drop.get(h, 0)) for i, h in enumerate(PLAN_HEADERS)]
     rows = [plan_cells(row) for row in plan.rows.to_dict("records")]
     return FitTable(columns, rows, footer=[plan.note])
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..checks import ascii_digits
 from ..errors import BadInput, did_you_mean
+from ..redact import redact_url
 from ..results.dirlock import check_unlocked
 from . import queries
 from .ingest import read_result_dir
@@ -74,7 +75,7 @@ def record_after_run(
             f"add them later with `gpubench history import {out}`"
         )
         return None
-    info(f"history: {'recorded' if stored.created else 'already stored:'} run {stored.run_id} in {db}")
+    info(f"history: {'recorded' if stored.created else 'already stored:'} run {stored.run_id} in {redact_url(db)}")
     return stored
 
 

@@ -18,6 +18,7 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from sqlalchemy import (
     Connection,
@@ -36,10 +37,13 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
 from ..errors import BadInput
+from ..redact import redact_url, scrub, userinfo
 from ..results.identity import content_sha256
 from . import DEFAULT_DB, queries, schema
 from .ingest import RunRecord, figure_values, number, run_key
 
+URL_FORM = "postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+URL_HINT = "'@' as %40, '/' as %2F, ':' as %3A, '[' as %5B"
 SQLITE_BUSY_TIMEOUT_S = 60.0
 PG_CONNECT_TIMEOUT_S = 10
 PG_LOCK_KEY = 0x6770_7562_656E_6368  # "gpubench": serializes schema creation and migration
@@ -110,10 +114,14 @@ def parse_target(target: str) -> URL:
         raise BadInput("--db is empty", hint="give a SQLite file path or a postgresql:// URL")
     if "://" not in value:
         return URL.create("sqlite", database=str(Path(value).expanduser()))
+    named = redact_url(value)  # the password hidden, however malformed the rest (bench/redact.py)
+    pair = userinfo(value)
+    if pair is not None and "@" in pair[1]:  # else the driver would take part of it for the host
+        raise BadInput(f"--db {named}: the password holds an '@'", hint=f"write it percent-encoded: {URL_HINT}")
     try:
         url = make_url(value)
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number
-        raise BadInput(f"--db {value!r} is not a database URL") from None
+        raise BadInput(f"--db {named} is not a database URL", hint=f"write {URL_FORM}, {URL_HINT}") from None
     backend = url.get_backend_name()
     if backend in ("postgresql", "postgres"):
         if not url.database:
@@ -123,10 +131,10 @@ def parse_target(target: str) -> URL:
         return url.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
         if url.database in (None, "", ":memory:"):
-            raise BadInput(f"--db {value}: an in-memory database keeps nothing", hint="give a file path")
+            raise BadInput(f"--db {named}: an in-memory database keeps nothing", hint="give a file path")
         return url.set(drivername="sqlite")
     raise BadInput(
-        f"--db {url.render_as_string(hide_password=True)}: unsupported database '{backend}'",
+        f"--db {shown(url)}: unsupported database '{backend}'",
         hint=f"use a SQLite file path (default {DEFAULT_DB}) or a postgresql:// URL",
     )
 
@@ -135,7 +143,14 @@ def shown(url: URL) -> str:
     """The store's name for messages: the file path, or the URL without its password."""
     if url.get_backend_name() == "sqlite":
         return str(url.database)
-    return url.render_as_string(hide_password=True)
+    return redact_url(url.render_as_string(hide_password=True))
+
+
+def secrets(url: URL) -> list[str]:
+    """The URL's password and password= parameter, as given and percent-encoded: hidden from any message."""
+    values = [url.password, url.query.get("password")]
+    words = [str(w) for v in values for w in ([v] if isinstance(v, str) else (v or ()))]
+    return [*words, *(quote(w, safe="") for w in words)]
 
 
 class Store:
@@ -163,7 +178,7 @@ class Store:
         try:
             yield
         except SQLAlchemyError as exc:
-            raise BadInput(f"history database {self.name}: {_reason(exc)}") from None
+            raise BadInput(f"history database {self.name}: {scrub(_reason(exc), secrets(self.url))}") from None
 
     def read(self, fn: Callable[[Connection], T]) -> T:
         with self.errors(), self.engine.connect() as conn:
@@ -234,9 +249,9 @@ def open_store(target: str, *, write: bool) -> Store:
                     f"--db {shown(url)}: PostgreSQL needs the psycopg driver, which is not installed here",
                     hint="install it with: pip install 'gpubench[postgres]'",
                 ) from None
-            raise BadInput(f"--db {shown(url)}: {exc}") from None
+            raise BadInput(f"--db {shown(url)}: {scrub(str(exc), secrets(url))}") from None
         except ArgumentError as exc:
-            raise BadInput(f"--db {shown(url)}: {exc}") from None
+            raise BadInput(f"--db {shown(url)}: {scrub(str(exc), secrets(url))}") from None
     store = Store(engine, url)
     try:
         with store.errors(), engine.begin() as conn:

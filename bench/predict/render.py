@@ -8,10 +8,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from ..fmt import md_cell, md_table
 from ..memory.terms import MB
+from ..termtable import Column, FitTable
 from .measured import error_pct
 
 if TYPE_CHECKING:
@@ -55,37 +56,37 @@ def _peak(p: Prediction) -> str:
     return _mb(p.peak) if p.activations_predicted else f">={_mb(p.peak)}"
 
 
-def _fits(fits: bool | None) -> str:
+def _fits(fits: bool | None) -> Text:
     if fits is None:  # --gpu-memory given, but the peak is only a lower bound that fits
-        return "[yellow]unknown[/yellow]"
-    return "[green]yes[/green]" if fits else "[red]no[/red]"
+        return Text("unknown", style="yellow")
+    return Text("yes", style="green") if fits else Text("no", style="red")
 
 
-def breakdown_table(report: PredictReport) -> Table:
-    table = Table(
-        title=f"{report.matrix}: predicted torch-allocated memory per scenario (MB = 2^20 bytes)",
-        title_justify="left",
-    )
-    for name in (
-        "scenario",
-        "params",
-        "weights",
-        "half copies",
-        "grads",
-        "optimizer",
-        "step temp",
-        "activations",
-        "workspace",
-        "peak",
-        "at",
-    ):
-        table.add_column(name, justify="left" if name in ("scenario", "at") else "right", no_wrap=True)
+# the breakdown's columns: the scenario, its peak, need and verdict always; the terms go first when
+# the terminal is narrow (their sum is the peak), named under the table
+BREAKDOWN_COLUMNS = (
+    Column("scenario", name=True),
+    Column("params", right=True, drop=9),
+    Column("weights", right=True, drop=7),
+    Column("half copies", right=True, drop=2),
+    Column("grads", right=True, drop=5),
+    Column("optimizer", right=True, drop=6),
+    Column("step temp", right=True, drop=3),
+    Column("activations", right=True, drop=8),
+    Column("workspace", right=True, drop=4),
+    Column("peak", right=True),
+    Column("at", drop=1),
+)
+
+
+def breakdown_table(report: PredictReport) -> FitTable:
+    columns = list(BREAKDOWN_COLUMNS)
     if report.gpu_memory_mb is not None:
-        table.add_column("need", justify="right", no_wrap=True)
-        table.add_column(f"fits {report.gpu_memory_mb:,.0f}", justify="left", no_wrap=True)
+        columns += [Column("need", right=True), Column(f"fits {report.gpu_memory_mb:,.0f}")]
+    rows: list[list[str | Text]] = []
     for row in report.rows:
         p = row.prediction
-        cells = [
+        cells: list[str | Text] = [
             row.scenario.name,
             f"{p.params / 1e6:,.1f}M",
             *(_mb(p.term(term)) for term in TERMS),
@@ -94,22 +95,18 @@ def breakdown_table(report: PredictReport) -> Table:
         ]
         if report.gpu_memory_mb is not None:
             cells += [f"{row.need_mb:,.0f}", _fits(row.fits)]
-        table.add_row(*cells)
-    return table
+        rows.append(cells)
+    title = f"{report.matrix}: predicted torch-allocated memory per scenario (MB = 2^20 bytes)"
+    return FitTable(columns, rows, title=title)
 
 
-def check_table(report: PredictReport) -> Table:
+def check_table(report: PredictReport) -> FitTable:
     """Predicted / measured / error per term, for scenarios the calibration run measured."""
-    table = Table(
-        title="predicted / measured MB (error %), from the calibration run's phase marks", title_justify="left"
-    )
-    table.add_column("scenario", no_wrap=True)
-    for _, label in CHECKS:
-        table.add_column(label, justify="right", no_wrap=True)
-    for row in report.rows:
-        if row.measured:
-            table.add_row(row.scenario.name, *[_check(row, key) for key, _ in CHECKS])
-    return table
+    columns = [Column("scenario", name=True)]
+    columns += [Column(label, right=True, drop=0 if key == "peak" else 1 + i) for i, (key, label) in enumerate(CHECKS)]
+    rows = [[row.scenario.name, *[_check(row, key) for key, _ in CHECKS]] for row in report.rows if row.measured]
+    title = "predicted / measured MB (error %), from the calibration run's phase marks"
+    return FitTable(columns, rows, title=title)
 
 
 def _check(row: ScenarioMemory, key: str) -> str:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..safetext import for_terminal
 from ..scenario import Scenario
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "interrupted": "magenta"}
@@ -47,18 +48,18 @@ class RichReporter:
         self.task = self.progress.add_task("starting", total=total, completed=done)
 
     def scenario_start(self, sc: Scenario, repeat: int) -> None:
-        self.progress.update(self.task, description=f"{sc.name} (repeat {repeat})")
+        self.progress.update(self.task, description=escape(f"{for_terminal(sc.name)} (repeat {repeat})"))
 
     def scenario_end(self, row: dict[str, Any]) -> None:
         status = row["status"]
         style = STATUS_STYLE.get(status, "red")
         sps = row.get("samples_per_s")
-        detail = f"{sps:8.2f} samples/s" if status == "ok" and sps else (row.get("error") or "")[:120]
+        detail = f"{sps:8.2f} samples/s" if status == "ok" and sps else for_terminal(row.get("error") or "")[:120]
         self.done += 1
         self.ran += 1
         eta = "" if self.console.is_terminal else self.eta_text()
         self.progress.console.print(
-            f"  \\[{self.done}/{self.total}] [{style}]{status:<11}[/{style}] {escape(str(row['scenario']))} "
+            f"  \\[{self.done}/{self.total}] [{style}]{status:<11}[/{style}] {escape(for_terminal(row['scenario']))} "
             f"r{row['repeat']}  {escape(detail)}{eta}",
             highlight=False,
         )

@@ -14,6 +14,7 @@ from .. import cpus
 from ..checks import MAX_REPEATS, MAX_SECONDS, ascii_digits, bounded
 from ..errors import BadInput
 from ..matrix import MAX_PARITY_SEEDS
+from ..safetext import check_plain
 from .launcher import DEFAULT_LAUNCHER, LAUNCHERS
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -51,6 +52,9 @@ def check_request(request: RunRequest) -> tuple[int, ...] | None:
     """The flags that need no file or child: bad values are BadInput before anything starts.
     Returns the CPUs of --cpu-affinity, checked against this machine."""
     bounded(request.repeats, f"--repeats {request.repeats}", 1, MAX_REPEATS, whole=True)
+    for flag, path in (("--out", request.out), ("--resume", request.resume)):
+        if path is not None:  # a newline there would be a new line of a Slurm job's script
+            check_plain(str(path), flag)
     bounded(request.timeout_s, f"--timeout {request.timeout_s}", 0, MAX_SECONDS, above=True, unit="seconds")
     if request.time_limit_s is not None:
         limit = request.time_limit_s
