@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput, GpubenchError
+from ..redact import HIDDEN, SCHEME, redact_url
 from ..results import ENV_JSON, NUMERIC_COLUMNS, RESULTS_CSV, SCENARIOS_JSON, SETTING_COLUMNS, load_run
 from ..results.identity import content_sha256, plain
 
@@ -51,17 +52,11 @@ class Exported:
 
 
 def redacted_uri(uri: str) -> str:
-    """The URI with its user information's password replaced by ***, whatever else in it is
-    malformed (no parsing that can fail: everything between the scheme and the last @ is the user
-    information; a path holding an @ is redacted too, which errs on the safe side)."""
-    start = uri.find("://")
-    start = start + 3 if start >= 0 else 0
-    at = uri.rfind("@")
-    if at < start:
-        return uri
-    userinfo = uri[start:at]
-    user = userinfo.split(":", 1)[0]
-    return uri[:start] + (f"{user}:***" if ":" in userinfo else "***") + uri[at:]
+    """The URI with its password hidden (bench/redact.py); one without a scheme that holds an '@'
+    shows only what follows it."""
+    if SCHEME.search(uri) is None and "@" in uri:
+        return f"{HIDDEN}@{uri.rsplit('@', 1)[1]}"
+    return redact_url(uri)
 
 
 def _client(uri: str) -> Any:
