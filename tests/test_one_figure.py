@@ -31,7 +31,17 @@ from bench.report.table import summary_table
 from bench.results import load_run, read_results, summarize, write_results
 
 NAMES = ("baseline", "s1", "s2", "s3")
-MODELS = ("tiny", "llama-tiny")
+# (model_resolved, command, the label outputs show): presets, a config folder, a matrix's [model]
+# table, and two scripts (each its own model: never compared with another)
+MODELS = (
+    ("tiny", "", "tiny"),
+    ("llama-tiny", "", "llama-tiny"),
+    ("/data/configs/dino", "", "dino"),
+    ('{"model_type": "qwen2", "hidden_size": 64}', "", "[model] qwen2"),
+    ("command", '["python", "a.py"]', "command"),
+    ("command", '["python", "b.py"]', "command"),
+)
+GAPS = (None, 1.0, 10.0, -93.6)  # flops_check_gap_pct: none, within 5%, a note, no MFU
 figure = st.floats(0.5, 50_000, allow_nan=False).map(lambda v: round(v, 3))
 
 
@@ -39,7 +49,8 @@ figure = st.floats(0.5, 50_000, allow_nan=False).map(lambda v: round(v, 3))
 def result_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
     rows = []
     for name in NAMES[: draw(st.integers(1, len(NAMES)))]:
-        model = draw(st.sampled_from(MODELS))
+        model, command, label = draw(st.sampled_from(MODELS))
+        gap = draw(st.sampled_from(GAPS))
         for repeat in range(draw(st.integers(1, 3))):
             status = draw(st.sampled_from(("ok", "ok", "oom")))
             ok = status == "ok"
@@ -49,8 +60,11 @@ def result_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
                     "repeat": repeat,
                     "status": status,
                     "error": "" if ok else "CUDA out of memory",
-                    "model": model,
+                    "model": "" if command else model,
                     "model_resolved": model,
+                    "command": command,
+                    "label": label,  # the test's own: taken out before the rows are written
+                    "flops_check_gap_pct": gap if ok else None,
                     "samples_per_s": draw(figure) if ok else None,
                     "peak_mem_mb": draw(figure) if ok else None,
                     "peak_mem_source": "rss" if ok else "",
@@ -68,14 +82,16 @@ def expected(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         ok = [r for r in mine if r["status"] == "ok"]
         out[name] = {
             "status": "ok" if len(ok) == len(mine) else "oom",
-            "model": mine[0]["model_resolved"],
+            "model": mine[0]["label"],
+            "key": (mine[0]["model_resolved"], mine[0]["command"]),
+            "gap": ok[0]["flops_check_gap_pct"] if ok else None,
             "sps": statistics.median(r["samples_per_s"] for r in ok) if ok else None,
             "peak": statistics.median(r["peak_mem_mb"] for r in ok) if ok else None,
             "ok_values": [r["samples_per_s"] for r in ok],
         }
     base = out["baseline"]
     for want in out.values():
-        comparable = want["model"] == base["model"] and base["sps"] and want["sps"] is not None
+        comparable = want["key"] == base["key"] and base["sps"] and want["sps"] is not None
         want["change"] = (want["sps"] / base["sps"] - 1) * 100 if comparable else None
         want["mem_change"] = (want["peak"] / base["peak"] - 1) * 100 if comparable else None
     return out
@@ -119,6 +135,20 @@ def check_terminal(lines: list[str], want: dict[str, dict[str, Any]], mixed: boo
         assert cell(cells, speed) == ("-" if w["sps"] is None else f"{w['sps']:.2f}")
         assert cell(cells, memory) == ("-" if w["peak"] is None else f"{w['peak']:,.0f}")
         assert cell(cells, vs) == ("-" if w["change"] is None else pct(w["change"])), name
+        note = cells[heads.index("note")] if "note" in heads else ""
+        if w["status"] == "ok":
+            assert ("FLOP counts differ" in note) == (w["gap"] is not None and abs(w["gap"]) > 5), (name, note)
+            if w["gap"] is not None and abs(w["gap"]) > 5:
+                assert f"{w['gap']:+.1f}%" in note and note.endswith("no MFU") == (abs(w["gap"]) > 25)
+
+
+def check_notes(notes: tuple[str, ...], want: dict[str, dict[str, Any]]) -> None:
+    text = " ".join(notes)
+    for name, w in want.items():
+        flagged = w["gap"] is not None and abs(w["gap"]) > 5
+        assert (f"{name} (FLOP counts differ by" in text) == flagged, (name, text)
+        if flagged:
+            assert f"{name} (FLOP counts differ by {w['gap']:+.1f}%" in text
 
 
 def check_markdown(text: str, want: dict[str, dict[str, Any]], mixed: bool) -> None:
@@ -187,18 +217,19 @@ def check_history(directory: Path, db: Path, want: dict[str, dict[str, Any]]) ->
         assert close(view.marks[-1].value, w["sps"])
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=result_rows())
 def test_every_output_shows_the_stored_figures(tmp_path_factory: Any, rows: list[dict[str, Any]]) -> None:
     directory = tmp_path_factory.mktemp("run")
-    write_results(directory / "results.csv", rows)
-    (directory / "env.json").write_text(json.dumps({**cpu_env(None), "results_format": 1}))
     want = expected(rows)
-    mixed = len({w["model"] for w in want.values()}) > 1
+    write_results(directory / "results.csv", [{k: v for k, v in r.items() if k != "label"} for r in rows])
+    (directory / "env.json").write_text(json.dumps({**cpu_env(None), "results_format": 1}))
+    mixed = len({w["key"] for w in want.values()}) > 1
 
     check_terminal(text_of(summary_table(summarize(read_results(directory / "results.csv")))), want, mixed)
     report = load_many([directory])
     check_terminal(text_of(summary_table(report.summary)), want, mixed)  # report --format table
+    check_notes(report.notes, want)
     check_markdown(markdown.render(report), want, mixed)
     check_records(json.loads(records.to_json(report)), records.to_csv(report), want)
     check_html(html_summary(report), want, mixed)
