@@ -213,3 +213,44 @@ def test_a_command_row_holds_no_setting_the_script_did_not_have(tmp_path: Path) 
     )
     assert (told["batch_size"], told["learning_rate"], told["effective_learning_rate"]) == (4, 0.1, 0.1)
     assert told["engine"] == "plain torch" and pd.isna(told["seq_len"]) and pd.isna(told["model"])
+
+
+@pytest.mark.parametrize(
+    ("config", "unit", "tokens"),
+    [
+        ("ViTConfig", "image patches + class token", 16 + 1),
+        ("DeiTConfig", "image patches + class token", 16 + 2),  # the class and distillation tokens
+        ("Dinov2WithRegistersConfig", "image patches + class token", 16 + 1 + 4),  # and its 4 registers
+        ("ConvNextConfig", "none", None),  # a CNN: its patch_size is a stem, not tokens
+    ],
+)
+def test_an_image_models_tokens_are_its_patches_and_the_tokens_its_embeddings_add(
+    config: str, unit: str, tokens: int | None
+) -> None:
+    import torch
+    import transformers
+
+    from bench.worker import record
+
+    dims = (
+        {"hidden_sizes": [8, 16, 32, 64], "depths": [1, 1, 1, 1]}
+        if config == "ConvNextConfig"
+        else {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+    )
+    arch = config.removesuffix("Config") + "ForImageClassification"
+    cfg = getattr(transformers, config)(image_size=32, patch_size=8, num_labels=3, architectures=[arch], **dims)
+    if config == "Dinov2WithRegistersConfig":
+        cfg.num_register_tokens = 4
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageClassification.from_config(cfg)
+    assert record.tokens(model, "image-classification", 512) == (unit, tokens)
+    assert record.tokens(model, "causal-lm", 512) == ("text tokens", 512)
+
+
+def test_ranks_without_tokens_give_no_token_figure_not_zero() -> None:
+    from bench.worker.ranks import combine_ranks
+
+    rank = {"samples_per_s": 10.0, "window_s": 2.0, "window_samples": 20, "tokens_per_s": None}
+    assert combine_ranks([dict(rank), dict(rank)], "trainer")["tokens_per_s"] is None
+    counted = combine_ranks([{**rank, "tokens_per_s": 100.0}, {**rank, "tokens_per_s": 100.0}], "trainer")
+    assert counted["tokens_per_s"] == pytest.approx(200.0)
