@@ -125,11 +125,6 @@ def resolve_task(task: str, cfg: Mapping[str, Any], fam: Family, origin: str) ->
     return chosen
 
 
-def tokens_per_sample(cfg: Mapping[str, Any], fam: Family, seq_len: int) -> int:
-    """Tokens one sample feeds the model: the sequence, or a vision model's patches."""
-    return vit.tokens_per_image(dict(cfg)) if fam.vision else seq_len
-
-
 def origin(model: str) -> str:
     """How messages name a resolved model."""
     if is_inline(model):

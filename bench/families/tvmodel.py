@@ -48,6 +48,11 @@ class TorchvisionClassifier(torch.nn.Module):
         describe(config, built.model)
         return built.to(dtype) if dtype is not None else built
 
+    @property
+    def built_class(self) -> str:
+        """The class the row names in model_class (bench/worker/record.py): torchvision's own."""
+        return f"torchvision.models.{type(self.model).__name__}"
+
     def forward(
         self, pixel_values: torch.Tensor, labels: torch.Tensor | None = None, **kwargs: Any
     ) -> ImageClassifierOutput:

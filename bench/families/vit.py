@@ -44,10 +44,3 @@ FAMILY = Family(
     presets=PRESETS,
     preload=("transformers.models.vit.modeling_vit",),
 )
-
-
-def tokens_per_image(cfg: dict[str, Any]) -> int:
-    """Patches per image plus the class token (DeiT adds a distillation token)."""
-    image, patch = int(cfg.get("image_size", 224)), int(cfg.get("patch_size", 16))
-    extra = 2 if cfg.get("model_type") == "deit" else 1
-    return (image // patch) ** 2 + extra

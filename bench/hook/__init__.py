@@ -25,9 +25,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from .protocol import DIR_VAR
+from .protocol import DIR_VAR, check_settings
 
-__all__ = ["Step", "begin", "close", "done", "enabled", "end", "step", "tokens_from_labels"]
+__all__ = ["Step", "begin", "close", "done", "enabled", "end", "settings", "step", "tokens_from_labels"]
 
 _session: Any = None  # the Session (bench/hook/session.py) once a step was seen under gpubench
 
@@ -59,6 +59,17 @@ def end(samples: Any, tokens: Any = None, loss: Any = None) -> bool:
     tensor or number; optional: the row's final_loss and divergence check). Returns True once
     gpubench's timed window has closed: the loop may stop there (the steps after it are not timed)."""
     return bool(enabled() and _current().end(samples, tokens, loss))
+
+
+def settings(**values: Any) -> None:
+    """What the script trains with, for its results row: any of bench.hook.protocol's
+    REPORTED_SETTINGS (model, task, engine, precision, optimizer, data, lr_schedule, batch_size,
+    grad_accum_steps, seq_len, seed, learning_rate). A setting not reported stays empty in the row:
+    gpubench never fills in its own defaults for a script. Checked on every call (a ValueError names
+    a bad one), launched by gpubench or not; rank 0's are the row's."""
+    checked = check_settings(values)
+    if enabled():
+        _current().settings.update(checked)
 
 
 def done() -> bool:

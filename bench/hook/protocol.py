@@ -8,9 +8,11 @@ rank and the job's world size. Without GPUBENCH_HOOK_DIR the hook does nothing.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 DIR_VAR = "GPUBENCH_HOOK_DIR"  # where the rank files go; its presence switches the hook on
 WARMUP_VAR = "GPUBENCH_WARMUP_STEPS"  # optimizer steps before the timed window
@@ -39,3 +41,45 @@ def env_rank(environ: Mapping[str, str] = os.environ) -> tuple[int, int]:
 def window_setting(text: str) -> int | str:
     """GPUBENCH_WINDOW back to the scenario's `window` value."""
     return int(text) if text.isdigit() else text
+
+
+# what a script may report of itself for its row (bench.hook.settings): the results column and its type
+REPORTED_SETTINGS: dict[str, type] = {
+    "model": str,
+    "task": str,
+    "engine": str,
+    "precision": str,
+    "optimizer": str,
+    "data": str,
+    "lr_schedule": str,
+    "batch_size": int,
+    "grad_accum_steps": int,
+    "seq_len": int,
+    "seed": int,
+    "learning_rate": float,
+}
+MAX_SETTING_CHARS = 200
+
+
+def _fits(kind: type, value: Any) -> bool:
+    if kind is str:
+        return isinstance(value, str) and 0 < len(value) <= MAX_SETTING_CHARS
+    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return number and (kind is float or isinstance(value, int))
+
+
+SETTING_TYPES = {str: f"a non-empty string of at most {MAX_SETTING_CHARS} characters", int: "a whole number >= 0"}
+
+
+def check_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings a script reported, as its row holds them; ValueError naming the first bad one."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        kind = REPORTED_SETTINGS.get(key)
+        if kind is None:
+            raise ValueError(f"bench.hook.settings: unknown setting {key!r}; known: {', '.join(REPORTED_SETTINGS)}")
+        if not _fits(kind, value):
+            what = SETTING_TYPES.get(kind, "a finite number >= 0")
+            raise ValueError(f"bench.hook.settings: {key} = {value!r} must be {what}")
+        out[key] = float(value) if kind is float else value
+    return out

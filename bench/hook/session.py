@@ -55,6 +55,7 @@ class Session:
         self.tokens_given = False
         self.losses = LossTracker()
         self.losses_given = False
+        self.settings: dict[str, Any] = {}  # what the script reported (bench.hook.settings)
         self.open = False  # between begin() and end()
         self.closed = False
 
@@ -122,7 +123,7 @@ class Session:
         except Exception as exc:  # the hook must never turn a finished script into a crash
             traceback.print_exc()
             result = {"status": "error", "reason": f"gpubench's hook failed: {type(exc).__name__}: {exc}"[:500]}
-        result.update({"rank": self.rank, "world_size": self.world, "pid": os.getpid()})
+        result.update({"rank": self.rank, "world_size": self.world, "pid": os.getpid(), "settings": self.settings})
         atomic_write_json(rank_file(self.dir, self.rank), result)
 
     def _result(self) -> dict[str, Any]:

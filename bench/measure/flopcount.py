@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ..families import Family, moe
+from ..families import moe
 
 
 def _numel(p: torch.Tensor) -> int:
@@ -131,29 +131,35 @@ def counted_flops_per_sample(build_meta: Any, inputs: dict[str, torch.Tensor]) -
     return float(counter.get_total_flops())
 
 
+NO_TOKENS_NOTE = "a model without tokens (a CNN): its FLOPs are FlopCounterMode's count of one training step"
+
+
 def figures(
     model: Any,
-    fam: Family,
     task: str,
-    tokens: int,
+    tokens: int | None,
     build_meta: Any,
     inputs: dict[str, Any],
     no_check: str | None = None,
 ) -> dict[str, Any]:
     """The worker's FLOP columns: the generic count (families without an analytic one use it), the
-    counter's cross-check of the dense step, and their gap. `no_check`: why the meta model must not
-    be run (the cross-check is left out, with that reason as its note)."""
+    counter's cross-check of the dense step, and their gap. `tokens`: per sample (None: a model
+    without tokens, a CNN, has no generic count; the counter's figure is its count). `no_check`: why
+    the meta model must not be run (the cross-check is left out, with that reason as its note)."""
     out: dict[str, Any] = {
         "flops_generic_per_sample": None,
         "flops_check_per_sample": None,
         "flops_check_gap_pct": None,
     }
-    try:
-        out["flops_generic_per_sample"] = generic_flops_per_sample(model, tokens, task == "causal-lm", fam.vision)
-        expected = dense_flops_full_attention(model, tokens, fam.vision)
-    except (AttributeError, TypeError, ValueError) as exc:
-        out["flops_check_note"] = f"generic FLOP count not possible: {exc}"
-        return out
+    vision = task == "image-classification"
+    expected = None
+    if tokens is not None:
+        try:
+            out["flops_generic_per_sample"] = generic_flops_per_sample(model, tokens, task == "causal-lm", vision)
+            expected = dense_flops_full_attention(model, tokens, vision)
+        except (AttributeError, TypeError, ValueError) as exc:
+            out["flops_check_note"] = f"generic FLOP count not possible: {exc}"
+            return out
     if no_check:
         out["flops_check_note"] = f"FlopCounterMode cross-check not run: {no_check}"
         return out
@@ -163,6 +169,8 @@ def figures(
         out["flops_check_note"] = f"FlopCounterMode failed on the meta model: {type(exc).__name__}: {str(exc)[:160]}"
         return out
     out["flops_check_per_sample"] = counted
-    if expected:
+    if tokens is None:
+        out["flops_check_note"] = NO_TOKENS_NOTE
+    elif expected:
         out["flops_check_gap_pct"] = 100.0 * (counted - expected) / expected
     return out

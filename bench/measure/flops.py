@@ -29,6 +29,7 @@ Peaks are dense (never the 2:4 sparsity figure) for the number format the matmul
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -134,12 +135,16 @@ def decoder_flops_per_sample(d: DecoderDims, sc: Scenario) -> float:
     return 6.0 * base * s + attention
 
 
+COUNTED_SOURCE = "counted: FlopCounterMode over one training step (a model without tokens)"
+
+
 def flops_per_sample(
-    sc: Scenario, model: str, total_params: int | None, generic: float | None = None
+    sc: Scenario, model: str, total_params: int | None, generic: float | None = None, counted: float | None = None
 ) -> tuple[float | None, str]:
     """(FLOPs per sample, their source) or (None, why). BERT and Llama have analytic counts (BERT
     needs the worker's parameter count); every other family takes the worker's generic count from
-    the built model (bench/measure/flopcount.py)."""
+    the built model (bench/measure/flopcount.py); a model without tokens (a CNN: no generic count)
+    takes FlopCounterMode's count of its training step (`counted`)."""
     try:
         fam = family_of(model)
     except GpubenchError:
@@ -159,10 +164,29 @@ def flops_per_sample(
         return bert_flops_per_sample(total_params, dims, sc.seq_len), "analytic: bert"
     if generic:
         return float(generic), "generic: the built model's matmul weights x tokens + attention"
+    if counted:
+        return float(counted), COUNTED_SOURCE
     return None, f"no FLOP count: the {fam.name} family has no analytic one and the worker gave no generic count"
 
 
-CHECK_NOTE_PCT = 5.0  # a cross-check gap over this is a note
+CHECK_NOTE_PCT = 5.0  # a cross-check gap over this is a note (results.csv, the run table, the report)
+MFU_GAP_PCT = 25.0  # a gap over this: the FLOP count is not trusted, achieved_tflops and MFU are left empty
+
+
+def gap_of(worker: dict[str, Any]) -> float | None:
+    """The cross-check's gap in %, a finite number, or None."""
+    gap = worker.get("flops_check_gap_pct")
+    return float(gap) if isinstance(gap, int | float) and math.isfinite(gap) else None
+
+
+def mfu_note(gap_pct: float | None) -> str:
+    """Why achieved_tflops and MFU are left empty: the two FLOP counts disagree by more than MFU_GAP_PCT."""
+    if gap_pct is None or abs(gap_pct) <= MFU_GAP_PCT:
+        return ""
+    return (
+        f"FLOP counts disagree by {gap_pct:+.1f}% (over {MFU_GAP_PCT:g}%): achieved_tflops, mfu and "
+        "mfu_ceiling left empty"
+    )
 
 
 def check_note(gap_pct: float | None, note: str | None) -> str:
@@ -194,6 +218,7 @@ def figures(
         "achieved_tflops": None,
         "peak_tflops": None,
         "mfu": None,
+        "mfu_note": "",
         "peak_source": "",
         "flops_source": "",
         "ceiling_tflops": None,
@@ -202,7 +227,12 @@ def figures(
     worker = worker or {}
     if worker.get("flops_check_per_sample") is not None or worker.get("flops_check_note"):
         out["flops_check_note"] = check_note(worker.get("flops_check_gap_pct"), worker.get("flops_check_note"))
-    per_sample, source = flops_per_sample(sc, model, total_params, worker.get("flops_generic_per_sample"))
+    per_sample, source = flops_per_sample(
+        sc, model, total_params, worker.get("flops_generic_per_sample"), worker.get("flops_check_per_sample")
+    )
+    untrusted = mfu_note(gap_of(worker))
+    if untrusted:
+        out["mfu_note"] = untrusted
     if per_sample is None:
         out["peak_source"] = out["flops_source"] = source
         return out
@@ -214,7 +244,7 @@ def figures(
     reached = (ceiling or {}).get(precision_class(sc.precision, tf32, sc.fp8))
     if reached and gpu_name:
         out["ceiling_tflops"] = reached * gpus
-    if samples_per_s:
+    if samples_per_s and not untrusted:
         out["achieved_tflops"] = per_sample * samples_per_s / 1e12
         if peak:
             out["mfu"] = out["achieved_tflops"] / peak

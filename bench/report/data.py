@@ -21,7 +21,7 @@ from ..results import Run, caveats, load_run, summarize, window_cpu_loop_ms
 from ..results.identity import gpu_card
 from ..results.losscurve import Curve, read_curves
 from ..results.scaling import allreduce_busbw
-from ..results.summary import UNDIVIDED_NOTE
+from ..results.summary import UNDIVIDED_NOTE, other_model_note
 from ..stats import MIN_REPEATS, separation
 from .scaling import ScalingLine, scaling_lines
 
@@ -246,6 +246,15 @@ def build(frame: pd.DataFrame, env: dict[str, Any] | None, source: Path, baselin
             + ": the Trainer did not divide the loss over the accumulation steps (transformers#47688), so "
             "the gradients were the accumulation steps times the recipe's; the loss curves show the model's "
             "loss (docs/parity.md)"
+        )
+    if other_model_note(summary):
+        notes.append(other_model_note(summary))
+    flops = [f"{r['scenario']} ({r['flops_note']})" for r in summary.to_dict("records") if r.get("flops_note")]
+    if flops:
+        notes.append(
+            "FLOPs per sample checked against FlopCounterMode's count of a training step differ by over 5%: "
+            + "; ".join(flops)
+            + " (flops_check_gap_pct in results.csv; over 25%, achieved TFLOP/s and MFU are left empty)"
         )
     if env and env.get("gpu_processes_at_start"):
         notes.append(

@@ -17,6 +17,7 @@ from ..fmt import fmt_date, fmt_num, fmt_pct, missing, noise_legend, noise_tag, 
 from ..fsio import atomic_write_text
 from ..results import NOISE_COLUMNS
 from ..results.scaling import allreduce_busbw
+from ..results.summary import mixed_models
 from .data import (
     Problem,
     Report,
@@ -233,7 +234,8 @@ def _summary(report: Report) -> str:
         ("accuracy", "held-out", report.has("eval_accuracy")),
     ]
     shown = [c[2] for c in columns]
-    head = "".join(f"<th>{h}</th>" for h in ("scenario", "what it changes", "status"))
+    models = mixed_models(s)  # a model column only where the scenarios train more than one model
+    head = "".join(f"<th>{h}</th>" for h in ("scenario", *(("model",) if models else ()), "what it changes", "status"))
     head += '<th class="num">ok / runs</th>'
     head += "".join(
         f'<th class="num">{escape(h)}<br><small>{escape(sub)}</small></th>' for h, sub, show in columns if show
@@ -256,6 +258,7 @@ def _summary(report: Report) -> str:
         ]
         row = [
             f'<td class="name">{_scenario_cell(r)}</td>',
+            *([f'<td class="model">{escape(str(r.get("model") or ""))}</td>'] if models else []),
             f'<td class="what">{escape(str(r.get("description") or ""))}</td>',
             f'<td class="{_status_class(r["status"])}">{escape(str(r["status"]))}</td>',
             f'<td class="num">{r["ok"]} / {r["repeats"]}</td>',

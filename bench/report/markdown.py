@@ -9,6 +9,7 @@ from typing import Any
 
 from ..fmt import fmt_date, fmt_num, md_table, md_text, missing, noise_legend, noise_tag, sentence
 from ..results import NOISE_COLUMNS
+from ..results.summary import mixed_models
 from .data import Report, accuracy_cell, device_name, env_part, findings, front_scope, gpu_cells, loss_cells
 from .fit import fit_of, markdown_lines
 
@@ -64,6 +65,7 @@ def _summary(report: Report) -> tuple[list[str], list[list[str]], list[bool]]:
     # (header, numeric, shown)
     columns = [
         ("Scenario", False, True),
+        ("Model", False, mixed_models(s)),  # only where the scenarios train more than one model
         ("Status", False, True),
         ("ok/runs", True, True),
         ("samples/s", True, True),
@@ -87,6 +89,7 @@ def _summary(report: Report) -> tuple[list[str], list[list[str]], list[bool]]:
         marks = (f" {BASE_MARK}" if r["is_baseline"] else "") + (f" {FRONT_MARK}" if r["pareto"] else "")
         cells = [
             str(r["scenario"]) + marks,
+            str(r.get("model") or ""),
             str(r["status"]),
             f"{r['ok']}/{r['repeats']}",
             fmt_num(r["samples_per_s"], 2),

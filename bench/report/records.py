@@ -11,6 +11,7 @@ from .data import Report
 JSON_SCHEMA = "gpubench.report/1"
 SUMMARY_COLUMNS = [
     "scenario",
+    "model",  # the model's short name (bench/results/summary.py model_label)
     "status",
     "repeats",
     "ok",

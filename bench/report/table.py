@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..fmt import noise_legend, noise_tag, num, pct, spec
 from ..results import NOISE_COLUMNS
+from ..results.summary import mixed_models, other_model_note
 from ..termtable import Column, FitTable
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow"}
@@ -22,9 +23,11 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
     GPUs and the scaling efficiency (those two only where a row has several processes)."""
     source = next((s for s in summary.get("peak_mem_source", []) if isinstance(s, str) and s), "")
     cvs = [v for v in summary.get("samples_per_s_cv_pct", []) if isinstance(v, float) and not math.isnan(v)]
+    models = mixed_models(summary)
     columns = [
         Column("scenario", name=True),
         Column("status"),
+        Column("model"),  # only where the scenarios train more than one model ("-" columns are left out)
         Column("samples/s ± CV" if cvs else "samples/s", right=True),  # CV: over the ok repeats
         Column("vs base", right=True, drop=4),
         Column("GPUs", right=True, drop=6),  # multi-process rows only ("-" columns are left out)
@@ -44,12 +47,13 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
         cv = row.get("samples_per_s_cv_pct")
         if isinstance(cv, float) and not math.isnan(cv):
             sps += f" ±{cv:.1f}%"
-        notes = (str(row.get(k) or "") for k in ("training_note", "steadiness"))
+        notes = (str(row.get(k) or "") for k in ("training_note", "flops_note", "steadiness"))
         error = str(row.get("error") or "") or "; ".join(n for n in notes if n)
         rows.append(
             [
                 row["scenario"],
                 Text(status, style=STATUS_STYLE.get(status, "red")),
+                str(row.get("model") or "-") if models else "-",
                 sps,
                 _vs(row, "samples_per_s"),
                 num(row.get("world_size"), 0),
@@ -65,6 +69,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
         )
     legend = noise_legend((v for c in NOISE_COLUMNS if c in summary for v in summary[c]), short=True)
     footer = [f"peak MB source: {source}"] if source else []
+    footer += [other_model_note(summary)] if other_model_note(summary) else []
     return FitTable(columns, rows, title=title, footer=footer + ([legend] if legend else []))
 
 

@@ -21,6 +21,14 @@ SETTING_COLUMNS = [k for k in SETTING_KEYS if k not in ("name", "inject_fault", 
     "model_resolved",
     "device",
 ]
+# What ran (bench/worker/record.py): read off the built model, empty where nothing was built (a
+# command scenario's script builds its own; a row that failed before its model was built)
+RAN_COLUMNS = [
+    "model_class",  # the class built: Dinov2ForImageClassification, LlamaForCausalLM, torchvision's ResNet
+    "model_family",  # gpubench's family of it (bench/families): bert, llama, decoder, moe, vit, torchvision, generic
+    "model_task",  # the task it trained as: causal-lm, sequence-classification, image-classification
+    "token_unit",  # what tokens_per_s counts: text tokens, image patches + class token, image patches, none
+]
 SPEED_COLUMNS = [
     "samples_per_s",  # steady state: samples in the window / window wall time
     "tokens_per_s",
@@ -111,6 +119,7 @@ FLOP_COLUMNS = [
     "achieved_tflops",
     "peak_tflops",
     "mfu",
+    "mfu_note",  # why achieved_tflops and mfu are empty: the FLOP counts disagree by over 25%
     "peak_source",
     "ceiling_tflops",  # the run's measured matmul ceiling in the row's format (env.json), times its GPUs
     "mfu_ceiling",  # achieved_tflops / ceiling_tflops: the share of what this GPU really reaches
@@ -153,7 +162,8 @@ OTHER_COLUMNS = [
     "stderr_tail",
 ]
 FIGURE_COLUMNS = (  # what a row measured or derived, after its identity and settings
-    SPEED_COLUMNS
+    RAN_COLUMNS
+    + SPEED_COLUMNS
     + PARALLEL_COLUMNS
     + MEMORY_COLUMNS
     + GPU_COLUMNS
@@ -170,6 +180,8 @@ NUMERIC_COLUMNS = [
     for c in FIGURE_COLUMNS
     if c
     not in (
+        *RAN_COLUMNS,
+        "mfu_note",
         "parallel_wrapper",
         "scaling_ref",
         "gpu_peaks_mb",

@@ -98,8 +98,8 @@ def read_results(path: Path) -> pd.DataFrame:
 
 
 def with_setting_defaults(frame: pd.DataFrame) -> pd.DataFrame:
-    """Settings a row was written without (an older gpubench, before the field existed) read as the
-    field's default, which is what that run did: otherwise a row from before and a row from after
+    """Settings a built-in scenario's row was written without (an older gpubench, before the field
+    existed) read as the field's default, which is what that run did: otherwise a row from before and a row from after
     the field was added would count as different settings (compare's guard, scaling references)."""
     absent = {key: [default] * len(frame) for key, default in SETTING_DEFAULTS.items() if key not in frame.columns}
     # every other column a minimal or hand-written file leaves out reads as empty, so each reader
@@ -107,11 +107,14 @@ def with_setting_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     absent.update({c: [None] * len(frame) for c in COLUMNS if c not in frame.columns and c not in absent})
     if absent:
         frame = pd.concat([frame, pd.DataFrame(absent, index=frame.index)], axis=1)
+    # a command row's blank is a setting its script did not have or report (bench/run/command.py):
+    # it stays blank, never gpubench's default
+    builtin = ~frame["command"].map(lambda v: isinstance(v, str) and bool(v))
     for key, default in SETTING_DEFAULTS.items():
         if frame[key].isna().any():
             # a blank made pandas read the column as floats: these settings are whole numbers,
             # strings or booleans (none is a float), so 64.0 is read back as 64
-            filled = frame[key].astype(object).where(frame[key].notna(), default)
+            filled = frame[key].astype(object).where(frame[key].notna() | ~builtin, default)
             frame[key] = filled.map(lambda v: int(v) if isinstance(v, float) and v.is_integer() else v)
     return frame
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -21,7 +22,8 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
 
     `METRIC_vs_baseline_noise` says what that change is worth (bench.stats.separation over the
     ok repeats): "beyond" the noise, "within" it, "1 run" / "2 runs" (too few repeats to tell);
-    "" for the baseline itself and where there is no change.
+    "" for the baseline itself and where there is no change. A scenario of another model than the
+    baseline's (`other_model`) has no change: two models are never compared as one recipe.
     """
     out = []
     repeats: dict[str, dict[str, list[float]]] = {m: {} for m in JUDGED_METRICS}
@@ -36,8 +38,11 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
         median = float(sps.median()) if len(ok) else math.nan
         cv = float(sps.std(ddof=1) / sps.mean() * 100) if len(ok) >= 2 and sps.mean() else math.nan
         errors = [str(e) for e in group["error"] if isinstance(e, str) and e]
+        first = group.iloc[0].to_dict()
         row: dict[str, Any] = {
             "scenario": name,
+            "model": model_label(first),
+            "model_key": model_key(first),
             "status": status,
             "repeats": len(group),
             "ok": len(ok),
@@ -56,20 +61,60 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
             **_bound(ok),
             **_parity(group),
             "training_note": _training_note(ok),
+            "flops_note": flops_note(_median(ok, "flops_check_gap_pct")),
         }
         row.update({m: _median(ok, m) for m in JUDGED_METRICS if m not in row})  # one with no column above
         out.append(row)
     summary = pd.DataFrame(out)
     base = summary[summary["scenario"] == baseline]
+    summary["other_model"] = summary["model_key"] != base["model_key"].iloc[0] if len(base) else False
     for metric in JUDGED_METRICS:
         ref = float(base[metric].iloc[0]) if len(base) else math.nan
-        summary[f"{metric}_vs_baseline_pct"] = (summary[metric] / ref - 1) * 100 if ref else math.nan
+        change = (summary[metric] / ref - 1) * 100 if ref else pd.Series(math.nan, index=summary.index)
+        summary[f"{metric}_vs_baseline_pct"] = change.where(~summary["other_model"], math.nan)
         ref_values = repeats[metric].get(baseline, [])
         summary[f"{metric}_vs_baseline_noise"] = [
             "" if name == baseline or math.isnan(change) else noise_label(repeats[metric][str(name)], ref_values)
             for name, change in zip(summary["scenario"], summary[f"{metric}_vs_baseline_pct"], strict=True)
         ]
     return summary
+
+
+def mixed_models(summary: pd.DataFrame) -> bool:
+    """Whether the scenarios train more than one model (the table then has a model column)."""
+    return "model_key" in summary and summary["model_key"].nunique() > 1
+
+
+def other_model_note(summary: pd.DataFrame) -> str:
+    """What the run table and the report say under a table where rows of another model than the
+    baseline's have no change vs the baseline."""
+    if "other_model" not in summary or not summary["other_model"].any():
+        return ""
+    base = summary[~summary["other_model"]]["model"]
+    named = f" ({base.iloc[0]})" if len(base) and base.iloc[0] else ""
+    return f"vs base: only rows of the baseline's model{named}; another model's rows are not compared with it"
+
+
+def model_key(row: Mapping[str, Any]) -> str:
+    """What tells two rows' models apart: the model as resolved (a command row: its command)."""
+    resolved = _text(row.get("model_resolved")) or _text(row.get("model"))
+    return _text(row.get("command")) if resolved == "command" else resolved
+
+
+def model_label(row: Mapping[str, Any]) -> str:
+    """A short name for the model of a row: a preset's name, a folder's or file's last part, an
+    inline config's model_type, "command" for a command row's script."""
+    resolved = _text(row.get("model_resolved")) or _text(row.get("model"))
+    if resolved.startswith("{"):
+        try:
+            return f"[model] {json.loads(resolved).get('model_type', '')}".strip()
+        except (ValueError, AttributeError):
+            return "[model]"
+    return resolved.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _parity(group: pd.DataFrame) -> dict[str, Any]:
@@ -102,6 +147,18 @@ def _training_note(ok: pd.DataFrame) -> str:
         f"no held-out accuracy: {v}" for v in ok.get("eval_note", pd.Series(dtype=object)) if isinstance(v, str) and v
     ]
     return "; ".join([UNDIVIDED_NOTE] * ("false" in seen) + unscored[:1])
+
+
+def flops_note(gap_pct: float) -> str:
+    """The run table's and the report's note of a FLOP cross-check gap over CHECK_NOTE_PCT (the
+    median over the ok repeats of flops_check_gap_pct, bench/measure/flops.py); "" within it."""
+    from ..measure.flops import CHECK_NOTE_PCT, mfu_note
+
+    if math.isnan(gap_pct) or abs(gap_pct) <= CHECK_NOTE_PCT:
+        return ""
+    return f"FLOP counts differ by {gap_pct:+.1f}% (FlopCounterMode vs the generic count)" + (
+        ": no MFU" if mfu_note(gap_pct) else ""
+    )
 
 
 def _bound(ok: pd.DataFrame) -> dict[str, Any]:

@@ -27,6 +27,10 @@ from ..worker.ranks import combine_ranks, loss_outcome
 from .childenv import visible_devices
 from .proc import Interrupts, ProcResult, run_subprocess, tail
 
+# the settings a command's row holds: those gpubench applies to it; the others (model, data, engine,
+# batch, learning rate, ...) only where the script reported them through the hook (bench.hook.settings)
+ROW_SETTINGS = frozenset({"description", "command", "warmup_steps", "window", "gpus", "timeout_s"})
+
 
 def hook_env(sc: Scenario, workdir: Path, device: str, launched_at: float, timeout_s: float) -> dict[str, str]:
     """What the hook reads (bench/hook/protocol.py): where to write, and the scenario's window."""
@@ -156,6 +160,20 @@ def outcome(
     return combined(rank_results(workdir))
 
 
+def reported_settings(given: Any) -> dict[str, Any]:
+    """What rank 0's script reported through bench.hook.settings, checked again (the file is the
+    script's): its learning rate is also the row's effective one."""
+    if not isinstance(given, dict):
+        return {}
+    try:
+        settings = protocol.check_settings(given)
+    except ValueError:
+        return {}
+    if "learning_rate" in settings:
+        settings["effective_learning_rate"] = settings["learning_rate"]
+    return settings
+
+
 def combined(ranks: dict[int, dict[str, Any]]) -> tuple[str, str, dict[str, Any]]:
     """The row's (status, reason, figures) from every rank's hook result."""
     if not ranks:
@@ -180,6 +198,7 @@ def combined(ranks: dict[int, dict[str, Any]]) -> tuple[str, str, dict[str, Any]
     # several ranks: the built-in rules (a command has no engine figure of its own to combine)
     alone = {k: v for k, v in figures[0].items() if k != "host"}
     row = alone if world == 1 else combine_ranks(figures, "trainer")
+    row.update(reported_settings(ranks[0].get("settings")))
     with_loss = [f for f in figures if f.get("loss_finite") is not None]
     status, reason = loss_outcome(with_loss) if with_loss else ("ok", "")
     return status, reason, row

@@ -407,17 +407,21 @@ def _row(
     peaks: MemoryPeaks | None,
 ) -> dict[str, Any]:
     row: dict[str, Any] = {"scenario": sc.name, "repeat": repeat, "status": status, "error": error}
-    row.update({k: v for k, v in sc.settings().items() if k in SETTING_COLUMNS})  # not name, inject_fault
+    # not name, inject_fault; a command's row only what applies to it (the script's own settings are
+    # empty unless it reported them through the hook: in `figures`, bench/run/command.py)
+    applies = command.ROW_SETTINGS if sc.is_command else SETTING_COLUMNS
+    row.update({k: v for k, v in sc.settings().items() if k in SETTING_COLUMNS and k in applies})
     row["command"] = json.dumps(list(sc.command)) if sc.command else ""  # a list cell is JSON
     row.update({"model_resolved": model, "device": device})
-    # what the engines train with by default (bench/worker/schedule.py); the worker's figures say what they did
-    row.update(
-        {
-            "effective_learning_rate": sc.effective_learning_rate,
-            "effective_lr_schedule": sc.lr_schedule,
-            "effective_lr_warmup_steps": sc.lr_warmup_steps,
-        }
-    )
+    if not sc.is_command:
+        # what the engines train with by default (bench/worker/schedule.py); the worker's figures say what they did
+        row.update(
+            {
+                "effective_learning_rate": sc.effective_learning_rate,
+                "effective_lr_schedule": sc.lr_schedule,
+                "effective_lr_warmup_steps": sc.lr_warmup_steps,
+            }
+        )
     row.update(figures)
     if status == "skipped":
         return row

@@ -57,7 +57,7 @@ class StepClock:
         warmup_steps: int,
         total_steps: int,
         samples_per_step: int,
-        tokens_per_sample: float,
+        tokens_per_sample: float | None,
         on_first_step: Callable[[], None] | None = None,
         probes: Sequence[WindowProbe] = (),
         on_step: Callable[[], None] | None = None,
@@ -224,7 +224,10 @@ class StepClock:
         step_s = self.step_times_s()
         return {
             "samples_per_s": window_samples / window_s,
-            "tokens_per_s": window_samples * self.tokens_per_sample / window_s,
+            # None: the model has no tokens (a CNN: bench/worker/record.py), samples only
+            "tokens_per_s": None
+            if self.tokens_per_sample is None
+            else window_samples * self.tokens_per_sample / window_s,
             "window_s": window_s,
             "window_steps": window_steps,
             "window_samples": window_samples,

@@ -74,7 +74,8 @@ def combine_ranks(ranks: list[dict[str, Any]], engine: str) -> dict[str, Any]:
         out["window_samples"] = int(samples)
         out["samples_per_s"] = samples / window_s
         tokens = sum(float(r["tokens_per_s"]) * float(r["window_s"]) for r in counting if r.get("tokens_per_s"))
-        out["tokens_per_s"] = tokens / window_s
+        # no rank counted tokens (a CNN, a command that gave none): no token figure, never 0
+        out["tokens_per_s"] = tokens / window_s if any(r.get("tokens_per_s") for r in counting) else None
         out["samples_per_s_per_gpu"] = out["samples_per_s"] / world
     medians = [(r.get("step_time_median_ms") or 0.0, i) for i, r in enumerate(ranks)]
     slowest = max(medians)[1]

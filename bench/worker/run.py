@@ -15,10 +15,10 @@ import torch
 
 from .. import mesh
 from ..engines import ENGINES
-from ..families import FAMILIES, Family, family_of, read_config, tokens_per_sample
+from ..families import FAMILIES, Family, family_of
 from ..measure.probes import make_probes
 from ..scenario import Scenario
-from . import dist
+from . import dist, record
 from .clock import StepClock
 from .data import dataset_for, image_shape, trained_tokens
 from .engines.base import EngineInputs
@@ -120,7 +120,7 @@ def build_inputs(
     dataset = dataset_for(model.config, task, sc.samples * replicas, sc.seq_len, sc.seed, *data)
     marks["data_built"] = time.time()
     # tokens a step trains on: a causal LM's labelled tokens (padding has none), else what it feeds the model
-    fed = tokens_per_sample(read_config(model_name), family_of(model_name), sc.seq_len)
+    fed = record.tokens(model, task, sc.seq_len)[1]
     labelled = trained_tokens(dataset)
 
     clock = StepClock(
@@ -170,7 +170,8 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     inputs = build_inputs(sc, spec["model"], device, scratch, marks, rank, timeout_s, shared, trace)
     model, clock, losses, phases = inputs.model, inputs.clock, inputs.losses, inputs.phases
     engine_figures = ENGINES[sc.engine].implementation().train(inputs)
-    flop_figures = count_flops(sc, spec["model"], model)
+    unit, tokens = record.tokens(model, inputs.task, sc.seq_len)
+    flop_figures = count_flops(sc, spec["model"], model, tokens)
     figures: dict[str, Any] = {
         **clock.summary(),
         **engine_figures,
@@ -178,6 +179,7 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         **phases.result(),
         **flop_figures,
         **lora_figures(model),
+        **record.figures(model, family_of(spec["model"]).name, inputs.task, unit),
         "model_params": count_parameters(model),
         "trainable_params": count_trainable(model),
         # from the parent's launch of this process to the first training step
@@ -201,14 +203,14 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     return {"status": status, "reason": reason, "figures": figures, "loss_curve": losses.curve()}
 
 
-def count_flops(sc: Scenario, model_name: str, model: Any) -> dict[str, Any]:
+def count_flops(sc: Scenario, model_name: str, model: Any, tokens: int | None) -> dict[str, Any]:
     """The generic FLOP count of the trained model and FlopCounterMode's cross-check on a meta copy
-    (bench/measure/flopcount.py), after the timed window: its cost is never in the figures."""
+    (bench/measure/flopcount.py), after the timed window: its cost is never in the figures. `tokens`:
+    per sample (bench/worker/record.py); None for a model without tokens (a CNN: counted only)."""
     from ..measure import flopcount
     from .model import auto_class, model_config
 
     fam, task = family_of(model_name), task_of(model_name, sc.task)
-    tokens = tokens_per_sample(read_config(model_name), fam, sc.seq_len)
     extra = {"attn_implementation": "eager", **({"experts_implementation": "batched_mm"} if fam.moe else {})}
 
     def build_meta() -> Any:
@@ -235,7 +237,7 @@ def count_flops(sc: Scenario, model_name: str, model: Any) -> dict[str, Any]:
     no_check = (
         "Liger's Triton kernels patch the model's classes and cannot run on the meta device" if sc.liger else None
     )
-    return flopcount.figures(model, fam, task, tokens, build_meta, inputs, no_check)
+    return flopcount.figures(model, task, tokens, build_meta, inputs, no_check)
 
 
 def startup_breakdown(launched_at: float, marks: dict[str, float], train_begin: float | None) -> str:
