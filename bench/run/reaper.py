@@ -73,7 +73,7 @@ def descendants(root: int) -> list[int]:
 
 def _reap() -> list[tuple[int, int]]:
     """Collect every child of this process that has ended: (pid, wait status)."""
-    ended = []
+    ended: list[tuple[int, int]] = []
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -88,7 +88,7 @@ def end_tree(grace_s: float, on_reaped: Callable[[int, int], None] = lambda _p, 
     """End every process below this one: SIGTERM, then after `grace_s` SIGKILL (at once if 0),
     again until none is left (a process may fork while it is killed); reap them all."""
     me = os.getpid()
-    sig = signal.SIGTERM if grace_s > 0 else signal.SIGKILL
+    sig: int = signal.SIGTERM if grace_s > 0 else signal.SIGKILL
     start = time.monotonic()
     sent_kill = sig == signal.SIGKILL
     while True:
