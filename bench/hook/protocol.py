@@ -60,8 +60,8 @@ def failure_text(exc: BaseException) -> str:
 
 
 def record_failure(exc: BaseException, session: Any, environ: Mapping[str, str] = os.environ) -> None:
-    """The exception that ends this process (the hook's sys.excepthook): into its rank file, through
-    its session when a step was seen (figures kept), and into torchrun's error file when torchrun
+    """The exception that ends this process (the hook's sys.excepthook): into its rank file as an
+    error (through its session once a step was seen), and into torchrun's error file when torchrun
     gave one and nothing wrote it (the record decorator writes it itself)."""
     text = failure_text(exc)
     if session is not None:

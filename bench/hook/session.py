@@ -131,9 +131,8 @@ class Session:
             return
         self.closed = True
         try:
-            result = self._result()
-            if self.failure:
-                result = {"status": "error", "reason": self.failure, "figures": {}}
+            failed = {"status": "error", "reason": self.failure, "figures": {}}
+            result = failed if self.failure else self._result()
         except Exception as exc:  # the hook must never turn a finished script into a crash
             traceback.print_exc()
             result = {"status": "error", "reason": f"gpubench's hook failed: {type(exc).__name__}: {exc}"[:500]}
