@@ -131,7 +131,7 @@ class Session:
             return
         self.closed = True
         try:
-            failed = {"status": "error", "reason": self.failure, "figures": {}}
+            failed: dict[str, Any] = {"status": "error", "reason": self.failure, "figures": {}}
             result = failed if self.failure else self._result()
         except Exception as exc:  # the hook must never turn a finished script into a crash
             traceback.print_exc()
