@@ -74,7 +74,6 @@ HEAVY_TESTS = (
     "test_input_classes.py::test_resume_refuses_a_results_file_with_a_hand_added_column",
     "test_hook.py::test_run_cmd_times_the_loop_as_a_scenario",
     "test_hook.py::test_commands_that_fail_are_rows_with_a_status_and_their_reason",
-    "test_hook.py::test_the_lightning_callback_runs_in_a_lightning_2_trainer",
     "test_hook.py::test_the_hook_refuses_a_nested_step_and_an_os_exit_says_so",
     "test_hook.py::test_torchrun_ranks_that_disagree_or_fail_are_named",
     "test_hook.py::test_the_lightning_callback_times_a_lightning_2_fit",
