@@ -328,6 +328,12 @@ def _settings(table: dict[str, Any], origin: str, where: str) -> dict[str, Any]:
     for key, value in table.items():
         if key in ("name", "origin") or (key not in SETTING_KEYS and key not in ALIASES):
             raise BadInput(f"{origin}: {where}: unknown key '{key}'", hint=_known(key, SETTING_KEYS))
+        if key == "command" and value == []:  # an empty command would run gpubench's own model instead
+            raise BadInput(
+                f"{origin}: {where}: command = [] names no program",
+                hint='give the program and its arguments, e.g. command = ["torchrun", "train.py"], or leave '
+                "command out to train gpubench's model",
+            )
         out[key] = value
     fp16, bf16 = out.pop("fp16", None), out.pop("bf16", None)
     for alias, flag in (("fp16", fp16), ("bf16", bf16)):

@@ -66,6 +66,7 @@ HEAVY_MODULES = (
     "test_readme.py",
     "test_run_e2e.py",  # the quick matrix end to end (make run), and what it writes
     "test_recommend_e2e.py",  # recommend on llama-tiny and vit-tiny, and the certificate rerun
+    "test_orphans.py",  # gpubench SIGKILLed under each launcher
 )
 HEAVY_TESTS = (
     "test_families.py::test_models_gpubench_has_no_code_for_train_as_their_own_task",
@@ -74,6 +75,9 @@ HEAVY_TESTS = (
     "test_input_classes.py::test_resume_refuses_a_results_file_with_a_hand_added_column",
     "test_hook.py::test_run_cmd_times_the_loop_as_a_scenario",
     "test_hook.py::test_commands_that_fail_are_rows_with_a_status_and_their_reason",
+    "test_hook.py::test_the_hook_refuses_a_nested_step_and_an_os_exit_says_so",
+    "test_hook.py::test_torchrun_ranks_that_disagree_or_fail_are_named",
+    "test_hook.py::test_the_lightning_callback_times_a_lightning_2_fit",
     "test_fit.py::test_fit_on_the_cpu_brackets_the_largest_batch_with_real_probes",
     "test_help.py::test_every_help_example_runs_as_shown",
     "test_inputs.py::test_compare_thresholds_are_finite_and_bounded",

@@ -4,6 +4,7 @@ session in this process, the rank files combined, and two real runs sharing one 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from harness import gpubench, gpubench_in_process, results
 import bench.hook as gpubench_hook
 from bench.errors import BadInput
 from bench.hook import protocol
+from bench.matrix import load_matrix
 from bench.run import command
 from bench.run.plan import command_scenario
 from bench.run.proc import ProcResult
@@ -133,7 +135,7 @@ def _rank(figures: dict[str, Any], rank: int, world: int, status: str = "ok") ->
 
 
 def test_ranks_combine_by_the_built_in_rules_and_a_missing_rank_is_named() -> None:
-    one = {"samples_per_s": 10.0, "window_s": 2.0, "window_samples": 20, "tokens_per_s": 5.0, "host": "h"}
+    one = {"samples_per_s": 10.0, "window_s": 3.5, "window_samples": 20, "tokens_per_s": 5.0, "host": "h"}
     two = {**one, "window_s": 4.0, "step_time_median_ms": 9.0}
     status, reason, row = command.combined({0: _rank(one, 0, 2), 1: _rank(two, 1, 2)})
     assert (status, reason, row["world_size"], row["slowest_rank"]) == ("ok", "", 2, 1)
@@ -171,6 +173,181 @@ def test_run_cmd_refuses_bad_input_naming_it() -> None:
     with pytest.raises(BadInput, match="strategy = 'ddp' does not apply to a command"):
         Scenario(name="c", command=("python",), strategy="ddp", gpus=2)
     assert Scenario(name="c", command=["python", "t.py"], gpus=2).command == ("python", "t.py")  # type: ignore[arg-type]
+
+
+def test_a_step_inside_another_is_refused_and_the_row_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nested, the inner step's samples would count twice (an `ok` row at 2x samples/s)."""
+    monkeypatch.setenv(protocol.DIR_VAR, str(tmp_path))
+    monkeypatch.setenv(protocol.WINDOW_VAR, "epoch")
+    monkeypatch.setattr(gpubench_hook, "_session", None)
+    for _ in range(4):
+        with gpubench_hook.step(samples=2), gpubench_hook.step(samples=2):
+            pass
+    gpubench_hook.close()
+    result = json.loads(protocol.rank_file(tmp_path, 0).read_text())
+    assert (result["status"], result["reason"]) == ("error", protocol.NESTED)
+    assert command.combined({0: result})[:2] == ("error", protocol.NESTED)
+
+
+def test_a_step_that_raised_is_not_counted_and_the_next_is_not_nested(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(protocol.DIR_VAR, str(tmp_path))
+    monkeypatch.setattr(gpubench_hook, "_session", None)
+    for i in range(4):
+        with contextlib.suppress(ValueError), gpubench_hook.step(samples=2):
+            if i == 1:
+                raise ValueError("a bad batch, skipped by the loop")
+    gpubench_hook.close()
+    result = json.loads(protocol.rank_file(tmp_path, 0).read_text())
+    assert result["status"] == "ok" and result["figures"]["window_samples"] == 6  # 3 steps ended
+
+
+def test_the_error_that_ends_a_process_is_its_rank_files_and_torchruns_error_files(tmp_path: Path) -> None:
+    from bench.hook.session import Session
+
+    environ = {protocol.DIR_VAR: str(tmp_path), "RANK": "1", "WORLD_SIZE": "2"}
+    error_file = tmp_path / "error.json"
+    try:
+        raise ValueError("rank one has bad data")
+    except ValueError as exc:
+        protocol.record_failure(exc, None, {**environ, protocol.ERROR_FILE_VAR: str(error_file)})
+    result = json.loads(protocol.rank_file(tmp_path, 1).read_text())
+    assert (result["status"], result["reason"], result["rank"]) == ("error", "ValueError: rank one has bad data", 1)
+    message = json.loads(error_file.read_text())["message"]  # torch's record decorator's shape
+    assert (
+        message["message"] == "ValueError: rank one has bad data"
+        and "Traceback" in message["extraInfo"]["py_callstack"]
+    )
+    session = Session(environ)  # after a step: the session writes it, once
+    session.begin()
+    session.end(samples=2)
+    protocol.record_failure(RuntimeError("late"), session, environ)
+    session.close()
+    assert json.loads(protocol.rank_file(tmp_path, 1).read_text())["reason"] == "RuntimeError: late"
+
+
+def test_ranks_that_timed_different_windows_are_not_ok() -> None:
+    def rank(steps: int, window_s: float, r: int) -> dict[str, Any]:
+        figures = {"window_steps": steps, "window_s": window_s, "window_samples": 2 * steps, "samples_per_s": 1.0}
+        return _rank(figures, r, 2)
+
+    status, reason, row = command.combined({0: rank(8, 0.8, 0), 1: rank(1, 0.1, 1)})
+    assert (status, row) == ("error", {})
+    assert reason.startswith("the ranks timed different windows (rank 0: 8 steps in 0.8 s, rank 1: 1 steps in 0.1 s")
+    assert command.combined({0: rank(8, 0.8, 0), 1: rank(8, 0.5, 1)})[0] == "error"  # 0.5 s of 0.8: apart
+    assert command.combined({0: rank(100, 10.0, 0), 1: rank(95, 9.0, 1)})[0] == "ok"  # within 10% / 25%
+
+
+def test_a_rank_that_ended_without_its_result_says_how_the_command_exited() -> None:
+    running = {0: {"status": "running", "pid": 1, "rank": 0, "world_size": 1}}
+    status, reason, _ = command.combined(running, exit_code=0)
+    assert status == "error" and "still running" not in reason
+    assert "the command exited with code 0" in reason and "os._exit()" in reason and "gpubench.close()" in reason
+
+
+def test_a_failing_torchrun_command_names_the_rank_and_its_own_error(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    error_file = tmp_path / "error.json"
+    error_file.write_text(json.dumps({"message": {"message": "ValueError: rank one has bad data", "extraInfo": {}}}))
+    root = (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n====\ntrain.py FAILED\n----\n"
+        "Root Cause (first observed failure):\n[0]:\n  time      : 2026-12-07_03:30:24\n  host      : localhost\n"
+        "  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 10768)\n  error_file: {error_file}\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n====\n"
+    )
+    log.write_text(root.format(error_file=error_file))
+    assert command.outcome(ProcResult(1, 1.0), tmp_path, log, 60, None)[:2] == (
+        "error",
+        "the command exited with code 1: rank 1 failed (exit code 1): ValueError: rank one has bad data",
+    )
+    log.write_text("ValueError: rank one has bad data\n" + root.format(error_file="<N/A>"))  # no error file
+    assert command.outcome(ProcResult(1, 1.0), tmp_path, log, 60, None)[1] == (
+        "the command exited with code 1: rank 1 failed (exit code 1): ValueError: rank one has bad data"
+    )
+
+
+def test_a_matrix_command_that_is_empty_is_refused_before_any_work(tmp_path: Path) -> None:
+    matrix = tmp_path / "m.toml"
+    matrix.write_text("[scenarios.mine]\ncommand = []\n")
+    with pytest.raises(BadInput, match=r"\[scenarios.mine\]: command = \[\] names no program"):
+        load_matrix(str(matrix))
+    done = gpubench_in_process("run", "--matrix", matrix, "--device", "cpu", "--out", tmp_path / "out")
+    assert done.code == 2 and "command = [] names no program" in done.err and not (tmp_path / "out").exists()
+
+
+def test_the_hf_callback_records_the_models_loss_of_each_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from bench.hook import hf
+
+    ended: list[Any] = []
+    monkeypatch.setattr(hf, "enabled", lambda: True)
+    monkeypatch.setattr(hf, "begin", lambda: None)
+    monkeypatch.setattr(hf, "end", lambda samples, loss=None: ended.append((samples, loss)) and False)
+
+    class Model(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+            return {"loss": x.mean()}
+
+    model = Model().train()
+    args = type("Args", (), {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2})()
+    callback = hf.GpubenchCallback()
+    callback.on_train_begin(args, None, None, model=model)
+    callback.on_step_begin(args, None, None)
+    model(torch.tensor([2.0]))  # two micro-batches: the step's loss is their mean, undivided
+    model(torch.tensor([4.0]))
+    callback.on_step_end(args, None, None)
+    model(torch.tensor([9.0]))  # outside a step (an evaluation): not a training loss
+    callback.on_train_end(args, None, None)
+    ((samples, loss),) = ended
+    assert samples == 8 and float(loss) == 3.0
+
+
+def test_the_lightning_callback_runs_in_a_lightning_2_trainer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The documented `L.Trainer(callbacks=[GpubenchLightningCallback()])`, with the real package:
+    without gpubench (the hook does nothing) and launched by it (a result with the window's figures)."""
+    import lightning as L
+    import torch
+
+    from bench.hook.lightning import GpubenchLightningCallback
+
+    class Tiny(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(8, 2)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.layer(x), y)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def fit() -> None:
+        data = torch.utils.data.TensorDataset(torch.randn(24, 8), torch.randint(0, 2, (24,)))
+        trainer = L.Trainer(
+            callbacks=[GpubenchLightningCallback()],
+            max_epochs=1,
+            accelerator="cpu",
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=tmp_path,
+        )
+        trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+
+    monkeypatch.delenv(protocol.DIR_VAR, raising=False)
+    fit()  # without gpubench: it trains, the hook does nothing
+    monkeypatch.setenv(protocol.DIR_VAR, str(tmp_path))
+    monkeypatch.setenv(protocol.WARMUP_VAR, "1")
+    monkeypatch.setattr(gpubench_hook, "_session", None)
+    fit()
+    result = json.loads(protocol.rank_file(tmp_path, 0).read_text())
+    assert result["status"] == "ok", result
+    figures = result["figures"]
+    assert (figures["window_steps"], figures["window_samples"]) == (5, 20) and figures["final_loss"] > 0
 
 
 @pytest.fixture(scope="module")
@@ -234,3 +411,77 @@ def test_commands_that_fail_are_rows_with_a_status_and_their_reason(runs: dict[s
     assert rows["hangs"]["status"] == "timeout" and "2 s timeout" in rows["hangs"]["error"]
     assert not [p for p in os.listdir(out / "work" / "hangs-r0") if p.startswith("hook-rank")]
     assert subprocess.run(["pgrep", "-f", r"time\.sleep\(61\.25\)"], capture_output=True).returncode == 1  # killed
+
+
+# Scripts of users whose loops the hook must not count wrongly, run as one matrix of commands.
+HONEST = {
+    "nested": (
+        "import bench.hook as g\nfor _ in range(4):\n    with g.step(samples=2), g.step(samples=2):\n        pass\n"
+    ),
+    "osexit": (
+        "import os\nimport bench.hook as g\nfor _ in range(4):\n"
+        "    with g.step(samples=2):\n        pass\nos._exit(0)\n"
+    ),
+    "apart": (
+        "import os\nimport bench.hook as g\n"
+        "for _ in range(9 if os.environ['RANK'] == '0' else 2):\n    with g.step(samples=2):\n        pass\n"
+    ),
+    "rankfails": (
+        "import os, time\nimport bench.hook as g\n"
+        "if os.environ['RANK'] == '1':\n    raise ValueError('rank one has bad data')\ntime.sleep(60)\n"
+    ),
+    "lightning": (
+        "import lightning as L, torch\nfrom bench.hook.lightning import GpubenchLightningCallback\n"
+        "class Tiny(L.LightningModule):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.layer = torch.nn.Linear(8, 2)\n"
+        "    def training_step(self, batch, i):\n"
+        "        return torch.nn.functional.cross_entropy(self.layer(batch[0]), batch[1])\n"
+        "    def configure_optimizers(self):\n        return torch.optim.SGD(self.parameters(), lr=0.1)\n"
+        "data = torch.utils.data.TensorDataset(torch.randn(24, 8), torch.randint(0, 2, (24,)))\n"
+        "trainer = L.Trainer(callbacks=[GpubenchLightningCallback()], max_epochs=1, accelerator='cpu', logger=False,\n"
+        "    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)\n"
+        "trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))\n"
+    ),
+}
+TORCHRUN = ("apart", "rankfails")
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """One `run --matrix` of the HONEST scripts (two of them under torchrun, 2 processes); their rows."""
+    root = tmp_path_factory.mktemp("honest")
+    python = json.dumps(sys.executable)
+    lines = ["[base]", "warmup_steps = 1", "timeout_s = 240"]
+    for name, text in HONEST.items():
+        (root / f"train_{name}.py").write_text(text)  # not lightning.py: the script's folder comes first
+        launcher = '"-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", ' if name in TORCHRUN else ""
+        lines += [f"[scenarios.{name}]", f'command = [{python}, {launcher}"{root}/train_{name}.py"]']
+    (root / "m.toml").write_text("\n".join(lines) + "\n")
+    done = gpubench("run", "--matrix", root / "m.toml", "--device", "cpu", "--out", root / "out", timeout=900)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    return {r["scenario"]: r for r in results(root / "out").to_dict("records")}
+
+
+def test_the_hook_refuses_a_nested_step_and_an_os_exit_says_so(honest: dict[str, dict[str, Any]]) -> None:
+    assert (honest["nested"]["status"], honest["nested"]["error"]) == ("error", protocol.NESTED)
+    osexit = honest["osexit"]
+    assert osexit["status"] == "error" and "still running" not in osexit["error"]
+    assert "the command exited with code 0" in osexit["error"] and "os._exit()" in osexit["error"]
+
+
+def test_torchrun_ranks_that_disagree_or_fail_are_named(honest: dict[str, dict[str, Any]]) -> None:
+    apart = honest["apart"]
+    assert apart["status"] == "error"
+    assert apart["error"].startswith("the ranks timed different windows (rank 0: 8 steps in"), apart["error"]
+    assert ", rank 1: 1 steps in " in apart["error"]
+    fails = honest["rankfails"]
+    assert (fails["status"], fails["error"]) == (
+        "error",
+        "the command exited with code 1: rank 1 failed (exit code 1): ValueError: rank one has bad data",
+    )
+
+
+def test_the_lightning_callback_times_a_lightning_2_fit(honest: dict[str, dict[str, Any]]) -> None:
+    row = honest["lightning"]
+    assert row["status"] == "ok", row["error"]
+    assert (row["window_steps"], row["window_samples"]) == (5, 20) and row["final_loss"] > 0

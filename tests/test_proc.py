@@ -4,8 +4,10 @@ and the safety rules (no shell, no eval, safetensors only) checked on the source
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -99,6 +101,54 @@ def test_ctrl_c_while_waiting_kills_the_group_and_reports_interrupted(tmp_path: 
     assert wait_for("the family to die", lambda: not any(alive(p) for p in pids), timeout=5)
 
 
+# A child that starts one grandchild in its process group and one in a session of its own (a
+# daemon's way out of the group), writes the three pids, then exits at once or sleeps.
+ESCAPES = """
+import os, subprocess, sys, time
+sleep = [sys.executable, "-c", "import time; time.sleep(300)"]
+kids = [subprocess.Popen(sleep), subprocess.Popen(sleep, start_new_session=True)]
+open(sys.argv[1] + ".tmp", "w").write(" ".join(str(p) for p in [os.getpid(), *(k.pid for k in kids)]))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+if sys.argv[2] == "sleep":
+    time.sleep(300)
+"""
+
+
+def test_what_a_child_left_running_ends_before_its_exit_is_returned(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-c", ESCAPES, str(tmp_path / "pids"), "exit"]
+    result = run_subprocess(cmd, timeout_s=60, log_path=tmp_path / "x.log")
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    try:
+        assert result.returncode == 0 and not result.timed_out
+        assert [p for p in pids if alive(p)] == []  # the reaper ended both before it exited
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_sigkilled_parent_takes_its_childs_whole_tree_with_it(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-c", ESCAPES, str(tmp_path / "pids"), "sleep"]
+    parent_code = (
+        "import sys; from pathlib import Path; from bench.run.proc import run_subprocess; "
+        f"run_subprocess({cmd!r}, timeout_s=600, log_path=Path({str(tmp_path / 'x.log')!r}))"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], cwd=REPO)
+    pids: list[int] = []
+    try:
+        pids = [int(p) for p in family_pids(tmp_path)]
+        assert len(pids) == 3 and all(alive(p) for p in pids)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=30)
+        assert wait_for("the tree to die", lambda: not any(alive(p) for p in pids), timeout=10)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if parent.poll() is None:
+            parent.kill()
+
+
 def test_interrupts_hold_a_press_outside_a_wait_and_raise_on_the_second() -> None:
     before = signal.getsignal(signal.SIGINT)
     with Interrupts() as ctrl_c:
@@ -182,7 +232,7 @@ def test_every_blocking_subprocess_call_has_a_timeout() -> None:
                 found.append(name)
                 assert any(kw.arg == "timeout" for kw in call.keywords), f"{path}:{call.lineno}: {name} without timeout"
             if name == "subprocess.Popen" and path in SOURCES:  # only the one helper starts children
-                assert path.name == "proc.py", f"{path}:{call.lineno}: Popen outside bench/run/proc.py"
+                assert path.name in ("proc.py", "reaper.py"), f"{path}:{call.lineno}: Popen outside bench/run/proc.py"
     assert found  # the check saw something
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -99,11 +100,33 @@ class Step:
 @contextlib.contextmanager
 def step(samples: Any = 0, tokens: Any = None) -> Iterator[Step]:
     """One optimizer step: `with gpubench.step(samples=..., tokens=...) as s:`; set `s.loss`, or
-    `s.add(...)` per micro-batch. A step that raises is not counted (the exception goes on)."""
+    `s.add(...)` per micro-batch. A step that raises is not counted (the exception goes on). A step
+    inside another is refused: the row is an error saying so (it would count its samples twice)."""
     handle = Step(samples, tokens)
     begin()
-    yield handle
+    try:
+        yield handle
+    except BaseException:
+        if _session is not None:
+            _session.abandon()
+        raise
     end(handle.samples, handle.tokens, handle.loss)
+
+
+def _failed(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+    """sys.excepthook while gpubench launched this process: the error that ends it goes into its
+    rank file (and torchrun's error file, as torch's record decorator writes it), so the row names
+    the rank that failed and its own error; then Python's report as always."""
+    with contextlib.suppress(Exception):
+        from .protocol import record_failure
+
+        record_failure(exc, _session)
+    _previous_excepthook(kind, exc, tb)
+
+
+_previous_excepthook = sys.excepthook
+if enabled():
+    sys.excepthook = _failed
 
 
 def tokens_from_labels(labels: Any, ignore_index: int = -100) -> Any:

@@ -1,19 +1,37 @@
-"""The step hook as a Lightning-style callback, without importing Lightning: a plain class with
-`on_train_batch_start` / `on_train_batch_end` / `on_train_end`, the hooks Lightning (and Fabric's
-`fabric.call(...)`) invoke. Pass it in `Trainer(callbacks=[GpubenchLightningCallback()])`; Lightning
-accepts any object with its hook names (with Lightning 2.x, subclass it with
-`lightning.pytorch.Callback` first if your version insists on the base class).
+"""The step hook as a Lightning callback: `L.Trainer(callbacks=[GpubenchLightningCallback()])`.
+
+With Lightning 2.x installed the class is a `lightning.pytorch.Callback` (or, with only the older
+`pytorch_lightning` package, a `pytorch_lightning.Callback`), so the Trainer calls every hook it
+expects; without either it is a plain class with the hooks Lightning and Fabric's
+`fabric.call("on_train_batch_start", ...)` invoke (`on_train_batch_start` / `on_train_batch_end` /
+`on_train_end`).
 
 A batch is counted as one optimizer step every `accumulate` batches (Lightning's
 accumulate_grad_batches); its samples are the batch's length (`samples_of(batch)`: the first
 tensor's first dimension, or len()), its tokens the labels that are not -100 when the batch is a
-dict with "labels"."""
+dict with "labels"; its loss the training_step's (the `loss` of its output)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from . import begin, close, end, tokens_from_labels
+
+
+def _base() -> type:
+    """Lightning's Callback class where Lightning is installed, else object."""
+    try:
+        from lightning.pytorch import Callback
+
+        return Callback  # type: ignore[no-any-return]
+    except ImportError:
+        pass
+    try:
+        from pytorch_lightning import Callback as OldCallback
+
+        return OldCallback  # type: ignore[no-any-return]
+    except ImportError:
+        return object
 
 
 def samples_of(batch: Any) -> int:
@@ -30,8 +48,9 @@ def samples_of(batch: Any) -> int:
     return int(shape[0]) if shape else len(batch)
 
 
-class GpubenchLightningCallback:
+class GpubenchLightningCallback(_base()):  # type: ignore[misc]
     def __init__(self, accumulate: int = 1, stop_after_window: bool = False) -> None:
+        super().__init__()
         self.accumulate = max(1, accumulate)
         self.stop_after_window = stop_after_window
         self._batches = 0

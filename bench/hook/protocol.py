@@ -8,11 +8,16 @@ rank and the job's world size. Without GPUBENCH_HOOK_DIR the hook does nothing.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import time
+import traceback
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from ..fsio import atomic_write_json
 
 DIR_VAR = "GPUBENCH_HOOK_DIR"  # where the rank files go; its presence switches the hook on
 WARMUP_VAR = "GPUBENCH_WARMUP_STEPS"  # optimizer steps before the timed window
@@ -20,6 +25,12 @@ WINDOW_VAR = "GPUBENCH_WINDOW"  # "epoch" (to the loop's end), "auto" or a numbe
 DEVICE_VAR = "GPUBENCH_DEVICE"  # "cpu" or "cuda": where the parent runs the scenario
 LAUNCHED_VAR = "GPUBENCH_LAUNCHED_AT"  # the parent's time.time() at launch (startup_s)
 TIMEOUT_VAR = "GPUBENCH_TIMEOUT_S"  # the scenario's timeout (collectives' own timeout)
+ERROR_FILE_VAR = "TORCHELASTIC_ERROR_FILE"  # torchrun's per-rank error file (torch's record decorator's)
+NESTED = (
+    "a step began inside another (gpubench.step or begin() before the previous step's end()): each optimizer "
+    "step is counted once, so nest no steps (with gradient accumulation: one step around the optimizer step, "
+    "s.add() per micro-batch; docs/your-script.md)"
+)
 NEVER_CALLED = (
     "the command never called gpubench's step hook (bench.hook.step, or begin/end, once per optimizer "
     "step: docs/your-script.md)"
@@ -83,3 +94,28 @@ def check_settings(values: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError(f"bench.hook.settings: {key} = {value!r} must be {what}")
         out[key] = float(value) if kind is float else value
     return out
+
+
+def failure_text(exc: BaseException) -> str:
+    """An exception as a row's reason: "ValueError: bad lr" (its first line)."""
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:500]
+
+
+def record_failure(exc: BaseException, session: Any, environ: Mapping[str, str] = os.environ) -> None:
+    """The exception that ends this process (the hook's sys.excepthook): into its rank file as an
+    error (through its session once a step was seen), and into torchrun's error file when torchrun
+    gave one and nothing wrote it (the record decorator writes it itself)."""
+    text = failure_text(exc)
+    if session is not None:
+        session.fail(text)
+    else:
+        rank, world = env_rank(environ)
+        result = {"status": "error", "reason": text, "rank": rank, "world_size": world, "pid": os.getpid()}
+        atomic_write_json(rank_file(Path(environ[DIR_VAR]), rank), result)
+    error_file = environ.get(ERROR_FILE_VAR)
+    if error_file and not os.path.exists(error_file):
+        stack = "".join(traceback.format_exception(exc))
+        message = {"message": text, "extraInfo": {"py_callstack": stack, "timestamp": str(int(time.time()))}}
+        with open(error_file, "w") as fh:
+            json.dump({"message": message}, fh)

@@ -22,6 +22,7 @@ from .protocol import (
     DEVICE_VAR,
     DIR_VAR,
     LAUNCHED_VAR,
+    NESTED,
     NEVER_CALLED,
     TIMEOUT_VAR,
     WARMUP_VAR,
@@ -58,6 +59,7 @@ class Session:
         self.settings: dict[str, Any] = {}  # what the script reported (bench.hook.settings)
         self.open = False  # between begin() and end()
         self.closed = False
+        self.failure = ""  # why the row is an error whatever the figures: a nested step, the script's exception
 
     def _start(self) -> StepClock:
         """At the first step: the device the loop trains on, and with several ranks the barrier
@@ -87,9 +89,20 @@ class Session:
         return clock
 
     def begin(self) -> None:
+        if self.open and not self.failure:
+            self.failure = NESTED
         if self.clock is None:
             self.clock = self._start()
         self.open = True
+
+    def abandon(self) -> None:
+        """The open step raised: it is not counted."""
+        self.open = False
+
+    def fail(self, reason: str) -> None:
+        """The process ends with this error: write it as this rank's result now."""
+        self.failure = self.failure or reason
+        self.close()
 
     def end(self, samples: Any, tokens: Any = None, loss: Any = None) -> bool:
         """One optimizer step ended; True once the window has closed (the loop may stop)."""
@@ -119,7 +132,8 @@ class Session:
             return
         self.closed = True
         try:
-            result = self._result()
+            failed: dict[str, Any] = {"status": "error", "reason": self.failure, "figures": {}}
+            result = failed if self.failure else self._result()
         except Exception as exc:  # the hook must never turn a finished script into a crash
             traceback.print_exc()
             result = {"status": "error", "reason": f"gpubench's hook failed: {type(exc).__name__}: {exc}"[:500]}

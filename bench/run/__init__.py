@@ -8,6 +8,7 @@ envinfo.py   the machine and software, for env.json
 childenv.py  the environment every child starts with
 launcher.py  how workers start: a fork server (default) or a fresh interpreter each
 proc.py      the one helper that starts a child process: argument list, timeout, process group
+reaper.py    what every child runs under: its whole tree ends with it, and when gpubench dies
 runner.py    each scenario x repeat in its own worker; a failing worker becomes a row
 required.py  --require: the scenarios whose skip fails the run (exit 5)
 progress.py  the progress lines on stderr

@@ -24,6 +24,7 @@ from ..measure.nvml import MemoryPeaks, Nvml, TreeSampler, open_nvml
 from ..results import FINAL_STATUSES
 from ..scenario import Scenario
 from ..worker.ranks import combine_ranks, loss_outcome
+from . import torchrun
 from .childenv import visible_devices
 from .proc import Interrupts, ProcResult, run_subprocess, tail
 
@@ -80,7 +81,6 @@ def launch(
             on_start=sampler.start if sampler else None,
             interrupts=interrupts,
             grace_s=10.0,
-            die_with_parent=True,
         )
     finally:
         kill_leftovers(workdir)
@@ -124,9 +124,28 @@ def kill_leftovers(workdir: Path) -> list[int]:
 
 
 def _last_error(log_text: str) -> str:
-    """The last exception line of the log ("ValueError: ..."), without its module path."""
+    """The last exception line of the log ("ValueError: ..."), without its module path (torchrun's
+    own ChildFailedError, which says only that a rank failed, passed over)."""
     lines = re.findall(r"^(?:\w+\.)*(\w*(?:Error|Exception|Interrupt|Exit): .*)$", log_text, re.M)
+    lines = [line for line in lines if not line.startswith("ChildFailedError:")]
     return lines[-1].strip() if lines else ""
+
+
+def _failure(log_text: str, ranks: dict[int, dict[str, Any]]) -> str:
+    """What a failed command said: torchrun's root cause (the rank, its exit and its own error, from
+    its error file, its hook file or the log), else the failing rank's error as the hook recorded it
+    (sys.excepthook), else the log's last exception."""
+    errors = {r: str(s["reason"]) for r, s in sorted(ranks.items()) if s.get("status") == "error" and s.get("reason")}
+    root = torchrun.root_error(log_text)
+    if root is not None:
+        rank, exit_text, message = root
+        message = message or errors.get(rank) or _last_error(log_text)
+        return f"rank {rank} failed ({exit_text})" + (f": {message}" if message else "")
+    if errors:
+        rank, reason = next(iter(errors.items()))
+        alone = all(int(s.get("world_size") or 1) == 1 for s in ranks.values())
+        return reason if alone else f"rank {rank}: {reason}"
+    return _last_error(log_text)
 
 
 def outcome(
@@ -155,9 +174,9 @@ def outcome(
             return "oom", "killed by the kernel's OOM killer (host memory)", {}
         return "crashed", f"the command was killed by signal {name}", {}
     if code:
-        said = _last_error(tail(log_path, 20000))
+        said = _failure(tail(log_path, 20000), rank_results(workdir))
         return "error", f"the command exited with code {code}" + (f": {said}" if said else ""), {}
-    return combined(rank_results(workdir))
+    return combined(rank_results(workdir), exit_code=code)
 
 
 def reported_settings(given: Any) -> dict[str, Any]:
@@ -174,18 +193,46 @@ def reported_settings(given: Any) -> dict[str, Any]:
     return settings
 
 
-def combined(ranks: dict[int, dict[str, Any]]) -> tuple[str, str, dict[str, Any]]:
-    """The row's (status, reason, figures) from every rank's hook result."""
+def _no_result(exit_code: int | None) -> str:
+    """Why a rank that started timing has no result."""
+    if exit_code is None:
+        return "no result (still running at the end)"
+    return (
+        f"no result: the process ended without writing it and the command exited with code {exit_code} "
+        "(os._exit() skips the exit handlers where the hook writes it: call gpubench.close() before it)"
+    )
+
+
+STEPS_APART = 0.10  # ranks whose timed optimizer steps differ by more than this share of the most...
+WINDOWS_APART = 0.25  # ...or whose timed windows differ by more than this share of the longest
+
+
+def disagreement(figures: list[dict[str, Any]]) -> str:
+    """Why the ranks' windows are not one window (each rank counted other steps or other seconds:
+    a rank calling the hook more often than another, or ranks that never met); "" when they agree."""
+    steps = [float(f.get("window_steps") or 0) for f in figures]
+    seconds = [float(f.get("window_s") or 0) for f in figures]
+    if max(steps) - min(steps) <= STEPS_APART * max(steps) and max(seconds) - min(seconds) <= WINDOWS_APART * max(
+        seconds
+    ):
+        return ""
+    each = ", ".join(f"rank {r}: {s:g} steps in {w:.3g} s" for r, (s, w) in enumerate(zip(steps, seconds, strict=True)))
+    return (
+        f"the ranks timed different windows ({each}; more than {STEPS_APART:.0%} apart in steps or "
+        f"{WINDOWS_APART:.0%} in seconds): every rank must call the hook once per optimizer step of the same loop"
+    )
+
+
+def combined(ranks: dict[int, dict[str, Any]], exit_code: int | None = None) -> tuple[str, str, dict[str, Any]]:
+    """The row's (status, reason, figures) from every rank's hook result; `exit_code`: the command's,
+    when it ended by itself."""
     if not ranks:
         return "error", protocol.NEVER_CALLED, {}
     world = max(int(r.get("world_size") or 1) for r in ranks.values())
     missing = [r for r in range(world) if r not in ranks]
     failed = {r: s for r, s in sorted(ranks.items()) if s.get("status") not in ("ok", "diverged")}
     if missing or failed:
-        parts = [
-            f"rank {r}: {s.get('status')}: {s.get('reason') or 'no result (still running at the end)'}"
-            for r, s in failed.items()
-        ]
+        parts = [f"rank {r}: {s.get('status')}: {s.get('reason') or _no_result(exit_code)}" for r, s in failed.items()]
         if missing:
             parts.append(f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} never called the hook")
         first = next(iter(failed.values()), {}).get("status")
@@ -195,6 +242,9 @@ def combined(ranks: dict[int, dict[str, Any]]) -> tuple[str, str, dict[str, Any]
             text = str(next(iter(failed.values())).get("reason") or text)
         return status, text[:500], {}
     figures = [ranks[r].get("figures") or {} for r in range(world)]
+    apart = disagreement(figures) if world > 1 else ""
+    if apart:
+        return "error", apart[:500], {}
     # several ranks: the built-in rules (a command has no engine figure of its own to combine)
     alone = {k: v for k, v in figures[0].items() if k != "host"}
     row = alone if world == 1 else combine_ranks(figures, "trainer")

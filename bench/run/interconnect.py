@@ -49,7 +49,6 @@ def measure(processes: int, device: str, scratch: Path, cpu_affinity: tuple[int,
         log_path=log,
         env=env,
         grace_s=5.0,
-        die_with_parent=True,
     )
     if result.interrupted:
         raise KeyboardInterrupt

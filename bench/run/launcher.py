@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..engines import ENGINES
-from .proc import Interrupts, ProcResult, run_subprocess, start_server
+from . import reaper
+from .proc import Interrupts, ProcResult, run_subprocess, start_server, stop_tree
 
 LAUNCHERS = ("fork", "spawn")
 DEFAULT_LAUNCHER = "fork" if hasattr(os, "fork") and sys.platform.startswith("linux") else "spawn"
@@ -228,13 +229,13 @@ class ForkLauncher:
             try:
                 code = self._kill(pid, grace_s=2.0)
             except KeyboardInterrupt:  # a second Ctrl-C: no more grace
-                self._killpg(pid, signal.SIGKILL)
+                self._killpg(pid, reaper.KILL_NOW)
                 self.close(kill=True)
                 raise
             return ProcResult(code, time.monotonic() - start, interrupted=True)
         except (ServerGone, OSError, ValueError) as exc:
             if pid is not None:
-                self._killpg(pid, signal.SIGKILL)
+                self._killpg(pid, reaper.KILL_NOW)
             self.close(kill=True)
             if pid is None:
                 return self._fall_back(f"{exc}", job, deadline)
@@ -250,26 +251,32 @@ class ForkLauncher:
 
     @staticmethod
     def _killpg(pid: int, sig: int) -> bool:
+        """`sig` to the worker's process group (KILL_NOW: to its reaper alone)."""
         try:
-            os.killpg(pid, sig)
+            if sig == reaper.KILL_NOW:
+                os.kill(pid, sig)
+            else:
+                os.killpg(pid, sig)
             return True
         except (ProcessLookupError, PermissionError):
             return False
 
     def _kill(self, pid: int, grace_s: float) -> int | None:
-        """SIGTERM the worker's group, SIGKILL what is left after `grace_s`; the worker's exit code."""
-        code = None
-        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-            if not self._killpg(pid, sig):
-                break
+        """Stop the worker's tree (proc.stop_tree: SIGTERM, then its reaper SIGKILLs it all after
+        `grace_s`); the worker's exit code."""
+        code: int | None = None
+
+        def ended(wait_s: float) -> bool:
+            nonlocal code
             try:
-                ended = self._expect("returncode", time.monotonic() + wait_s)
+                message = self._expect("returncode", time.monotonic() + wait_s)
             except ServerGone:
-                break
-            if ended is not None:
-                code = int(ended["returncode"])
-                break
-        self._killpg(pid, signal.SIGKILL)  # the leader may be gone while its children live on
+                return True
+            if message is not None and "returncode" in message:
+                code = int(message["returncode"])
+            return message is not None
+
+        stop_tree(pid, grace_s, ended)
         return code
 
     def close(self, kill: bool = False) -> None:

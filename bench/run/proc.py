@@ -1,5 +1,6 @@
 """The one helper that starts child processes: an argument list (never a shell), a timeout, and
-the whole process group killed on timeout or interrupt (dataloader and compile workers too)."""
+the whole process tree ended on timeout or interrupt (dataloader and compile workers too), when
+the child ends, and when this process dies: every child runs under a reaper (reaper.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+
+from . import reaper
 
 
 @dataclass(frozen=True)
@@ -74,20 +77,36 @@ class Interrupts:
             self.armed = False
 
 
-def kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
-    """SIGTERM the child's process group, then SIGKILL whatever is left after `grace_s`."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+def stop_tree(pid: int, grace_s: float, wait: Callable[[float], bool]) -> None:
+    """Stop the tree of the reaper `pid`: SIGTERM its process group (the program has `grace_s` to
+    stop); then the reaper SIGKILLs its whole tree (KILL_NOW), sessions of their own included;
+    SIGKILL the group if the reaper does not end either. `wait(s)`: whether the reaper ended within s."""
+    steps: tuple[tuple[Callable[[], None], float], ...] = (
+        (lambda: os.killpg(pid, signal.SIGTERM), grace_s),
+        (lambda: os.kill(pid, reaper.KILL_NOW), 10.0),
+    )
+    for send, wait_s in steps:
         try:
-            os.killpg(proc.pid, sig)
+            send()
         except ProcessLookupError:
-            break
+            return
+        if wait(wait_s):
+            return
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the last resort
+        os.killpg(pid, signal.SIGKILL)
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """stop_tree for a child of this process."""
+
+    def ended(wait_s: float) -> bool:
         try:
             proc.wait(timeout=wait_s)
-            break
+            return True
         except subprocess.TimeoutExpired:
-            continue
-    with contextlib.suppress(ProcessLookupError):  # the leader may be gone while its children live on
-        os.killpg(proc.pid, signal.SIGKILL)
+            return False
+
+    stop_tree(proc.pid, grace_s, ended)
 
 
 def run_subprocess(
@@ -99,17 +118,15 @@ def run_subprocess(
     on_start: Callable[[int], None] | None = None,
     grace_s: float = 5.0,
     interrupts: Interrupts | None = None,
-    die_with_parent: bool = False,
 ) -> ProcResult:
     """Run `cmd` with stdout+stderr to `log_path`; wait at most `timeout_s` seconds.
 
     Ctrl-C (KeyboardInterrupt) while waiting kills the child's group and returns interrupted=True;
     a second one during that kill is re-raised. With `interrupts`, a held Ctrl-C also counts.
-    `die_with_parent`: the child is SIGKILLed by the kernel when this process dies, even by
-    SIGKILL (Linux; for a child that cannot ask for it itself, such as torchrun, whose ranks then
-    die with it: bench/worker/entry.py die_with_parent)."""
+    The child runs under a reaper (reaper.py): whatever it started is ended when it ends, and the
+    whole tree when this process dies, even by SIGKILL; the exit code is the child's own."""
     start = time.monotonic()
-    proc = start_child(cmd, log_path=log_path, env=env, die_with_parent=die_with_parent, append=False)
+    proc = start_child(reaped(cmd), log_path=log_path, env=env, die_with_parent=False, append=False)
     try:
         if on_start is not None:
             on_start(proc.pid)
@@ -123,16 +140,25 @@ def run_subprocess(
         try:
             kill_group(proc, grace_s=2.0)
         except KeyboardInterrupt:  # a second Ctrl-C: no more grace
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, reaper.KILL_NOW)
             raise
         return ProcResult(proc.returncode, time.monotonic() - start, interrupted=True)
     finally:
         if proc.returncode is None:  # any other way out: leave nothing running
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, subprocess.TimeoutExpired):
+                os.kill(proc.pid, reaper.KILL_NOW)
                 proc.wait(timeout=10)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
+
+
+REAPER = Path(reaper.__file__).resolve()
+
+
+def reaped(cmd: Sequence[str]) -> list[str]:
+    """`cmd` run under a reaper of this process (reaper.py) on Linux; as it is elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return list(cmd)
+    return [sys.executable, "-I", "-S", str(REAPER), str(os.getpid()), "--", *cmd]
 
 
 def _kill_me_with_parent(parent: int) -> Callable[[], None] | None:

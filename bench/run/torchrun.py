@@ -83,7 +83,6 @@ def launch(
             on_start=on_start,
             interrupts=interrupts,
             grace_s=10.0,  # torchrun stops its ranks on SIGTERM
-            die_with_parent=True,  # a SIGKILLed gpubench takes torchrun, and so its ranks, with it
         )
     finally:
         kill_leftovers(result.parent)
@@ -138,6 +137,23 @@ def root_cause(log_text: str) -> tuple[int, str] | None:
         return None
     signal_name = f" {match.group(3)}" if match.group(3) else ""
     return int(match.group(1)), f"exit code {match.group(2)}{signal_name}"
+
+
+def root_error(log_text: str) -> tuple[int, str, str] | None:
+    """torchrun's root cause with the rank's own error: (rank, "exit code 1", "ValueError: ...")
+    where its error file (TORCHELASTIC_ERROR_FILE: torch's record decorator, or gpubench's hook,
+    writes it) is named and readable; else an empty error."""
+    root = root_cause(log_text)
+    if root is None:
+        return None
+    block = log_text[log_text.rfind("Root Cause") :]
+    found = re.search(r"error_file\s*:\s*(\S+)", block)
+    message: Any = ""
+    if found and found.group(1) != "<N/A>":
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            message = read_json(Path(found.group(1))).get("message", "")
+            message = message.get("message", "") if isinstance(message, dict) else message
+    return root[0], root[1], str(message or "").strip().splitlines()[0][:300] if message else ""
 
 
 # torchrun's own words at a rendezvous that failed -> (status, what happened); the first match wins

@@ -13,7 +13,8 @@ scenario.CUDA_AT_IMPORT) are kept out of every worker that does not use them, an
 checks torch.cuda.is_initialized() before it forks. A second server (`--with PACKAGE,...`) serves
 the scenarios that use them: it preloads each one that imports without a CUDA context once
 torch.cuda.get_device_capability answers from NVML (cudafree.py), and says which in `preloaded`.
-Each worker leads its own process group and dies with the server, which dies with the runner.
+Each worker runs under a reaper that leads its own session (bench/run/reaper.py): what the worker
+starts ends with it, and the whole tree dies with the server, which dies with the runner.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def _preload(engines: Sequence[str], extras: Sequence[str] = ()) -> tuple[str | 
 
 
 def _child(request: dict[str, Any], started: float) -> int:
-    """In the forked worker: own process group, own log, then the usual worker."""
+    """In the forked process: its own session and log, then the reaper (bench/run/reaper.py) of
+    the worker it forks, so what the worker starts ends with it, and with the server."""
     os.setsid()
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -73,10 +75,26 @@ def _child(request: dict[str, Any], started: float) -> int:
     os.dup2(log, 2)
     os.close(log)
     os.close(devnull)
+    from ..run import reaper
     from .entry import die_with_parent, run_worker
 
-    die_with_parent()
-    return run_worker(request["spec"], request["result"], {"forked": started})
+    server = os.getppid()
+    if not reaper.become_reaper(server):
+        return 1
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            die_with_parent()
+            code = run_worker(request["spec"], request["result"], {"forked": started})
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    reaper.exit_as(reaper.supervise(pid, server))
+    return 1  # not reached: exit_as ends this process
 
 
 def serve(
