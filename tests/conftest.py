@@ -80,6 +80,7 @@ HEAVY_TESTS = (
     "test_compare_cli.py::test_a_cpu_run_compared_with_its_rerun_exits_0",
     "test_mlflow.py::test_export_logs_each_scenario_with_the_stored_figures_and_skips_it_the_second_time",
     "test_mlflow.py::test_run_with_mlflow_logs_the_run_it_just_made",
+    "test_verify_cli.py::test_verify_on_the_cpu_measures_speed_claims_as_a_smoke_test",
 )
 
 

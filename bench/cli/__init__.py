@@ -14,6 +14,9 @@ from .. import version
 from ..errors import ExitCode, GpubenchError
 from . import compare_cmd, cost_cmd, export_cmd, fit_cmd, history_cmd, merge_cmd, predict_cmd, report_cmd, run_cmd
 
+# isort: split
+from . import verify_cmd  # one line of its own: other commands are wired beside it
+
 # errors of writing that the user must fix (space, permissions, a read-only mount), not bugs
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG)
 
@@ -34,6 +37,7 @@ report_cmd.register(app)
 cost_cmd.register(app)
 merge_cmd.register(app)
 export_cmd.register(app)
+verify_cmd.register(app)
 
 
 def _print_version(value: bool) -> None:
