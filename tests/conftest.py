@@ -87,6 +87,7 @@ HEAVY_TESTS = (
     "test_mlflow.py::test_run_with_mlflow_logs_the_run_it_just_made",
     "test_lora_targets.py::test_lora_on_gpt2_trains_and_its_row_names_the_adapted_layers",
     "test_engine_override.py::test_run_keeps_a_scenarios_own_engine_and_says_so",
+    "test_verify_cli.py::test_verify_on_the_cpu_measures_speed_claims_as_a_smoke_test",
 )
 
 

@@ -23,7 +23,8 @@ from bench.matrix import available_matrices, scenario_dir
 MATRICES = [f"{stem}.toml" for stem in sorted(p.stem for p in (REPO / "scenarios").glob("*.toml"))]
 CONSTRAINTS = REPO / "constraints" / "h200-2026-11.txt"
 # what the wheel is built from (setup.py: packages and package data; pyproject.toml: the rest)
-SOURCES = ("bench", "scenarios", "pyproject.toml", "setup.py", "README.md")
+SOURCES = ("bench", "scenarios", "claims", "pyproject.toml", "setup.py", "README.md")
+CLAIMS = sorted(p.name for p in (REPO / "claims").glob("*.toml"))
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +64,8 @@ def test_the_wheel_holds_every_matrix_the_entry_point_and_one_version(wheel: Pat
         entry_points = zf.read(f"{info}/entry_points.txt").decode()
         metadata = zf.read(f"{info}/METADATA").decode()
     assert {f"bench/scenarios/{name}" for name in MATRICES} <= names
+    assert CLAIMS == ["guide.toml", "libraries.toml", "talk.toml"]
+    assert {f"bench/claims/{name}" for name in CLAIMS} <= names
     assert "bench/cli/__init__.py" in names
     assert "[console_scripts]\ngpubench = bench.cli:main" in entry_points
     assert f"\nVersion: {bench.__version__}\n" in metadata
@@ -96,6 +99,8 @@ def test_the_unpacked_wheel_finds_its_matrices_from_any_folder(wheel: Path, tmp_
     listed = python_in(site, elsewhere, "-m", "bench", "list", "--matrix", "quick")
     assert listed.returncode == 0, listed.stderr
     assert "baseline" in listed.stdout
+    claims = python_in(site, elsewhere, "-c", "import bench.verify.claims as c; print(c.claims_dir())")
+    assert claims.stdout == f"{site / 'bench' / 'claims'}\n", claims.stderr
     unknown = python_in(site, elsewhere, "-m", "bench", "list", "--matrix", "nosuch")
     names = ", ".join(Path(name).stem for name in MATRICES)
     assert (unknown.returncode, unknown.stderr) == (

@@ -24,6 +24,7 @@ from . import (
     recommend_cmd,
     report_cmd,
     run_cmd,
+    verify_cmd,
 )
 
 # errors of writing that the user must fix (space, permissions, a read-only mount), not bugs
@@ -47,6 +48,7 @@ cost_cmd.register(app)
 merge_cmd.register(app)
 export_cmd.register(app)
 recommend_cmd.register(app)
+verify_cmd.register(app)
 
 
 def _print_version(value: bool) -> None:

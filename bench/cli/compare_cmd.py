@@ -84,6 +84,7 @@ def compare_command(
     error, ...) and a scenario missing from the new run also fail the gate.
     Runs from different GPU models or GPU counts, and scenarios whose
     settings or memory source differ, are refused; software is shown.
+    Two `gpubench verify` runs: the claims whose verdict changed come first.
 
     Examples:
       gpubench compare baselines/h200 results/nightly -f markdown -o sum.md
@@ -106,6 +107,7 @@ def compare_command(
     if new is None:
         raise typer.BadParameter("give the new run too (or --detect PCT)", param_hint="NEW")
     base_run, new_run = load_run(base), load_run(new)
+    _verify_changes(base, new, fmt, output)
     result = compare(
         base_run.frame,
         new_run.frame,
@@ -123,6 +125,20 @@ def compare_command(
     else:
         emit(render(result, fmt.value), output, gate_line(result))
     raise typer.Exit(result.exit_code)
+
+
+def _verify_changes(base: Path, new: Path, fmt: OutputFormat, output: Path | None) -> None:
+    """Two `gpubench verify` runs (each holds verify.json): which claims' verdicts changed, before the
+    gate (which refuses runs from different GPUs, exactly when verdicts are most worth comparing).
+    On stdout before the table; on stderr when stdout carries another format or -o writes a file."""
+    from ..verify.render import changes_text, read_verify, verdict_changes
+
+    a, b = read_verify(base), read_verify(new)
+    if a is None or b is None:
+        return
+    compared = len({r["id"] for r in a["results"]} | {r["id"] for r in b["results"]})
+    text = changes_text(verdict_changes(a, b), compared)
+    typer.echo(text, nl=False, err=not (fmt is OutputFormat.table and output is None))
 
 
 def _detect(target: float, runs: list[Run], thresholds: Thresholds, fmt: OutputFormat, output: Path | None) -> None:
