@@ -141,8 +141,9 @@ KNOWN = {*PRECISIONS, *(p.name for p in ENGINE_PRECISIONS)}
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.text(max_size=12).filter(lambda s: s not in KNOWN))
+@given(st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=12).filter(lambda s: s not in KNOWN))
 def test_a_precision_no_engine_knows_is_one_line_naming_every_choice(value: str) -> None:
+    """(A control character is refused before the choices: tests/test_terminal_text.py.)"""
     for engine in ENGINES:
         with pytest.raises(BadInput) as error:
             Scenario(name="s", engine=engine, precision=value)

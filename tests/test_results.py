@@ -190,6 +190,8 @@ EXPECTED_COLUMNS = [
     "peak_source",
     "ceiling_tflops",
     "mfu_ceiling",
+    "lora_modules",
+    "lora_layers",
     "effective_learning_rate",
     "effective_lr_schedule",
     "effective_lr_warmup_steps",

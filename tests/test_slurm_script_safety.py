@@ -110,8 +110,8 @@ def test_every_field_reaches_the_script_as_exactly_one_word(
         [f"--job-name={job}"],
         ["--nodes=1"],
         ["--ntasks-per-node=1"],
-        [f"--output={out.replace('%', '%%')}/job-%j.log"],
-        [f"--chdir={workdir}"],
+        [f"--output={str(Path(out)).replace('%', '%%')}/job-%j.log"],
+        [f"--chdir={Path(workdir)}"],  # the path as given, as Path spells it ('9/' is '9')
         ["--export=ALL"],
         [f"--partition={partition}"],
         [f"--account={account}"],

@@ -50,17 +50,17 @@ def history_store() -> str:
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "history.sqlite"
     if not db.exists():
-        history_api.import_dirs(str(db), [RESULTS / n for n in ("h200-bert-large/aa/a", "h200-bert-large/full")])
+        history_api.import_dirs(str(db), [RESULTS / n for n in ("gate-noise/aa/a", "guide-table/full")])
     return str(db)
 
 
 def _compare() -> FitTable:
-    a, b = published("h200-bert-large/full"), published("h200-bert-large/throughput")
+    a, b = published("guide-table/full"), published("guide-table/throughput")
     return compare_table(compare(a.frame, b.frame, a.env, b.env, allow_env_mismatch=True))
 
 
 def _plan() -> FitTable:
-    frames = [published(n).frame for n in ("h200-bert-large/aa/a", "h200-bert-large/full")]
+    frames = [published(n).frame for n in ("gate-noise/aa/a", "guide-table/full")]
     return plan_table(plan(frames, 2.0, Thresholds(), ["a", "full"]))
 
 
@@ -72,7 +72,7 @@ def _predict() -> FitTable:
 # each table, and the header of the column that is filled on every row's first line
 TABLES: dict[str, tuple[Callable[[], FitTable], str]] = {
     "run summary": (lambda: summary_table(summarize(to_frame(gpu_rows())), title="full on cuda"), "status"),
-    "report table": (lambda: summary_table(summarize(published("h200-bert-large/faults").frame)), "status"),
+    "report table": (lambda: summary_table(summarize(published("guide-table/faults").frame)), "status"),
     "predict": (_predict, "fits 24,576"),
     "compare": (_compare, "Verdict"),
     "compare --detect": (_plan, "Scenario"),
@@ -163,8 +163,8 @@ def test_predict_at_80_columns_keeps_every_scenario_and_verdict_whole() -> None:
 def test_cost_and_report_tables_fit_narrow_terminals(width: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", width)
     for args in (
-        ["cost", str(RESULTS / "h200-bert-large/full"), "--price-per-gpu-hour", "3.5", "--train-samples", "1000000"],
-        ["report", str(RESULTS / "h200-bert-large/faults"), "--format", "table"],
+        ["cost", str(RESULTS / "guide-table/full"), "--price-per-gpu-hour", "3.5", "--train-samples", "1000000"],
+        ["report", str(RESULTS / "guide-table/faults"), "--format", "table"],
     ):
         done = gpubench_in_process(*args)
         assert done.code == 0, done.err
