@@ -106,6 +106,8 @@ def test_bert_dims_count_only_the_embedding_tables_given() -> None:
         ("fp32", False, False, "fp32"),
         ("bf16", False, True, "fp8"),
         ("fp32", False, True, "fp8"),
+        ("transformer-engine", False, False, "fp8"),  # an engine's own FP8 precision
+        ("bf16-true", False, False, "bf16"),
     ],
 )
 def test_the_precision_class(precision: str, tf32: bool, fp8: bool, cls: str) -> None:

@@ -132,3 +132,19 @@ def test_holm_by_hand() -> None:
     assert holm([0.5, 0.4]) == pytest.approx([0.8, 0.8])
     assert holm([0.6, 0.001]) == pytest.approx([0.6, 0.002])
     assert holm([]) == []
+
+
+@pytest.mark.parametrize("df", [50.0, 400.0])
+def test_t_sf_near_zero_at_many_degrees_of_freedom(df: float) -> None:
+    """sf(t) = 1/2 - t f(0) + O(t^3), f(0) = Gamma((df + 1) / 2) / (sqrt(df pi) Gamma(df / 2)): the
+    continued fraction must switch to the other tail there, or it stops far from the answer."""
+    density = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+    assert t_sf(0.001, df) == pytest.approx(0.5 - 0.001 * density, abs=1e-9)
+    assert t_sf(-0.001, df) == pytest.approx(0.5 + 0.001 * density, abs=1e-9)
+
+
+def test_the_edges_of_the_normal_tail_and_the_quantile() -> None:
+    # one value a side: a variance of 1/4, below 1 but above 0, is still a normal tail
+    assert _normal_tail([1.0], [2.0], "greater") == pytest.approx(0.5 * math.erfc(-2 / math.sqrt(2)))
+    with pytest.raises(ValueError, match="p = 0.0 must"):
+        t_quantile(0.0, 3)

@@ -231,3 +231,21 @@ def test_the_columns_join_the_basis_and_the_note() -> None:
     )
     assert both == "unsteady steps (p90/p10 2.00); CPU speed shifted (loop 1.0 -> 2.0 ms)"
     assert bound.steadiness({"cpu_loop_start_ms": 1.0, "cpu_loop_end_ms": 2.0, "bound": "compute-bound"}) == ""
+
+
+def test_blank_cells_are_no_label_and_no_note() -> None:
+    s = one(
+        [
+            row("a", 0),
+            row("a", 1),
+            row("a", 2, bound="compute-bound", eval_note="no labels"),
+            row("a", 3, eval_note="second"),
+        ]
+    )
+    assert s["bound"] == "compute-bound"  # two blank cells are no label
+    assert s["training_note"] == "no held-out accuracy: no labels"  # the first note only
+
+
+def test_a_zero_token_rate_has_no_cost_and_a_skipped_repeat_marks_the_scenario() -> None:
+    assert math.isnan(one([row("a", tokens_per_s=0.0)])["hours_per_1b_tokens"])
+    assert one([row("a", 0), row("a", 1, status="skipped", samples_per_s=None)])["status"] == "skipped"

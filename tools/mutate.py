@@ -76,6 +76,20 @@ MODULES: dict[str, tuple[str, ...]] = {
 
 # (file, mutant id) -> why no test can tell it from the original (see Mutant.ident)
 EQUIVALENT: dict[tuple[str, str], str] = {
+    ("bench/results/summary.py", "summarize: m not in row -> (m in row)"): "every judged metric (samples/s, "
+    "peak memory, energy) is already in the row as the same median: recomputing it changes nothing",
+    ("bench/results/summary.py", "summarize: True -> (False)"): "zip(strict=False) over two columns of one "
+    "frame: their lengths are always equal",
+    ("bench/results/bound.py", "label: \"none\" -> ('XXnoneXX')"): "the events are read only for the "
+    "throttle reasons: a 'none' event left in is no throttle either",
+    (
+        "bench/stats.py",
+        "_exact_tail: ways[1:, rank:] += ways[:-1, : total + 1 - rank].copy() -> "
+        "ways[1:, rank:] -= ways[:-1, :total + 1 - rank].copy()",
+    ): "subtracting makes every count of subsets "
+    "of size k (-1)^k times itself: the tail and the total of size n change sign together, their ratio not",
+    ("bench/stats.py", "_betainc: abs(c * d - 1.0) < 1e-15 -> (abs(c * d - 1.0) <= 1e-15)"): "the fraction "
+    "stops one step later only when the step's change is exactly 1e-15: the result moves by under 1 ulp",
     ("bench/fit/search.py", "search: 1 -> (2) #4"): "the first step is overwritten before it is read: "
     "next_value returns step 1 while neither side is known",
 }
