@@ -35,6 +35,8 @@ MEMORY = Rule(floor_pct=2.0, direction=-1)
         ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]),
         ([5.0, 5.0, 5.0], [0.0, 5.0, 5.0]),
         ([-1.0, 1.0, 2.0], [1.0, 2.0, 3.0]),
+        ([0.0, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0]),  # spread enough to test without the zero
+        ([5.0, 5.1, 5.2, 5.3], [0.0, 5.0, 5.1, 5.2]),
     ],
 )
 def test_a_zero_or_negative_figure_is_judged_by_the_floor_never_a_log(base: list[float], new: list[float]) -> None:
@@ -128,3 +130,41 @@ def test_the_repeats_needed() -> None:
     assert repeats_needed(1.0, 0.1, 1, SPEED) is None
     with pytest.raises(ValueError):
         judge([Sample([], [1.0])], SPEED)
+
+
+def test_the_test_looks_toward_the_change_shown() -> None:
+    base, new = [100.0, 100.1, 99.9], [100.5, 100.6, 100.4]  # +0.5%: within 1%, toward a rise
+    (j,) = judge([Sample(base, new)], SPEED)
+    assert j.change_pct == pytest.approx(0.5) and j.p_value < 0.01
+    flat_base, flat_new = [100.0, 100.0, 100.0], [90.0, 100.0, 110.0]  # no change shown: a fall is asked
+    spread, df = pooled_spread([flat_base, flat_new])
+    shift = statistics.fmean(map(math.log, flat_new)) - statistics.fmean(map(math.log, flat_base))
+    (flat,) = judge([Sample(flat_base, flat_new)], SPEED)
+    assert flat.change_pct == 0.0 and flat.p_value == pytest.approx(t_sf(-shift / (spread * math.sqrt(2 / 3)), df))
+
+
+def test_an_adjusted_p_exactly_at_alpha_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench.compare.gate as gate
+
+    monkeypatch.setattr(gate, "t_sf", lambda t, df: 0.025)  # Holm: 2 x 0.025 = 0.05 for both
+    samples = [Sample([100.0, 101.0, 99.0], [90.0, 91.0, 89.0])] * 2
+    assert [(j.p_holm, j.verdict) for j in judge(samples, SPEED)] == [(0.05, "regression")] * 2
+
+
+def test_figures_below_one_count_in_the_spread() -> None:
+    logs = [math.log(v) for v in (0.5, 0.6, 0.7)]
+    spread, df = pooled_spread([[0.5, 0.6, 0.7]])
+    assert df == 2 and spread == pytest.approx(statistics.stdev(logs), rel=1e-12)
+
+
+def test_repeats_needed_stops_at_50() -> None:
+    def limit(spread: float, n: int) -> float:
+        return noise_limit_pct(spread, 2 * (n - 1), spread * math.sqrt(2 / n), 1, SPEED)
+
+    low, high = 0.01, 1.0
+    for _ in range(60):  # the spread at which 51 repeats would just do
+        mid = (low + high) / 2
+        low, high = (mid, high) if limit(mid, 51) <= 5.0 else (low, mid)
+    assert limit(low, 50) > 5.0 >= limit(low, 51)
+    assert repeats_needed(low, 5.0, 1, SPEED) is None
+    assert repeats_needed(low * 0.98, 5.0, 1, SPEED) == 50 or repeats_needed(low * 0.98, 5.0, 1, SPEED) == 49

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bench.compare.core import Thresholds
 from bench.history.judge import (
     MIN_NOISE_NIGHTS,
     Mark,
@@ -150,3 +151,69 @@ def test_the_row_shows_the_figures_judged() -> None:
 
 def percent(base: float, new: float) -> float:
     return (new / base - 1) * 100
+
+
+def test_a_metric_measured_only_after_the_judged_night_has_no_row() -> None:
+    got = rows(speeds(100.0, 100.0, 100.0, energy=[None, None, 2.0]), run_id=2)
+    assert "energy_per_sample_j" not in got and got["samples_per_s"]["verdict"] == "unchanged"
+
+
+def test_a_mark_without_a_baseline_counts_none() -> None:
+    got = rows(speeds(100.0, 100.0, energy=[None, 2.0]))
+    assert got["energy_per_sample_j"]["baseline_n"] == 0 and got["samples_per_s"]["baseline_n"] == 1
+
+
+def test_the_counts_of_the_verdicts() -> None:
+    s = speeds(100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 80.0, 80.0)
+    result = judge_run({"id": 8}, [s], Params(), earlier_gpus=["x"])
+    assert result.counts == {"regression": 1} and result.exit_code == 1
+
+
+def test_a_run_with_history_in_one_of_its_series_is_judged() -> None:
+    new = series([point(8, {"samples_per_s": 100.0})])
+    old = speeds(100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0)
+    result = judge_run({"id": 8}, [new, old], Params(), earlier_gpus=["x"])
+    assert result.notes == () and len(result.rows) == 2
+
+
+def test_the_newest_accepted_step_starts_the_level() -> None:
+    values = [100.0, 50.0, 50.0, 200.0, 200.0, 200.0]
+    steps = (Step(2, "samples_per_s", "half"), Step(4, None, "double"))
+    s = series([point(i + 1, {"samples_per_s": v}) for i, v in enumerate(values)], steps)
+    last = marks(s, "samples_per_s", Params())[-1]
+    assert (last.flag, last.baseline, last.baseline_n) == ("within", 200.0, 2)
+
+
+def test_a_change_is_judged_as_shown_to_6_decimals() -> None:
+    last = marks(speeds(100.0, 100.0, 94.99999996), "samples_per_s", Params())[-1]
+    assert last.change_pct == -5.0 and last.flag == "within"
+
+
+def test_a_metric_shown_but_not_judged() -> None:
+    s = series([point(i + 1, {"final_loss": v}) for i, v in enumerate([2.0, 9.0])])
+    last = marks(s, "final_loss", Params())[-1]
+    assert (last.flag, last.baseline, last.change_pct) == ("within", 2.0, 350.0)
+
+
+def test_a_widened_threshold_is_named_only_where_it_mattered() -> None:
+    noisy = [100.0, 106.0, 95.0, 104.0, 98.0, 107.0, 94.0, 103.0]  # about 3.5% night to night
+    quiet = marks(speeds(*noisy, 101.0), "samples_per_s", Params())[-1]
+    assert quiet.threshold_pct is not None and quiet.threshold_pct > 5.0
+    assert abs(quiet.change_pct or 0) <= 5.0 and quiet.flag == "within" and quiet.note == ""
+    mattered = marks(speeds(*noisy, 112.0), "samples_per_s", Params())[-1]
+    assert mattered.flag == "within" and mattered.note.startswith("threshold ")
+
+
+def test_a_small_floor_still_tells_an_improvement() -> None:
+    params = Params(thresholds=Thresholds(speed_pct=0.1))
+    last = marks(speeds(100.0, 100.0, 100.0, 100.5), "samples_per_s", params)[-1]
+    assert last.flag == "improvement"
+
+
+def test_a_p_exactly_at_alpha_confirms(monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench.history.judge as judge
+
+    monkeypatch.setattr(judge, "mann_whitney_p", lambda own, nights, alternative: 0.05 + 5e-13)
+    assert marks(speeds(100.0, 100.0, 100.0, 80.0), "samples_per_s", Params())[-1].flag == "beyond"
+    monkeypatch.setattr(judge, "mann_whitney_p", lambda own, nights, alternative: 0.05 + 1.5e-12)
+    assert marks(speeds(100.0, 100.0, 100.0, 80.0), "samples_per_s", Params())[-1].flag == "noisy"
