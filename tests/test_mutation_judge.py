@@ -185,7 +185,7 @@ def test_the_newest_accepted_step_starts_the_level() -> None:
 
 
 def test_a_change_is_judged_as_shown_to_6_decimals() -> None:
-    last = marks(speeds(100.0, 100.0, 94.99999996), "samples_per_s", Params())[-1]
+    last = marks(speeds(100.0, 100.0, 94.9999996), "samples_per_s", Params())[-1]
     assert last.change_pct == -5.0 and last.flag == "within"
 
 

@@ -63,6 +63,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/test_memory_decoder.py",
         "tests/test_memory_generic.py",
         "tests/test_memory_architecture.py",
+        "tests/test_mutation_memory.py",
     ),
     "bench/fit/search.py": (
         "tests/test_fit.py::test_the_search_finds_exactly_the_largest_fitting_value_or_says_it_did_not",
