@@ -98,6 +98,10 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     "direction is +1 or -1, never 0",
     ("bench/history/judge.py", "_metric_mark: change > 0 -> (change >= 0)"): "reached only when |change| > "
     "the threshold >= 0, so the change is never 0",
+    ("bench/memory/decoder.py", "module_name: 2 -> (3)"): "rsplit with at most 2 or 3 splits leaves the "
+    "same last two pieces: [-2] is the module's name either way",
+    ("bench/memory/decoder_weights.py", "decoder_states: 0 -> (1)"): "DecoderStates.quantized is read nowhere "
+    "(only `weights` counts the quantized base)",
     ("bench/fit/search.py", "search: 1 -> (2) #4"): "the first step is overwritten before it is read: "
     "next_value returns step 1 while neither side is known",
 }
