@@ -59,7 +59,6 @@ def test_a_ceiling_of_another_format_or_without_a_gpu_gives_no_ceiling_share() -
         "vit-tiny",
         "tv-vit-tiny",
         inline("gpt2", n_embd=64, n_layer=2, n_head=2),
-        inline("t5", d_model=64),
     ],
 )
 def test_every_other_family_takes_the_workers_generic_count(model: str) -> None:

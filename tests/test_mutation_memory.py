@@ -40,6 +40,10 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "llama-fsdp": ("llama-tiny", {"precision": "bf16", "gpus": 2, "strategy": "fsdp"}),
     "llama-zero2": ("llama-tiny", {"precision": "bf16", "gpus": 2, "strategy": "deepspeed", "zero_stage": 2}),
     "llama-zero3-fp32": ("llama-tiny", {"gpus": 2, "strategy": "deepspeed", "zero_stage": 3}),
+    "llama-zero2-offload": (
+        "llama-tiny",
+        {"precision": "bf16", "gpus": 2, "strategy": "deepspeed", "zero_stage": 2, "offload": "optimizer"},
+    ),
     "llama-fsdp-offload": ("llama-tiny", {"precision": "bf16", "gpus": 2, "strategy": "fsdp", "offload": "params"}),
     "llama-accum": ("llama-tiny", {"grad_accum_steps": 2, "precision": "fp16"}),
     "bert-fp32": ("tiny", {}),
