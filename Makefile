@@ -11,7 +11,7 @@ BENCH_OUT ?= results/bench
 BENCH_PARTS ?=  # empty: every part (validation/run_all.py's --parts default)
 BENCH_LIMIT ?=
 
-.PHONY: install run test test-heavy test-validation test-gpu lint bench clean
+.PHONY: install run test test-heavy test-validation test-gpu lint mutation bench clean
 
 # CONSTRAINTS=constraints/h200-2026-11.txt installs the versions behind the published H200 results
 # (pip -c; on a CUDA machine); set, it reinstalls even when .venv is up to date.
@@ -54,6 +54,13 @@ lint: install
 	$(BIN)/ruff check bench tests tools validation
 	$(BIN)/ruff format --check bench tests tools validation
 	$(BIN)/mypy bench validation
+
+# Would the tests notice a wrong figure? An AST mutation test of the modules that compute judged
+# figures, each against its own fast unit tests, one process (tools/mutate.py; docs/validation.md,
+# "Mutation score"). Not part of `make test`. MUTATION_SAMPLE=0 runs every mutant (slow).
+MUTATION_SAMPLE ?= 50
+mutation: install
+	$(BIN)/python tools/mutate.py --sample $(MUTATION_SAMPLE)
 
 # The published GPU results (results/README.md); resumable, run again until it reports all parts done.
 bench: install

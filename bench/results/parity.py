@@ -166,7 +166,7 @@ def add_parity(rows: list[dict[str, Any]], reference: str = DEFAULT_REFERENCE) -
                 "reference", _number(r.get("final_window_loss")) - statistics.fmean(seeds), band(seeds), len(seeds)
             )
         else:
-            finite = status == "ok" and r.get("loss_finite") not in (False, "False", "false")
+            finite = status == "ok" and _losses_finite(r)
             p = judge(_number(r.get("final_window_loss")), seeds, start=start, finite=finite)
         r.update(
             {
@@ -177,6 +177,19 @@ def add_parity(rows: list[dict[str, Any]], reference: str = DEFAULT_REFERENCE) -
                 "parity_ref": reference,
             }
         )
+
+
+def _losses_finite(row: dict[str, Any]) -> bool:
+    """Was every loss of the row finite? Not when loss_finite is false (a bool, numpy's, or the CSV's
+    text) or the worker counted a non-finite loss (nonfinite_losses), one early in the curve too."""
+    flag = row.get("loss_finite")
+    if flag is False or str(flag).strip().lower() == "false":
+        return False
+    try:
+        counted = float(row.get("nonfinite_losses") or 0)
+    except (TypeError, ValueError):
+        counted = 0.0
+    return not counted > 0
 
 
 def row_parity(row: dict[str, Any]) -> Parity:
