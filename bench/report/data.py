@@ -21,7 +21,7 @@ from ..results import Run, caveats, load_run, summarize, window_cpu_loop_ms
 from ..results.identity import gpu_card
 from ..results.losscurve import Curve, read_curves
 from ..results.scaling import allreduce_busbw
-from ..results.summary import UNDIVIDED_NOTE, other_model_note
+from ..results.summary import UNDIVIDED_NOTE, model_key, other_model_note
 from ..stats import MIN_REPEATS, separation
 from .scaling import ScalingLine, scaling_lines
 
@@ -46,7 +46,7 @@ EXTRA_COLUMNS = [
     "nvml_process_peak_mb",
     "rss_peak_mb",
     "is_baseline",
-    "model",  # the model the scenario trained (model_resolved, else model): rows of two are never ranked together
+    "model_key",  # what tells its model apart (results.summary.model_key): rows of two are never ranked together
     "ranked",  # whether the findings and the Pareto front may name it (RANKED_OUT)
     "pareto",
 ]
@@ -307,11 +307,11 @@ def _extend(summary: pd.DataFrame, frame: pd.DataFrame, baseline: str | None) ->
             values = pd.to_numeric(ok.get(column, pd.Series(dtype=float)), errors="coerce")
             extra[column].append(float(values.median()) if values.notna().any() else math.nan)
         extra["is_baseline"].append(name == baseline)
-        extra["model"].append(model_of(group))
+        extra["model_key"].append(model_key(group.iloc[0].to_dict()) if len(group) else "")
     out = summary.assign(**{k: v for k, v in extra.items() if k not in ("ranked", "pareto")})
     out["ranked"] = ~out["parity"].isin(RANKED_OUT)
     out["pareto"] = False
-    for _, rows in out[out["ranked"]].groupby("model", sort=False):  # one front per model
+    for _, rows in out[out["ranked"]].groupby("model_key", sort=False):  # one front per model
         out.loc[rows.index, "pareto"] = pareto_front(rows["samples_per_s"].tolist(), rows["peak_mem_mb"].tolist())
     out["pareto"] = out["pareto"].astype(bool)
     return out
@@ -321,19 +321,10 @@ def front_scope(summary: pd.DataFrame) -> str:
     """What "no other scenario" of the front's legends means when it is not all of them: "" or
     " of its model", ", of those whose loss did not deviate or diverge," or both."""
     ranked = summary[summary["ranked"]] if "ranked" in summary else summary
-    several = len(set(ranked.get("model", []))) > 1
+    several = len(set(ranked.get("model_key", []))) > 1
     return (" of its model" if several else "") + (
         ", of those whose loss did not deviate or diverge," if len(ranked) < len(summary) else ""
     )
-
-
-def model_of(group: pd.DataFrame) -> str:
-    """The model a scenario's rows trained: the first model_resolved, else model ("" when neither)."""
-    for column in ("model_resolved", "model"):
-        named = [str(v) for v in group.get(column, []) if isinstance(v, str) and v]
-        if named:
-            return named[0]
-    return ""
 
 
 def pareto_front(speeds: list[float], memories: list[float]) -> list[bool]:
@@ -383,12 +374,14 @@ def findings(report: Report) -> list[str]:
             + "."
         )
     ranked = ok[ok["ranked"]]
-    models = list(dict.fromkeys(ranked["model"]))
+    models = list(dict.fromkeys(ranked["model_key"]))
+    labels = {key: str(ranked[ranked["model_key"] == key]["model"].iloc[0]) for key in models}  # the summary's
     if len(models) > 1:
-        out.append(f"The scenarios train {len(models)} models ({', '.join(models)}): each is ranked among its own.")
+        named = ", ".join(labels.values())
+        out.append(f"The scenarios train {len(models)} models ({named}): each is ranked among its own.")
     for model in models:
-        rows = ranked[ranked["model"] == model]
-        head = f"{model}: " if len(models) > 1 else ""
+        rows = ranked[ranked["model_key"] == model]
+        head = f"{labels[model]}: " if len(models) > 1 else ""
         for metric in WINNERS:
             measured = rows[rows[metric].notna()]
             if not measured.empty:
@@ -401,9 +394,9 @@ def findings(report: Report) -> list[str]:
                 + ", ".join(front)
                 + "."
             )
-    base_model = [str(m) for m in ok[ok["is_baseline"]]["model"]]
+    base_model = [str(m) for m in ok[ok["is_baseline"]]["model_key"]]
     # versus the baseline: the ranked scenarios of its model only
-    same = ranked["model"] == (base_model[0] if base_model else ranked["model"])
+    same = ranked["model_key"] == (base_model[0] if base_model else ranked["model_key"])
     out += _tradeoffs(ranked[same & ~ranked["is_baseline"]])
     if report.problems:
         listed = ", ".join(f"{p.scenario} ({p.status})" for p in report.problems)

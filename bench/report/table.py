@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ..fmt import noise_legend, noise_tag, num, pct, spec
 from ..results import NOISE_COLUMNS
-from ..results.summary import mixed_models, other_model_note
+from ..results.summary import mixed_models, other_model_note, shown_loss
 from ..termtable import Column, FitTable
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow"}
@@ -60,7 +60,7 @@ def summary_table(summary: pd.DataFrame, title: str = "") -> FitTable:
                 spec(row.get("scaling_efficiency"), ".0%"),
                 num(row["peak_mem_mb"], 0),
                 _vs(row, "peak_mem_mb"),
-                spec(row["final_loss"], ".4g"),  # a loss near 0 stays readable (4.8e-06)
+                spec(shown_loss(row), ".4g"),  # a loss near 0 stays readable (4.8e-06)
                 spec(row.get("eval_accuracy"), ".1%"),
                 parity_cell(row),
                 str(row.get("bound") or "-"),

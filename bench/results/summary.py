@@ -80,6 +80,15 @@ def summarize(frame: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
     return summary
 
 
+def shown_loss(row: Mapping[str, Any]) -> Any:
+    """The loss a table shows: the final window's mean (the figure parity judges and the report
+    shows), else the last step's where no curve was kept (a script's row)."""
+    window = row.get("final_window_loss")
+    if isinstance(window, int | float) and not isinstance(window, bool) and math.isfinite(window):
+        return window
+    return row.get("final_loss")
+
+
 def mixed_models(summary: pd.DataFrame) -> bool:
     """Whether the scenarios train more than one model (the table then has a model column)."""
     return "model_key" in summary and summary["model_key"].nunique() > 1
