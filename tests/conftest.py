@@ -88,6 +88,9 @@ HEAVY_TESTS = (
     "test_lora_targets.py::test_lora_on_gpt2_trains_and_its_row_names_the_adapted_layers",
     "test_engine_override.py::test_run_keeps_a_scenarios_own_engine_and_says_so",
     "test_verify_cli.py::test_verify_on_the_cpu_measures_speed_claims_as_a_smoke_test",
+    "test_verify_cli.py::test_a_claim_that_does_not_hold_exits_1_and_says_so",
+    "test_verify_cli.py::test_the_guides_arithmetic_claims_run_for_real_on_the_cpu",
+    "test_secrets.py::test_a_recorded_run_keeps_no_password_in_env_json_report_or_logs",
 )
 
 
