@@ -1,5 +1,5 @@
 """Nothing a run starts outlives it (docs/running.md, "What gpubench guarantees": Processes): for
-each launcher (fork, spawn, torchrun, `--cmd`, `--cmd` with torchrun) a SIGKILLed `gpubench run`
+each launcher (fork, spawn, torchrun, `--cmd`, `--cmd` with torchrun, Slurm with fake commands) a SIGKILLed `gpubench run`
 leaves no process behind, and a `--cmd` script's own children end with its row when it exits.
 
 Every process below gpubench is noted while the scenario runs (the /proc tree, and the pids the
@@ -150,3 +150,44 @@ def test_a_commands_children_end_with_it_when_it_exits_normally(tmp_path: Path) 
         assert not {p for p in pids if alive(p)}  # ended with the row, before gpubench exited
     finally:
         kill_all(pids)
+
+
+def test_a_sigkilled_gpubench_under_slurm_leaves_no_slurm_command_behind(tmp_path: Path) -> None:
+    """Slurm with a fake sbatch (it takes the job) and a fake squeue that does not answer (a
+    controller that hangs): gpubench SIGKILLed while it waits leaves no squeue running."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tools = {
+        "sbatch": "echo 4242",
+        "squeue": f'echo $$ > "{tmp_path}/squeue.pid.tmp"; mv "{tmp_path}/squeue.pid.tmp" "{tmp_path}/squeue.pid"; '
+        "exec sleep 300",
+        "scancel": "true",
+    }
+    for name, body in tools.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    matrix = write_matrix(tmp_path / "m.toml", {"first": {}}, base=SHORT)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    run = start_gpubench(
+        "run", "--launcher", "slurm", "--matrix", matrix, "--device", "cpu", "--out", tmp_path / "out",
+        log_dir=tmp_path / "parent", env=env,
+    )  # fmt: skip
+    pid_file = tmp_path / "squeue.pid"
+    squeue = 0
+    try:
+
+        def asked() -> bool:
+            if run.poll() is not None:
+                raise AssertionError((tmp_path / "parent" / "stderr.txt").read_text()[-3000:])
+            return pid_file.is_file()
+
+        wait_for("gpubench to ask squeue", asked, timeout=120, interval=0.2)
+        squeue = int(pid_file.read_text())
+        assert alive(squeue)
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(timeout=30)
+        wait_for("the squeue gpubench started to end", lambda: not alive(squeue), timeout=30, interval=0.2)
+    finally:
+        kill_all({squeue} - {0})
+        with contextlib.suppress(ProcessLookupError):
+            run.kill()

@@ -154,6 +154,23 @@ def run_subprocess(
 REAPER = Path(reaper.__file__).resolve()
 
 
+def run_captured(cmd: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """A short command's output (a Slurm command's), under a reaper like every child: it ends with
+    this process, even a SIGKILLed one, and at its timeout with all it started (TimeoutExpired)."""
+    proc = subprocess.Popen(
+        reaped(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc, grace_s=2.0)
+        proc.communicate(timeout=10)
+        raise
+    return subprocess.CompletedProcess(
+        list(cmd), proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    )
+
+
 def reaped(cmd: Sequence[str]) -> list[str]:
     """`cmd` run under a reaper of this process (reaper.py) on Linux; as it is elsewhere."""
     if not sys.platform.startswith("linux"):

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import BadInput, GpubenchError
+from .proc import run_captured
 
 COMMAND_TIMEOUT_S = 60.0
 # a job in one of these has ended (squeue's, sacct's and scontrol's words)
@@ -27,14 +28,13 @@ class SlurmError(GpubenchError):
 
 
 def call(cmd: Sequence[str], timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """`cmd` under a reaper of this process (proc.run_captured), as every child gpubench starts: a
+    Slurm command left waiting (an squeue on a controller that does not answer) ends with gpubench,
+    even when gpubench is SIGKILLed, and at its own timeout with everything it started."""
+    if shutil.which(cmd[0]) is None:
+        raise BadInput(f"{cmd[0]}: not found", hint="--launcher slurm needs Slurm's commands (sbatch, squeue) on PATH")
     try:
-        return subprocess.run(
-            list(cmd), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False
-        )
-    except FileNotFoundError:
-        raise BadInput(
-            f"{cmd[0]}: not found", hint="--launcher slurm needs Slurm's commands (sbatch, squeue) on PATH"
-        ) from None
+        return run_captured(cmd, timeout_s)
     except subprocess.TimeoutExpired:
         raise SlurmError(f"{' '.join(cmd[:2])}: no answer within {timeout_s:g} s") from None
 
