@@ -1,6 +1,6 @@
 """Nothing a run starts outlives it (docs/running.md, "What gpubench guarantees": Processes): for
-each launcher (fork, spawn, torchrun, `--cmd`, `--cmd` with torchrun, Slurm with fake commands) a SIGKILLed `gpubench run`
-leaves no process behind, and a `--cmd` script's own children end with its row when it exits.
+each launcher (fork, spawn, torchrun, `--cmd`, `--cmd` with torchrun, Slurm with fake commands) a
+SIGKILLed `gpubench run` leaves no process behind, and a `--cmd` script's own children end with its row when it exits.
 
 Every process below gpubench is noted while the scenario runs (the /proc tree, and the pids the
 scripts write of the children they start, one of them in a session of its own as a daemon's
