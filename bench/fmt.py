@@ -5,6 +5,7 @@ A missing figure (None, NaN, inf) is `dash`: "-" in plain text, "–" in the rep
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -173,3 +174,15 @@ def fmt_num(value: Any, decimals: int) -> str:
 
 def fmt_pct(value: Any) -> str:
     return pct(value, typographic=True, dash="–")
+
+
+def toml_value(value: Any) -> str:
+    """A TOML value for a bool, number or string (a basic string is a JSON string): what gpubench
+    writes into the matrices it generates (recommend's certificate, verify's scenarios, the tests')."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    raise TypeError(f"no TOML for {value!r}")

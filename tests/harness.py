@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from bench.fmt import toml_value
 from bench.results import read_results, write_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,16 +27,6 @@ BASE: dict[str, Any] = {"model": "tiny", "samples": 16, "seq_len": 32, "warmup_s
 # BERT costs ~0.5 s of CPU, its 30k-token embedding's update most of it).
 SHORT: dict[str, Any] = {**BASE, "samples": 8}
 T = TypeVar("T")
-
-
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string is a JSON string
-    raise TypeError(f"no TOML for {value!r}")
 
 
 def write_matrix(

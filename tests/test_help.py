@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 AA_PAIR = (REPO / "results/gate-noise/aa/a", REPO / "results/gate-noise/aa/b")
 REDIRECTS = (">", ">>", "|", "2>")
 RESULT_DIR = re.compile(r"^(results|baselines)/[^.]*/?$")  # a path with no file suffix
-PARSE_ONLY = {"run", "fit", "export", "verify"}  # export needs a tracking server: tests/test_mlflow.py runs it
+PARSE_ONLY = {"run", "fit", "export", "verify", "recommend"}  # they train or need a server: tests of their own run them
 
 
 def commands() -> Iterator[tuple[list[str], Any]]:

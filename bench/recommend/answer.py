@@ -8,7 +8,6 @@ down, J/sample down where measured) is over the measured candidates not judged t
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -16,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..fmt import toml_value
 from ..fsio import atomic_write_json
 from .race import Entry
 from .space import PLAIN, AxisNote, Candidate
@@ -193,16 +193,6 @@ def _gist(why: str) -> str:
 
 def write_answer(out: Path, answer: Answer) -> None:
     atomic_write_json(out / ANSWER_JSON, answer.to_json())
-
-
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string is a JSON string
-    raise TypeError(f"no TOML for {value!r}")
 
 
 def toml_table(values: Mapping[str, Any]) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import datakinds
+from ..checks import bounded
 from ..errors import BadInput, ExitCode
 from ..families import family_of, read_config, resolve_task
 from ..families import origin as model_origin
@@ -95,8 +96,7 @@ def check_request(request: RecommendRequest) -> float | None:
         ("--parity-steps", request.parity_steps, 100_000),
         ("--finalists", request.finalists, 16),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-            raise BadInput(f"{flag} {value!r} must be a whole number from 1 to {most}")
+        bounded(value, flag, 1, most, whole=True)
     return parse_memory(request.gpu_memory) if request.gpu_memory is not None else None
 
 
