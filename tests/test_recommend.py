@@ -101,6 +101,17 @@ def test_the_memory_model_prunes_only_beyond_its_margin() -> None:
     assert near == {}
 
 
+def test_a_lower_bound_prunes_only_when_it_alone_exceeds_the_cap() -> None:
+    from bench.predict.core import prediction_of
+
+    sc = Scenario(name="b2", model="vit-tiny", batch_size=2, warmup_steps=1)
+    low = prediction_of(sc, "vit-tiny")
+    assert not low.activations_predicted  # the premise: ViT has no activation model
+    mb = low.peak / 2**20
+    assert prune_by_memory({"b2": sc}, "vit-tiny", mb * 1.01) == {}
+    assert "a lower bound" in prune_by_memory({"b2": sc}, "vit-tiny", mb * 0.99)["b2"]
+
+
 def result(name: str, speed: float, parity: str = "equivalent", outcome: str = "raced", mem: float = 100.0):  # noqa: ANN201
     return CandidateResult(
         name=name, axes={"x": name}, fields={"batch_size": 4}, outcome=outcome, why="", probes=2, objective=speed,

@@ -32,13 +32,15 @@ def test_llama_tiny_gets_a_recipe_whose_certificate_run_reruns(tmp_path: Path) -
     assert sorted(read_results(tmp_path / "again")["scenario"]) == sorted(["plain", answer["winner"]])
 
 
-def test_a_vit_whose_largest_micro_batch_does_not_fit_is_told_so(tmp_path: Path) -> None:
+def test_a_vit_gets_a_recipe_and_is_told_its_probes_were_not_capped_on_the_cpu(tmp_path: Path) -> None:
+    """The memory model has no activations for ViT: on the CPU nothing stands in for an out-of-memory
+    at the cap, and the answer says so (prune by the lower bound alone: tests/test_recommend.py)."""
     out = tmp_path / "rec"
-    args = ["--model", "vit-tiny", "--global-batch", "16", "--device", "cpu", "--axes", "batch"]
-    args += ["--gpu-memory", "60MB", "--parity-steps", "8", "--budget", "10m", "--finalists", "1"]
+    args = ["--model", "vit-tiny", "--global-batch", "8", "--device", "cpu", "--axes", "batch"]
+    args += ["--gpu-memory", "2GB", "--parity-steps", "8", "--budget", "10m", "--finalists", "1"]
     done = gpubench("recommend", *args, "--out", out, "--format", "json", timeout=900)
-    answer = json.loads((out / "recommend.json").read_text(encoding="utf-8"))
-    outcomes = {c["name"]: c["outcome"] for c in answer["candidates"]}
     assert done.returncode in (0, 1), done.stderr
-    assert any(o in ("pruned", "failed") for o in outcomes.values()), outcomes  # the cap bit somewhere
-    assert any("out of memory" in (c["why"] or "") or c["why"] == "oom" for c in answer["candidates"])
+    answer = json.loads((out / "recommend.json").read_text(encoding="utf-8"))
+    assert any("no probe stands in for an out-of-memory" in n for n in answer["notes"])
+    assert {c["outcome"] for c in answer["candidates"]} <= {"raced", "eliminated"}
+    assert any("learnable proxy task (vision-synthetic" in n for n in answer["notes"])

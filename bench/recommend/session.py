@@ -7,6 +7,7 @@ repeat), then the finalists' loss judged against the plain recipe on a learnable
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -42,7 +43,7 @@ from ..scenario import Scenario
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
 from .prune import MEMORY_MARGIN, prune_by_memory
 from .race import race
-from .space import OBJECTIVES, PLAIN, Candidate, build_space, plain_fields, valid_candidates
+from .space import OBJECTIVES, PLAIN, AxisNote, Candidate, build_space, plain_fields, valid_candidates
 
 DEFAULT_GLOBAL_BATCH = 32
 DEFAULT_BUDGET_S = 900.0
@@ -156,7 +157,17 @@ def recommend(
         remove_folders(plan.made)
         raise
     by_name = {s.name: s for s in plan.scenarios}
-    probes = {c.name: _probe(by_name[c.name], request, cap) for c in [plain, *candidates]}
+    # the CPU stands in for a capped GPU through the memory model's activations (bench/worker/memcap.py):
+    # a family without them is probed uncapped there, pruned by its lower bound alone (said in the answer)
+    stand_in = cuda or family.activations
+    probe_cap = cap if stand_in else None
+    if not stand_in and cap is not None:
+        why = (
+            f"the memory model has no activations for the {family.name} family, so on the CPU no probe stands in "
+            f"for an out-of-memory at {cap:,.0f} MB: candidates pruned by their lower bound alone, probes uncapped"
+        )
+        space = dataclasses.replace(space, notes=(*space.notes, AxisNote("memory", why)))
+    probes = {c.name: _probe(by_name[c.name], request, probe_cap) for c in [plain, *candidates]}
     pruned = {**invalid, **(prune_by_memory(probes, model, cap) if cap is not None else {})}
     with locked(plan.out):
         check_unused(plan.out)
@@ -171,7 +182,7 @@ def recommend(
         write_plan(plan.out, plan.to_json(), env, resumed=False)
         try:
             return _run(
-                request, plan, gpu, model, task, proxy, space, plain, every, probes, pruned, cap, started,
+                request, plan, gpu, model, task, proxy, space, plain, every, probes, pruned, probe_cap, started,
                 reporter or NullReporter(), info,
             )  # fmt: skip
         finally:
