@@ -82,6 +82,7 @@ HEAVY_TESTS = (
     "test_help.py::test_every_help_example_runs_as_shown",
     "test_inputs.py::test_compare_thresholds_are_finite_and_bounded",
     "test_accum_curve.py::test_every_engine_records_the_models_loss_undivided_under_accumulation",
+    "test_accum_curve.py::test_an_accumulated_rows_curve_starts_where_the_one_batch_row_does",
     "test_compare_cli.py::test_a_cpu_run_compared_with_its_rerun_exits_0",
     "test_mlflow.py::test_export_logs_each_scenario_with_the_stored_figures_and_skips_it_the_second_time",
     "test_mlflow.py::test_run_with_mlflow_logs_the_run_it_just_made",
