@@ -21,13 +21,12 @@ from ..predict.measured import DEFAULT_CONTEXT_MB
 from ..results import SCENARIOS_JSON, write_plan, write_results
 from ..results.rowcheck import usable
 from ..run import envinfo
-from ..run.childenv import worker_env
-from ..run.launcher import DEFAULT_LAUNCHER, open_launcher
+from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.outdir import check_unused, locked, remove_folders
 from ..run.plan import RunPlan, prepare
 from ..run.proc import Interrupts
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
-from ..run.runner import NullReporter, Reporter, run_one, worker_imports
+from ..run.runner import NullReporter, Reporter, run_launcher, run_one
 from ..run.session import _gpu
 from ..scenario import Scenario
 from .plan import DIMENSIONS, Prediction, ProbeShape, predict_largest, value_range
@@ -214,14 +213,7 @@ def _run_searches(
     rows: list[dict[str, Any]] = []
     probed: list[Scenario] = []
     nvml, _ = open_nvml(plan.gpu_uuid)
-    launcher = open_launcher(
-        plan.launcher,
-        worker_env(plan.gpu_uuid, plan.inductor_cache, plan.cpu_affinity),
-        plan.out / "logs" / "forkserver.log",
-        warn,
-        engines=sorted({s.sc.engine for s in searches}),
-        imports=sorted({name for s in searches for name in worker_imports(plan, s.sc)}),
-    )
+    launcher = run_launcher(plan, warn, [s.sc for s in searches])
     ctrl_c = Interrupts()
     fits: list[ScenarioFit] = []
     interrupted = False

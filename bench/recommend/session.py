@@ -30,14 +30,13 @@ from ..results import write_plan, write_results
 from ..results.parity import add_parity, seed_scenarios
 from ..results.rowcheck import usable
 from ..run import envinfo
-from ..run.childenv import worker_env
-from ..run.launcher import DEFAULT_LAUNCHER, open_launcher
+from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.outdir import check_unused, locked, remove_folders
 from ..run.plan import RunPlan, prepare
 from ..run.probe import probe, resolve_device
 from ..run.proc import Interrupts
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
-from ..run.runner import NullReporter, Reporter, run_one, worker_imports
+from ..run.runner import NullReporter, Reporter, run_launcher, run_one
 from ..run.session import _gpu
 from ..scenario import Scenario
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
@@ -257,14 +256,7 @@ def _run(
     by_name = {s.name: s for s in plan.scenarios}
     nvml, _ = open_nvml(plan.gpu_uuid)
     racing = [c.name for c in candidates if c.name not in pruned]
-    launcher = open_launcher(
-        plan.launcher,
-        worker_env(plan.gpu_uuid, plan.inductor_cache, plan.cpu_affinity),
-        plan.out / "logs" / "forkserver.log",
-        lambda _m: None,
-        engines=sorted({s.engine for s in plan.scenarios}),
-        imports=sorted({n for s in plan.scenarios for n in worker_imports(plan, s)}),
-    )
+    launcher = run_launcher(plan, lambda _m: None)
     ctrl_c = Interrupts()
     probe_rows: dict[tuple[str, int], dict[str, Any]] = {}
     parity_rows: list[dict[str, Any]] = []
