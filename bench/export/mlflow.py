@@ -14,6 +14,7 @@ here. A URL's password never appears in a message (redacted_uri)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -28,8 +29,8 @@ from typing import Any
 
 from ..errors import BadInput, GpubenchError
 from ..redact import HIDDEN, SCHEME, redact_url
-from ..results import ENV_JSON, NUMERIC_COLUMNS, RESULTS_CSV, SCENARIOS_JSON, SETTING_COLUMNS, load_run
-from ..results.identity import content_sha256, plain
+from ..results import ENV_JSON, NUMERIC_COLUMNS, RESULTS_CSV, SCENARIOS_JSON, SETTING_COLUMNS
+from ..results.identity import content_sha256
 
 DEFAULT_EXPERIMENT = "gpubench"
 REPORT_HTML = "report.html"
@@ -95,14 +96,9 @@ def check_tracking(uri: str, timeout_s: float = 10.0) -> None:
 def _plain_request(url: str) -> urllib.request.Request:
     """A GET without the URL's userinfo (urllib refuses it); the password goes as basic auth."""
     parts = urllib.parse.urlsplit(url)
-    request = urllib.request.Request(urllib.parse.urlunsplit(parts._replace(netloc=parts.hostname or "")))
-    if parts.port:
-        request = urllib.request.Request(
-            urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.hostname}:{parts.port}"))
-        )
+    host = f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname or ""
+    request = urllib.request.Request(urllib.parse.urlunsplit(parts._replace(netloc=host)))
     if parts.username:
-        import base64
-
         token = base64.b64encode(f"{parts.username}:{parts.password or ''}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
     return request
@@ -132,16 +128,16 @@ def export_dir(
     from ..history.ingest import read_result_dir  # the history's identity of a run, and its env checks
 
     record = read_result_dir(result_dir)  # BadInput: no env.json, a bad results.csv
-    loaded = load_run(result_dir)
-    folder = loaded.csv_path.parent
+    folder = Path(record.run["source"])
     client = _client(uri)
     try:
         with _few_retries():
             experiment_id = _experiment(client, experiment)
             done = []
-            for scenario, group in loaded.frame.groupby("scenario", sort=False):
-                rows = [{k: plain(v) for k, v in row.items()} for row in group.to_dict("records")]
-                done.append(_export_scenario(client, experiment_id, folder, record.run, str(scenario), rows))
+            for result in record.results:  # one per scenario, its rows as results.csv holds them
+                scenario = str(result.values["scenario"])
+                rows = [json.loads(r["row_json"]) for r in result.repeats]
+                done.append(_export_scenario(client, experiment_id, folder, record.run, scenario, rows))
                 info(f"mlflow: {done[-1].action} {scenario} as run {done[-1].run_id}")
             return done
     except GpubenchError:
@@ -175,8 +171,8 @@ def _export_scenario(
     digest = content_sha256(rows)
     query = f"tags.`gpubench.run_key` = '{run['run_key']}' and tags.`gpubench.scenario` = '{_quoted(scenario)}'"
     earlier = client.search_runs([experiment_id], filter_string=query, max_results=10)
-    if any(r.data.tags.get("gpubench.content_sha256") == digest for r in earlier):
-        same = next(r for r in earlier if r.data.tags.get("gpubench.content_sha256") == digest)
+    same = next((r for r in earlier if r.data.tags.get("gpubench.content_sha256") == digest), None)
+    if same is not None:
         return Exported(scenario, same.info.run_id, "unchanged")
     tags = scenario_tags(run, scenario, rows, digest)
     created = client.create_run(experiment_id, run_name=scenario, tags=tags)

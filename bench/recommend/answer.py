@@ -50,9 +50,8 @@ class CandidateResult:
         pruned: str | None,
         probe_rows: Mapping[tuple[str, int], Mapping[str, Any]],
         parity_rows: Sequence[Mapping[str, Any]],
-        objective: str,
     ) -> CandidateResult:
-        del objective  # the entry's values are already on the objective
+        """The candidate's figures; `entry.values` are already on the objective."""
         rows = [r for (name, _), r in sorted(probe_rows.items()) if name == c.name]
         ok = [r for r in rows if r.get("status") == "ok"]
         judged = next((r for r in parity_rows if r.get("scenario") == f"parity.{c.name}"), None)

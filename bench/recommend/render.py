@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 
 from .answer import Answer, CandidateResult
 
@@ -70,7 +69,3 @@ def markdown(answer: Answer) -> str:
 
 def as_json(answer: Answer) -> str:
     return json.dumps(answer.to_json(), indent=2, allow_nan=False, default=str) + "\n"
-
-
-def names(results: Sequence[CandidateResult]) -> list[str]:
-    return [r.name for r in results]

@@ -136,7 +136,7 @@ def recommend(
         candidates, invalid = valid_candidates(every, model, {k: v for k, v in base.items() if k != "model"})
         plain = Candidate(PLAIN, plain_fields(cuda, request.global_batch), {})
         matrix = scratch / "candidates.toml"
-        _write_matrix(matrix, base, [plain, *candidates], proxy, request)
+        _write_matrix(matrix, base, [plain, *candidates], proxy)
         run_request = RunRequest(
             matrix=str(matrix), device=request.device, out=request.out, timeout_s=request.timeout_s,
             command=request.command, launcher=DEFAULT_LAUNCHER, report=False, ceiling=False,
@@ -204,7 +204,7 @@ def _base(request: RecommendRequest, model: str) -> dict[str, Any]:
     return base
 
 
-def _write_matrix(path: Path, base: dict[str, Any], candidates: list[Candidate], proxy: str, req: Any) -> None:
+def _write_matrix(path: Path, base: dict[str, Any], candidates: list[Candidate], proxy: str) -> None:
     """The candidates as a matrix: one scenario each, and the parity scenarios (learnable data)."""
     from .answer import toml_table
 
@@ -310,9 +310,7 @@ def _run(
             launcher.close()
             reporter.finish()
     results = [
-        CandidateResult.of(
-            c, standing.entries.get(c.name), pruned.get(c.name), probe_rows, parity_rows, request.objective
-        )
+        CandidateResult.of(c, standing.entries.get(c.name), pruned.get(c.name), probe_rows, parity_rows)
         for c in candidates
     ]
     answer = build_answer(
