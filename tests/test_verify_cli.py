@@ -231,3 +231,14 @@ def test_verify_on_the_cpu_measures_speed_claims_as_a_smoke_test(tmp_path: Path)
         assert r["smoke_test"] and r["explanation"].startswith("CPU: a smoke test of the harness")
     assert records["states-16"]["verdict"] == "holds" and not records["states-16"]["smoke_test"]
     assert records["tiny-6pd"]["verdict"] == "does not hold"
+    # the report of the directory leads with the same verdicts the command printed
+    md = gpubench("report", out, "--format", "markdown")
+    assert md.returncode == 0, md.stderr
+    section = md.stdout.split("### Claims, judged by measurement")[1]
+    for cid, r in records.items():
+        rows = ([x.strip() for x in line.split("|")] for line in section.splitlines())
+        cells = next(c for c in rows if c[1:2] == [cid])
+        assert r["verdict"] in cells, cells
+    assert "a smoke test of the harness" in section
+    html = gpubench("report", out, "-o", tmp_path / "r.html")
+    assert html.returncode == 0 and '<section id="verify">' in (tmp_path / "r.html").read_text()

@@ -8,6 +8,7 @@ down, J/sample down where measured) is over the measured candidates not judged t
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -15,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import BadInput
 from ..fmt import toml_value
 from ..fsio import atomic_write_json
 from .race import Entry
@@ -216,3 +218,19 @@ def certificate_toml(answer: Answer, base: Mapping[str, Any], plain: Candidate) 
     if chosen is not None:
         lines += ["", f'[scenarios."{chosen.name}"]', *toml_table(dict(chosen.fields))]
     return "\n".join(lines) + "\n"
+
+
+def read_answer(result_dir: Path) -> Answer | None:
+    """DIR/recommend.json as an Answer (None when the directory holds none: not a recommend run);
+    BadInput when the file is not one gpubench wrote."""
+    path = result_dir / ANSWER_JSON
+    if not path.is_file():
+        return None
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        data["candidates"] = tuple(CandidateResult(**c) for c in data["candidates"])
+        for key in ("pareto", "lost", "notes"):
+            data[key] = tuple(data[key])
+        return Answer(**data)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BadInput(f"{path}: not a recommend.json gpubench wrote: {exc}") from None

@@ -18,6 +18,7 @@ from ..fsio import atomic_write_text
 from ..results import NOISE_COLUMNS
 from ..results.scaling import allreduce_busbw
 from ..results.summary import mixed_models
+from .answers import html_sections as answer_sections
 from .data import (
     Problem,
     Report,
@@ -120,6 +121,7 @@ def render(report: Report) -> str:
         fit = fit_of(report)  # a `gpubench fit` directory: its capacity section first
         if fit is not None:
             figures.insert(0, fit_section(fit, charts.fit_chart(chart_points(fit), fit.dimension)))
+        figures[:0] = answer_sections(report)  # a recommend or verify directory: its answer first
     body = [_header(report), _findings(report), _summary(report), _problems(report.problems), *figures, _footer(report)]
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

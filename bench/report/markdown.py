@@ -10,6 +10,7 @@ from typing import Any
 from ..fmt import fmt_date, fmt_num, md_table, md_text, missing, noise_legend, noise_tag, sentence
 from ..results import NOISE_COLUMNS
 from ..results.summary import mixed_models
+from .answers import markdown_lines as answer_lines
 from .data import Report, accuracy_cell, device_name, env_part, findings, front_scope, gpu_cells, loss_cells
 from .fit import fit_of, markdown_lines
 
@@ -31,6 +32,7 @@ def render(report: Report) -> str:
     lines += ["", *_table(*_summary(report)), "", legend + (f"; {md_text(tags)}" if tags else ""), ""]
     lines += ["### Findings", "", *[f"- {md_text(f)}" for f in findings(report)]]
     lines += [f"- _{md_text(note)}_" for note in report.notes]
+    lines += answer_lines(report)  # a recommend or verify directory's answer
     fit = fit_of(report)
     if fit is not None:
         lines += markdown_lines(fit)
