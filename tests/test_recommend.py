@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from bench.errors import BadInput
 from bench.families import by_name, family_of
 from bench.matrix import load_matrix
-from bench.recommend.answer import CandidateResult, build_answer, certificate_toml, pareto
+from bench.recommend.answer import CandidateResult, build_answer, certificate_toml, pareto, read_answer, write_answer
 from bench.recommend.prune import MEMORY_MARGIN, prune_by_memory
 from bench.recommend.session import RecommendRequest, check_request, objective_value
 from bench.recommend.space import PLAIN, Candidate, build_space, micro_batches, plain_fields, valid_candidates
@@ -148,6 +148,16 @@ def test_the_certificate_is_a_matrix_run_reads(tmp_path: Path) -> None:
     matrix = load_matrix(str(path))
     assert [s.name for s in matrix.scenarios] == [PLAIN, "fp32.b8x1.ckpt.adamw"]
     assert matrix.scenarios[1].batch_size == 4  # the result's own fields
+
+
+def test_recommend_json_reads_back_as_the_answer_written_and_a_foreign_file_is_bad_input(tmp_path: Path) -> None:
+    answer = answer_of([result("a", 10.0, mem=200.0), result("b", 8.0, "deviates")])
+    assert read_answer(tmp_path) is None  # not a recommend directory
+    write_answer(tmp_path, answer)
+    assert read_answer(tmp_path) == answer
+    (tmp_path / "recommend.json").write_text('{"winner": "a"}', encoding="utf-8")
+    with pytest.raises(BadInput, match="not a recommend.json"):
+        read_answer(tmp_path)
 
 
 @pytest.mark.parametrize(
