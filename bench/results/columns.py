@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..catalogue import CATALOGUE, names
+from ..catalogue import NUMERIC_SETTINGS as NUMERIC_SETTINGS  # numeric settings, checked like the figures when read
 
 STATUSES = ("ok", "skipped", "oom", "timeout", "error", "crashed", "diverged", "interrupted")
 FINAL_STATUSES = ("ok", "skipped", "oom", "timeout", "error", "crashed", "diverged")
