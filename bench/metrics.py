@@ -18,16 +18,22 @@ judges. Where it is judged (`judged_in`):
 A threshold is set per group (`threshold`): "speed" is --threshold, "memory" --memory-threshold,
 "energy" --energy-threshold (bench.compare.Thresholds' speed_pct, memory_pct and energy_pct); the
 metrics of a group share its default.
-`rank_aggregation` says how a multi-process job's figure comes from its ranks' (bench/worker/
-ranks.py combines them; peak memory is the parent's NVML reading of the largest GPU):
-sum (the ranks' work adds up), min, max, mean, slowest (the rank with the longest median step),
-rank0 (rank 0's). This module imports nothing: `gpubench --help` reads it.
+`rank_aggregation` says how a multi-process job's figure comes from its ranks': sum (the ranks'
+work adds up), min, max, mean, slowest (the rank with the longest median step), rank0 (rank 0's).
+It is read off the column's rank rule, the one bench/worker/ranks.py applies (peak memory's is the
+parent's NVML reading of the largest GPU).
+
+A metric is declared once, as the `metric=` of its column in bench/catalogue.py (its name, unit and
+rank rule are the column's); METRICS is made from those rows. This module imports only the
+catalogue, torch-free: `gpubench --help` reads it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from .catalogue import RANK_RULES, Column, judged
 
 PLACES = ("compare", "history", "summary", "report")
 DIRECTIONS = ("higher", "lower")  # which way is better
@@ -78,92 +84,33 @@ class Metric:
         return 1 if self.direction == "higher" else -1
 
 
-SAMPLES_PER_S = Metric(
-    name="samples_per_s",
-    unit="samples/s",
-    direction="higher",
-    default_threshold_pct=5.0,
-    threshold="speed",
-    rank_aggregation="sum",  # all ranks' window samples over the one window
-    judged_in=frozenset(PLACES),
-    columns=("samples_per_s",),
-    label="samples/s",
-    decimals=2,
-    best="Fastest",
-    better="faster",
-)
-STEP_TIME_MEDIAN = Metric(
-    name="step_time_median_ms",
-    unit="ms",
-    direction="lower",
-    default_threshold_pct=5.0,
-    threshold="speed",
-    rank_aggregation="slowest",
-    judged_in=frozenset({"history"}),  # compare shows it beside samples_per_s
-    columns=("step_time_median_ms",),
-    label="step ms",
-    decimals=2,
-)
-PEAK_MEM = Metric(
-    name="peak_mem_mb",
-    unit="MB",
-    direction="lower",
-    default_threshold_pct=2.0,
-    threshold="memory",
-    rank_aggregation="max",  # the largest GPU's (NVML, read by the parent)
-    judged_in=frozenset(PLACES),
-    columns=("peak_mem_mb", "peak_mem_source"),  # compare refuses a scenario whose source differs
-    label="peak MB",
-    decimals=0,
-    best="Lowest peak memory",
-    better="leaner",
-)
-FINAL_LOSS = Metric(
-    name="final_loss",
-    unit="",
-    direction="lower",
-    default_threshold_pct=None,  # compare: finiteness only; history: stored and shown
-    threshold=None,
-    rank_aggregation="rank0",
-    judged_in=frozenset({"compare", "history"}),
-    columns=("final_loss", "loss_finite"),
-    label="loss",
-    decimals=None,  # a loss near 0 stays readable (4.858e-06)
-)
-ENERGY_PER_SAMPLE = Metric(
-    name="energy_per_sample_j",
-    unit="J",
-    direction="lower",
-    # the seed of its noise: docs/methodology.md ("Energy"), measured on the H200 with 3 repeats
-    default_threshold_pct=5.0,
-    threshold="energy",
-    rank_aggregation="sum",  # every GPU's energy over the job's window samples (bench/worker/ranks.py)
-    judged_in=frozenset({"compare", "history", "summary"}),
-    columns=("energy_per_sample_j", "gpu_energy_j", "gpu_energy_source"),
-    label="J/sample",
-    decimals=None,
-)
-PARITY = Metric(
-    name="parity",  # the verdict: equivalent, deviates, diverged (bench/results/parity.py, docs/parity.md)
-    unit="",
-    direction="lower",  # |parity_delta|: nearer the reference is better
-    default_threshold_pct=None,  # judged by its verdict against the band, not by the size of a change
-    threshold=None,
-    rank_aggregation="rank0",  # rank 0's loss curve (the parent judges it)
-    judged_in=frozenset({"compare"}),
-    columns=("parity", "parity_delta", "parity_band", "parity_seeds", "parity_ref", "final_window_loss"),
-    label="loss parity",
-    decimals=None,
-)
-METRICS = (
-    SAMPLES_PER_S,
-    STEP_TIME_MEDIAN,
-    PEAK_MEM,
-    FINAL_LOSS,
-    ENERGY_PER_SAMPLE,
-    PARITY,
-)  # the order of every list made from it
+def _metric(column: Column) -> Metric:
+    """The Metric of a judged column: its name, unit and rank rule the column's, the rest its `metric=`."""
+    traits = column.metric
+    if traits is None:
+        raise ValueError(f"column {column.name!r} is not judged")
+    return Metric(
+        name=column.name,
+        unit=column.unit,
+        direction=traits.direction,
+        default_threshold_pct=traits.default_threshold_pct,
+        threshold=traits.threshold,
+        rank_aggregation=str(RANK_RULES[column.ranks or "rank0"][0]),
+        judged_in=traits.judged_in,
+        columns=(column.name, *traits.reads),
+        label=traits.label,
+        decimals=traits.decimals,
+        best=traits.best,
+        better=traits.better,
+    )
+
+
+METRICS = tuple(_metric(c) for c in judged())  # the order of every list made from it (the rows' `order`)
 BY_NAME = {m.name: m for m in METRICS}
+# the metrics that compare and history name (the rules they treat apart, a default --metric)
+SAMPLES_PER_S, STEP_TIME_MEDIAN = BY_NAME["samples_per_s"], BY_NAME["step_time_median_ms"]
+PEAK_MEM, FINAL_LOSS = BY_NAME["peak_mem_mb"], BY_NAME["final_loss"]
+ENERGY_PER_SAMPLE, PARITY = BY_NAME["energy_per_sample_j"], BY_NAME["parity"]
 
 
 def metrics_in(place: Place, *, thresholded: bool = False) -> tuple[Metric, ...]:

@@ -23,10 +23,14 @@ FORBIDDEN = [
     ("bench.results", "bench.history"),
     ("bench.results", "bench.report"),
     ("bench.results", "bench.cli"),
-    ("bench.metrics", "bench"),  # a table of data: it imports nothing of bench
 ]
+# torch-free tables of data and what each may import of bench
+TABLES = {
+    "bench.metrics": ("bench.catalogue",),  # made from the column catalogue
+    "bench.catalogue": ("bench.scenario", "bench.measure.kernels"),  # the settings' names, the kernel categories
+}
 HEAVY = ("torch", "transformers", "pandas", "numpy", "sqlalchemy", "pynvml", "bitsandbytes")
-LIGHT_MODULES = ("bench.metrics", "bench.results.identity")  # read by the parent without a GPU
+LIGHT_MODULES = ("bench.metrics", "bench.catalogue", "bench.results.identity")  # read by the parent without a GPU
 
 
 def module_name(path: Path) -> str:
@@ -136,6 +140,11 @@ def test_stages_import_downwards(importer: str, imported: str) -> None:
         if within(n, imported) and not within(n, importer)
     )
     assert offending == []
+
+
+@pytest.mark.parametrize(("table", "allowed"), TABLES.items())
+def test_tables_of_data_import_only_what_they_are_made_from(table: str, allowed: tuple[str, ...]) -> None:
+    assert sorted(n for n in graph()[table] if not any(within(n, a) for a in allowed) and n != "bench") == []
 
 
 @pytest.mark.parametrize("name", LIGHT_MODULES)

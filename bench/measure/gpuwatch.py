@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..catalogue import probe_columns
+
 SAMPLE_HZ = 10.0  # power, clock and clocks-event samples a second (docs/methodology.md: its cost)
 
 # nvmlClocksEventReason* bits (nvml.h), in the order they are listed; the GPU idle and the
@@ -196,30 +198,7 @@ class GpuProbe:
     `gpu_reason` says why; a column NVML cannot fill on this GPU is None, never zero."""
 
     name: ClassVar[str] = "gpu"
-    columns: ClassVar[tuple[str, ...]] = (
-        "gpu_energy_j",
-        "gpu_energy_source",  # nvml-counter, or power-integral where the counter is missing
-        "gpu_energy_sampled_j",  # the power integral, the counter's cross-check
-        "gpu_power_mean_w",
-        "gpu_power_max_w",
-        "gpu_power_limit_w",
-        "gpu_power_capped_pct",  # samples with the software power cap among the clocks-event reasons
-        "gpu_sm_clock_median_mhz",
-        "gpu_sm_clock_min_mhz",
-        "gpu_sm_clock_max_mhz",  # the GPU's max SM clock (nvmlDeviceGetMaxClockInfo)
-        "gpu_clock_events",  # every slowdown reason seen, ";"-joined ("none": sampled, none seen)
-        "gpu_activity_source",  # gpm, or nvml-utilization where the GPU has no GPM
-        "gpu_sm_active_pct",
-        "gpu_tensor_active_pct",
-        "gpu_dram_bw_pct",
-        "gpu_fp32_active_pct",
-        "gpu_fp16_active_pct",
-        "gpu_util_pct",  # NVML utilization rates: share of time a kernel ran
-        "gpu_mem_util_pct",
-        "gpu_samples",
-        "gpu_sample_hz",
-        "gpu_reason",  # why figures are missing ("" when every figure was read)
-    )
+    columns: ClassVar[tuple[str, ...]] = probe_columns("gpu")  # its rows in bench/catalogue.py
 
     def __init__(self, device: str, reader: Any = None, hz: float = SAMPLE_HZ) -> None:
         self.device, self.interval = device, 1.0 / hz

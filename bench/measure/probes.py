@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
+from ..catalogue import probe_columns
 from .cpuspeed import window_probe_ms
 from .gpuwatch import GpuProbe
 
@@ -25,7 +26,9 @@ class WindowProbe(Protocol):
     the worker trains on ("cpu", "cuda:0")."""
 
     name: ClassVar[str]  # a prefix of its columns
-    columns: ClassVar[tuple[str, ...]]  # the results columns close() returns, in order
+    columns: ClassVar[
+        tuple[str, ...]
+    ]  # the results columns close() returns, in order: its catalogue rows' (probe=name)
 
     def __init__(self, device: str) -> None: ...
 
@@ -52,7 +55,7 @@ class CpuProbe:
     this window, which a launch-bound step follows. It measures wherever it runs."""
 
     name: ClassVar[str] = "cpu_loop"
-    columns: ClassVar[tuple[str, ...]] = ("cpu_loop_start_ms", "cpu_loop_end_ms")
+    columns: ClassVar[tuple[str, ...]] = probe_columns("cpu_loop")  # cpu_loop_start_ms, cpu_loop_end_ms
 
     def __init__(self, device: str = "cpu", measure: Callable[[], float] = window_probe_ms) -> None:
         self.measure = measure  # ms of the loop on the calling thread, now

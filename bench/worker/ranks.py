@@ -8,49 +8,32 @@ window_ci_pct and window_stop are rank 0's (each rank's window_steps is in rank_
 Step times come from the slowest rank (a step ends for everyone when its slowest rank is done);
 memory is given as the largest rank (what must fit on one GPU) and as the sum over ranks. A
 non-finite loss on any rank makes the row diverged (`loss_outcome`), whatever rank 0's loss was.
+
+Which rule a column follows is its `ranks=` in bench/catalogue.py; this module applies the rules.
+The job's own arithmetic (the catalogue's JOB_RULES: the replicas' samples and rates, the
+engine's figure, world size, the slowest rank, rank_figures) is `_job`'s. A column without a rule
+is rank 0's.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+from ..catalogue import CATALOGUE
 from ..engines import ENGINES
 
-PER_RANK_KEYS = (
-    "samples_per_s",
-    "step_time_median_ms",
-    "window_s",
-    "window_steps",
-    "torch_max_allocated_mb",
-    "torch_max_reserved_mb",
-    "rss_peak_mb",
-    "final_loss",
-    "loss_finite",
-    "nonfinite_losses",
-    "gpu_energy_j",
-    "gpu_sm_active_pct",
-    "gpu_sm_clock_median_mhz",
-    "host",
-    "counts_samples",
-)
-MAX_KEYS = ("window_s", "first_step_s", "warmup_s", "train_loop_s", "trainer_runtime_s", "startup_s")
-MEMORY_KEYS = ("torch_max_allocated_mb", "torch_max_reserved_mb", "rss_peak_mb")
-# The GPU probe's figures (bench/measure/gpuwatch.py), one GPU per rank: the job's energy and power
-# are the GPUs' sum; its clocks the lowest GPU's; its activity the GPUs' mean.
-GPU_SUM_KEYS = ("gpu_energy_j", "gpu_energy_sampled_j", "gpu_power_mean_w", "gpu_power_limit_w")
-GPU_MAX_KEYS = ("gpu_power_max_w",)
-GPU_MIN_KEYS = ("gpu_sm_clock_median_mhz", "gpu_sm_clock_min_mhz")
-GPU_MEAN_KEYS = (
-    "gpu_power_capped_pct",
-    "gpu_sm_active_pct",
-    "gpu_tensor_active_pct",
-    "gpu_dram_bw_pct",
-    "gpu_fp32_active_pct",
-    "gpu_fp16_active_pct",
-    "gpu_util_pct",
-    "gpu_mem_util_pct",
-)
+RANK_ONLY = ("host", "counts_samples")  # what a rank reports for rank_figures and the replicas alone
+PER_RANK_KEYS = (*(c.name for c in CATALOGUE if c.per_rank), *RANK_ONLY)  # each rank's, in rank_figures
+COMBINE: dict[str, Callable[[list[float]], float]] = {
+    "sum": sum,
+    "min": min,
+    "max": max,
+    "mean": lambda v: sum(v) / len(v),
+}
+RULED = tuple((c.name, c.ranks, c.of or c.name) for c in CATALOGUE if c.ranks in COMBINE)  # (column, rule, read)
+SLOWEST = tuple(c.name for c in CATALOGUE if c.ranks == "slowest")
 
 
 def _numbers(ranks: list[dict[str, Any]], key: str) -> list[float]:
@@ -60,64 +43,56 @@ def _numbers(ranks: list[dict[str, Any]], key: str) -> list[float]:
 def combine_ranks(ranks: list[dict[str, Any]], engine: str) -> dict[str, Any]:
     """One row's figures from every rank's (rank order; rank 0 first)."""
     out = dict(ranks[0])
-    out.pop("host", None)  # kept per rank, in rank_figures
-    out.pop("counts_samples", None)
+    for key in RANK_ONLY:  # kept per rank, in rank_figures
+        out.pop(key, None)
+    for name, rule, read in RULED:  # None where no rank measured it
+        values = _numbers(ranks, read)
+        out[name] = COMBINE[rule](values) if values else None
+    medians = [(r.get("step_time_median_ms") or 0.0, i) for i, r in enumerate(ranks)]
+    slowest = max(medians)[1]
+    for name in SLOWEST:
+        out[name] = ranks[slowest].get(name)
+    for c in CATALOGUE:
+        if c.ranks == "all":
+            out[c.name] = all(bool(r.get(c.name)) for r in ranks)
+        elif c.ranks == "count":
+            out[c.name] = int(sum(_numbers(ranks, c.name)))
+        elif c.ranks == "union":
+            out[c.name] = _union(ranks, c.name)
+    out.update(_job(ranks, engine, out, slowest))
+    return out
+
+
+def _union(ranks: list[dict[str, Any]], key: str) -> str | None:
+    """Every ";"-joined event any rank saw, sorted; "none" where ranks looked and saw none."""
+    events = {e for r in ranks for e in str(r.get(key) or "").split(";") if e and e != "none"}
+    seen = [r.get(key) for r in ranks if r.get(key) is not None]
+    return (";".join(sorted(events)) or "none") if seen else None
+
+
+def _job(ranks: list[dict[str, Any]], engine: str, out: dict[str, Any], slowest: int) -> dict[str, Any]:
+    """The columns of JOB_RULES (bench/catalogue.py): the job's samples and rates from its
+    data-parallel replicas over the one window (after `out`'s window_s is the longest), its size,
+    its slowest rank, each rank's figures."""
+    job: dict[str, Any] = {}
     world = len(ranks)
-    for key in MAX_KEYS:
-        values = _numbers(ranks, key)
-        if values:
-            out[key] = max(values)
     window_s = out.get("window_s")
     counting = [r for r in ranks if r.get("counts_samples", True)]  # one per data-parallel replica
     samples = sum(_numbers(counting, "window_samples"))
     if window_s:
-        out["window_samples"] = int(samples)
-        out["samples_per_s"] = samples / window_s
+        job["window_samples"] = int(samples)
+        job["samples_per_s"] = samples / window_s
         tokens = sum(float(r["tokens_per_s"]) * float(r["window_s"]) for r in counting if r.get("tokens_per_s"))
         # no rank counted tokens (a CNN, a command that gave none): no token figure, never 0
-        out["tokens_per_s"] = tokens / window_s if any(r.get("tokens_per_s") for r in counting) else None
-        out["samples_per_s_per_gpu"] = out["samples_per_s"] / world
-    medians = [(r.get("step_time_median_ms") or 0.0, i) for i, r in enumerate(ranks)]
-    slowest = max(medians)[1]
-    for key in ("step_time_p10_ms", "step_time_median_ms", "step_time_p90_ms"):
-        out[key] = ranks[slowest].get(key)
-    out["slowest_rank"] = slowest
-    for key in MEMORY_KEYS:
-        values = _numbers(ranks, key)
-        if values:
-            out[key] = max(values)
-            out[key.replace("_mb", "_sum_mb")] = sum(values)
-    for key in [k for k in ranks[0] if k.startswith("torch_alloc_")]:
-        values = _numbers(ranks, key)
-        out[key] = max(values) if values else None
-    out.update(_gpu_figures(ranks))
-    finite = [bool(r.get("loss_finite")) for r in ranks]
-    out["loss_finite"] = all(finite)
-    out["nonfinite_losses"] = int(sum(_numbers(ranks, "nonfinite_losses")))
+        job["tokens_per_s"] = tokens / window_s if any(r.get("tokens_per_s") for r in counting) else None
+        job["samples_per_s_per_gpu"] = job["samples_per_s"] / world
+    job["slowest_rank"] = slowest
     if ENGINES[engine].rank_rule == "sum" and out.get("trainer_samples_per_s") is not None:
         # the engine's own epoch figure is per rank (the Trainer's is already global: bench/engines.py)
-        out["trainer_samples_per_s"] = sum(_numbers(counting, "trainer_samples_per_s"))
-    out["world_size"] = world
-    out["rank_figures"] = json.dumps([{k: r.get(k) for k in PER_RANK_KEYS} | {"rank": i} for i, r in enumerate(ranks)])
-    return out
-
-
-def _gpu_figures(ranks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The job's GPU-probe figures from every rank's (None where no rank measured one)."""
-    out: dict[str, Any] = {}
-    for keys, combine in (
-        (GPU_SUM_KEYS, sum),
-        (GPU_MAX_KEYS, max),
-        (GPU_MIN_KEYS, min),
-        (GPU_MEAN_KEYS, lambda v: sum(v) / len(v)),
-    ):
-        for key in keys:
-            values = _numbers(ranks, key)
-            out[key] = combine(values) if values else None
-    events = {e for r in ranks for e in str(r.get("gpu_clock_events") or "").split(";") if e and e != "none"}
-    seen = [r.get("gpu_clock_events") for r in ranks if r.get("gpu_clock_events") is not None]
-    out["gpu_clock_events"] = (";".join(sorted(events)) or "none") if seen else None
-    return out
+        job["trainer_samples_per_s"] = sum(_numbers(counting, "trainer_samples_per_s"))
+    job["world_size"] = world
+    job["rank_figures"] = json.dumps([{k: r.get(k) for k in PER_RANK_KEYS} | {"rank": i} for i, r in enumerate(ranks)])
+    return job
 
 
 def loss_outcome(ranks: list[dict[str, Any]]) -> tuple[str, str]:
