@@ -52,6 +52,11 @@ def count(db: str, table: str) -> int:
     return int(execute(db, f"SELECT COUNT(*) FROM {table}")[0][0])
 
 
+def figure(alias: str, metric: str) -> str:
+    """A join of results (as r) to its figure on metric (as alias): the long-form store's column."""
+    return f"LEFT JOIN result_figures {alias} ON {alias}.result_id = r.id AND {alias}.metric = '{metric}'"
+
+
 # -- what is stored --------------------------------------------------------------------------------
 def test_a_run_is_stored_with_its_environment_results_and_repeats(db: str, tmp_path: Path) -> None:
     rows = reps("baseline", [100.0, 110.0, 90.0]) + reps("fp16", [0.0], status="oom")
@@ -82,8 +87,9 @@ def test_a_run_is_stored_with_its_environment_results_and_repeats(db: str, tmp_p
     )
     results = execute(
         db,
-        "SELECT scenario, status, repeats, ok_repeats, samples_per_s, samples_per_s_spread_pct, "
-        "peak_mem_mb, settings_json, series_json FROM results ORDER BY id",
+        "SELECT r.scenario, r.status, r.repeats, r.ok_repeats, s.median, s.spread_pct, "
+        f"m.median, r.settings_json, r.series_json FROM results r {figure('s', 'samples_per_s')} "
+        f"{figure('m', 'peak_mem_mb')} ORDER BY r.id",
     )
     assert results[0][:7] == ("baseline", "ok", 3, 3, 100.0, 20.0, 1000.0)
     settings, series = json.loads(results[0][7]), json.loads(results[0][8])
@@ -92,7 +98,11 @@ def test_a_run_is_stored_with_its_environment_results_and_repeats(db: str, tmp_p
     assert "device" not in series and "torch" not in series
     assert results[1][:5] == ("fp16", "oom", 1, 0, None)
     assert count(db, "repeats") == 4
-    repeat = execute(db, "SELECT repeat, status, samples_per_s, row_json FROM repeats ORDER BY id LIMIT 1")[0]
+    repeat = execute(
+        db,
+        "SELECT p.repeat, p.status, f.value, p.row_json FROM repeats p LEFT JOIN repeat_figures f "
+        "ON f.repeat_id = p.id AND f.metric = 'samples_per_s' ORDER BY p.id LIMIT 1",
+    )[0]
     assert repeat[:3] == (0, "ok", 100.0)
     assert json.loads(repeat[3])["scenario"] == "baseline"
 
@@ -106,7 +116,9 @@ def test_a_real_h200_run_is_stored_and_importing_it_again_stores_nothing(db: str
     assert (count(db, "runs"), count(db, "results"), count(db, "repeats")) == (1, 11, 11)
     gpu, driver, torch = execute(db, "SELECT gpu_model, driver, torch FROM runs")[0]
     assert (gpu, driver, torch) == ("NVIDIA H200", "580.159.04", "2.11.0")
-    bf16 = execute(db, "SELECT samples_per_s, model FROM results WHERE scenario = 'bf16'")[0]
+    bf16 = execute(
+        db, f"SELECT s.median, r.model FROM results r {figure('s', 'samples_per_s')} WHERE scenario = 'bf16'"
+    )[0]
     assert bf16[1] == "bert-large" and bf16[0] == pytest.approx(44.4927, abs=1e-4)
 
 
@@ -197,25 +209,26 @@ def test_version_1_keys_are_made_again_from_the_stored_rows(db: str, tmp_path: P
 
 
 def test_version_2_gains_energy_per_sample_filled_from_the_stored_rows(db: str, tmp_path: Path) -> None:
-    """A store written by version 2 has no energy columns: a writer adds them and fills them from
-    each repeat's stored row (median and spread over the ok repeats)."""
+    """A store written by version 2 has no energy figures: a writer adds them and fills them from
+    each repeat's stored row (median and spread over the ok repeats). Here a store of today's
+    tables marked version 2 with its energy rows taken out; test_history_migrate.py migrates a
+    version 2 store made from one that version 3 wrote."""
     rows = reps("bf16", [100.0, 50.0])
     for row, joules in zip(rows, (700.0, 1400.0), strict=True):
         row["energy_per_sample_j"] = joules
     api.import_dirs(db, [write_run(tmp_path / "run", rows, env(1))])
-    for table, column in (
-        ("results", "energy_per_sample_j"),
-        ("results", "energy_per_sample_j_spread_pct"),
-        ("repeats", "energy_per_sample_j"),
-    ):
-        execute(db, f"ALTER TABLE {table} DROP COLUMN {column}")
+    for table in ("result_figures", "repeat_figures"):
+        execute(db, f"DELETE FROM {table} WHERE metric = 'energy_per_sample_j'")
     execute(db, "UPDATE schema_version SET version = 2")
     api.import_dirs(db, [write_run(tmp_path / "later", reps("bf16", [100.0]), env(2))])
     assert execute(db, "SELECT version FROM schema_version") == [(schema.SCHEMA_VERSION,)]
-    got = execute(db, "SELECT energy_per_sample_j, energy_per_sample_j_spread_pct FROM results ORDER BY run_id")
+    got = execute(
+        db, f"SELECT e.median, e.spread_pct FROM results r {figure('e', 'energy_per_sample_j')} ORDER BY r.run_id"
+    )
     assert got[0] == pytest.approx((1050.0, 100 * (1400.0 - 700.0) / 1050.0))
     assert got[1][0] == pytest.approx(700.0) and got[1][1] is None  # one repeat at 100/s: no spread
-    assert sorted(v for (v,) in execute(db, "SELECT energy_per_sample_j FROM repeats")) == [700.0, 700.0, 1400.0]
+    energy = execute(db, "SELECT value FROM repeat_figures WHERE metric = 'energy_per_sample_j'")
+    assert sorted(v for (v,) in energy) == [700.0, 700.0, 1400.0]
 
 
 def test_an_unchanged_file_is_its_stored_run_whatever_its_stored_rows_give(db: str) -> None:

@@ -24,13 +24,6 @@ from bench.results import COLUMNS, load_run, summarize, to_frame
 from bench.worker.ranks import combine_ranks
 
 IDS = [m.name for m in METRICS]
-# The history store's figure columns at each schema version: a metric judged in the history is a
-# new column there, so it needs SCHEMA_VERSION raised and a step in bench/history/store.py MIGRATIONS.
-FIGURES_BY_VERSION = {
-    1: ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss"),
-    2: ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss"),  # 2 changed run_key
-    3: ("samples_per_s", "step_time_median_ms", "peak_mem_mb", "final_loss", "energy_per_sample_j"),
-}
 # combined from the parent's measurement, not by combine_ranks: the largest GPU's NVML peak
 # energy per sample: the parent divides the ranks' summed gpu_energy_j by the job's window samples
 # (bench/measure/gpuwatch.per_work; the sum is test_gpuwatch's)
@@ -156,8 +149,11 @@ def test_compare_judges_it_where_the_row_says(sides: dict[str, Any], metric: Met
 
 
 # -- history -------------------------------------------------------------------------------------
-def test_the_history_store_holds_a_column_per_figure_of_its_schema_version() -> None:
-    assert FIGURES_BY_VERSION[schema.SCHEMA_VERSION] == schema.FIGURES
+def test_the_history_store_holds_no_column_per_figure() -> None:
+    """Since schema version 4 the figures are rows (metric, value): a metric judged in the history
+    later needs no column and no migration (bench/history/migrate.py)."""
+    columns = {c.name for table in schema.metadata.tables.values() for c in table.columns}
+    assert not columns & {m.name for m in METRICS}
 
 
 @pytest.mark.parametrize("metric", METRICS, ids=IDS)
@@ -165,12 +161,12 @@ def test_history_stores_shows_and_judges_it_where_the_row_says(sides: dict[str, 
     stored = "history" in metric.judged_in
     judged = stored and metric.threshold is not None
     assert (metric.name in schema.FIGURES) is stored
-    assert (metric.name in schema.results.c and metric.name in schema.repeats.c) is stored
     assert (metric.name in {m.value for m in history_cmd.Metric}) is stored
     assert (metric.name in judge.METRICS) is judged
     assert (metric.name in {m.value for m in history_cmd.AcceptMetric}) is judged
     record = ingest.read_result_dir(sides["base"].csv_path.parent)
-    assert (metric.name in record.results[0].values) is stored
+    assert (metric.name in record.results[0].figures) is stored
+    assert metric.name in record.results[0].repeat_figures[0] or not stored
 
 
 def series_of(metric: Metric, values: list[float], last: float) -> judge.Series:

@@ -31,9 +31,20 @@ PACKAGES = ("torch", "transformers", "accelerate", "bitsandbytes")  # each has i
 
 
 @dataclass(frozen=True)
+class Figure:
+    """A result's figure on one metric: a row of `result_figures`."""
+
+    median: float  # over the ok repeats that have it
+    spread_pct: float | None  # (max - min) / median x 100, with 2 or more
+    n: int  # the ok repeats that have it
+
+
+@dataclass(frozen=True)
 class ResultRecord:
     values: dict[str, Any]  # the columns of `results` (not id, run_id)
+    figures: dict[str, Figure]  # metric -> its figure (FIGURES that an ok repeat has)
     repeats: tuple[dict[str, Any], ...]  # the columns of `repeats` (not id, result_id)
+    repeat_figures: tuple[dict[str, float], ...]  # aligned with repeats: metric -> value (those it has)
 
 
 @dataclass(frozen=True)
@@ -106,15 +117,17 @@ def run_status(statuses: list[str]) -> str:
     return "failed" if any(s in FAILED_STATUSES for s in statuses) else "ok"
 
 
-def figure_values(ok: list[dict[str, Any]], figures: tuple[str, ...]) -> dict[str, float | None]:
-    """Each figure's median over the ok rows and its spread ((max - min) / median x 100, with 2 or more)."""
-    values: dict[str, float | None] = {}
+def figure_values(ok: list[dict[str, Any]], figures: tuple[str, ...]) -> dict[str, Figure]:
+    """Each figure's median over the ok rows that have it, and its spread ((max - min) / median x 100,
+    with 2 or more); a figure that no ok row has is left out."""
+    values: dict[str, Figure] = {}
     for figure in figures:
         numbers = [v for v in (_number(r.get(figure)) for r in ok) if v is not None]
-        median = statistics.median(numbers) if numbers else None
-        values[figure] = median
-        spread = (max(numbers) - min(numbers)) / abs(median) * 100 if median else None
-        values[f"{figure}_spread_pct"] = spread if len(numbers) >= 2 else None
+        if not numbers:
+            continue
+        median = statistics.median(numbers)
+        spread = (max(numbers) - min(numbers)) / abs(median) * 100 if median and len(numbers) >= 2 else None
+        values[figure] = Figure(float(median), spread, len(numbers))
     return values
 
 
@@ -137,19 +150,23 @@ def _result(name: str, group: pd.DataFrame, gpu: str) -> ResultRecord:
         "repeats": len(rows),
         "ok_repeats": len(ok),
     }
-    values.update(figure_values(ok, FIGURES))
     repeats = tuple(
         {
             "repeat": int(r["repeat"]),
             "status": str(r["status"]),
             "error": _text(r.get("error")),
-            **{f: _number(r.get(f)) for f in (*FIGURES, *REPEAT_EXTRAS)},
             "started_at": _text(r.get("started_at")),
             "row_json": json.dumps(r, sort_keys=True, default=str),
         }
         for r in rows
     )
-    return ResultRecord(values, repeats)
+    return ResultRecord(values, figure_values(ok, FIGURES), repeats, tuple(repeat_figures(r) for r in rows))
+
+
+def repeat_figures(row: dict[str, Any]) -> dict[str, float]:
+    """A results.csv row's stored figures (FIGURES and REPEAT_EXTRAS): those that are finite numbers."""
+    numbers = {f: _number(row.get(f)) for f in (*FIGURES, *REPEAT_EXTRAS)}
+    return {f: v for f, v in numbers.items() if v is not None}
 
 
 def _created_at(env: dict[str, Any], where: Path) -> datetime:

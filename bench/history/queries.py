@@ -99,8 +99,7 @@ def load_series(
     gpu: str | None = None,
 ) -> list[Series]:
     """Every stored series that matches, its points oldest first, with its accepted steps."""
-    results, runs, repeats = schema.results, schema.runs, schema.repeats
-    figures = [results.c[f] for f in schema.FIGURES]
+    results, runs = schema.results, schema.runs
     info = [runs.c[c] for c in RUN_INFO]
     query = select(
         results.c.id,
@@ -110,34 +109,71 @@ def load_series(
         results.c.series_json,
         results.c.model,
         results.c.status,
-        *figures,
         runs.c.created_at,
         runs.c.gpu_model,
         *info,
     )
     query = _filtered(query.join(runs, runs.c.id == results.c.run_id), keys, scenario, gpu)
-    rows = list(conn.execute(query.order_by(runs.c.created_at, runs.c.id)).mappings())
-    ok_values = (
-        select(repeats.c.result_id, repeats.c.row_json, *[repeats.c[f] for f in schema.FIGURES])
-        .join(results, results.c.id == repeats.c.result_id)
-        .join(runs, runs.c.id == results.c.run_id)
-    )
-    ok_values = _filtered(ok_values.where(repeats.c.status == "ok"), keys, scenario, gpu)
-    values: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    cpu_loops: dict[int, list[float]] = defaultdict(list)  # per ok repeat: the CPU probe around its window
-    for rep in conn.execute(ok_values.order_by(repeats.c.result_id, repeats.c.repeat)).mappings():
-        where = f"repeat of result {rep['result_id']}"
-        for figure in schema.FIGURES:
-            if rep[figure] is not None:
-                values[rep["result_id"]][figure].append(stored_figure(rep[figure], figure, where))
-        cpu = row_cpu_loop_ms(_stored_json(rep["row_json"], where))
-        if cpu is not None:
-            cpu_loops[rep["result_id"]].append(cpu)
+    # within a run, by series key: the order SQLite gave through its series-key index before, now on both backends
+    order = (runs.c.created_at, runs.c.id, results.c.series_key, results.c.id)
+    rows = list(conn.execute(query.order_by(*order)).mappings())
+    medians = _medians(conn, keys, scenario, gpu)
+    values, cpu_loops = _ok_repeats(conn, keys, scenario, gpu)
     grouped: dict[str, list[Any]] = defaultdict(list)
     for row in rows:
         grouped[row["series_key"]].append(row)
     steps = _steps(conn, list(grouped))
-    return [_series(key, members, values, cpu_loops, steps.get(key, ())) for key, members in grouped.items()]
+    return [_series(key, members, medians, values, cpu_loops, steps.get(key, ())) for key, members in grouped.items()]
+
+
+def _medians(
+    conn: Connection, keys: Sequence[str] | None, scenario: str | None, gpu: str | None
+) -> dict[int, dict[str, float]]:
+    """result id -> metric -> its stored median (FIGURES only), checked."""
+    results, runs, figures = schema.results, schema.runs, schema.result_figures
+    query = (
+        select(figures.c.result_id, figures.c.metric, figures.c.median)
+        .join(results, results.c.id == figures.c.result_id)
+        .join(runs, runs.c.id == results.c.run_id)
+        .where(figures.c.metric.in_(schema.FIGURES))
+    )
+    out: dict[int, dict[str, float]] = defaultdict(dict)
+    for result_id, metric, median in conn.execute(_filtered(query, keys, scenario, gpu)):
+        out[int(result_id)][metric] = stored_figure(median, metric, f"result {result_id}")
+    return out
+
+
+def _ok_repeats(
+    conn: Connection, keys: Sequence[str] | None, scenario: str | None, gpu: str | None
+) -> tuple[dict[int, dict[str, list[float]]], dict[int, list[float]]]:
+    """Per result id: its ok repeats' values of each figure (in repeat order), and the CPU probe
+    around each ok repeat's window (from its stored row)."""
+    results, runs, repeats, figures = schema.results, schema.runs, schema.repeats, schema.repeat_figures
+    ok = (
+        select(repeats.c.result_id, repeats.c.row_json)
+        .join(results, results.c.id == repeats.c.result_id)
+        .join(runs, runs.c.id == results.c.run_id)
+        .where(repeats.c.status == "ok")
+    )
+    cpu_loops: dict[int, list[float]] = defaultdict(list)
+    for result_id, row_json in conn.execute(
+        _filtered(ok, keys, scenario, gpu).order_by(repeats.c.result_id, repeats.c.repeat)
+    ):
+        cpu = row_cpu_loop_ms(_stored_json(row_json, f"repeat of result {result_id}"))
+        if cpu is not None:
+            cpu_loops[int(result_id)].append(cpu)
+    stored = (
+        select(repeats.c.result_id, figures.c.metric, figures.c.value)
+        .join(repeats, repeats.c.id == figures.c.repeat_id)
+        .join(results, results.c.id == repeats.c.result_id)
+        .join(runs, runs.c.id == results.c.run_id)
+        .where(repeats.c.status == "ok", figures.c.metric.in_(schema.FIGURES))
+    )
+    ordered = _filtered(stored, keys, scenario, gpu).order_by(repeats.c.result_id, repeats.c.repeat)
+    values: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for result_id, metric, value in conn.execute(ordered):
+        values[int(result_id)][metric].append(stored_figure(value, metric, f"repeat of result {result_id}"))
+    return values, cpu_loops
 
 
 def _filtered(query: Select[Any], keys: Sequence[str] | None, scenario: str | None, gpu: str | None) -> Select[Any]:
@@ -164,6 +200,7 @@ def _steps(conn: Connection, keys: list[str]) -> dict[str, tuple[Step, ...]]:
 def _series(
     key: str,
     rows: list[Any],
+    medians: dict[int, dict[str, float]],
     values: dict[int, dict[str, list[float]]],
     cpu_loops: dict[int, list[float]],
     steps: tuple[Step, ...],
@@ -174,9 +211,7 @@ def _series(
             run_id=int(row["run_id"]),
             created_at=row["created_at"],
             status=str(row["status"]),
-            values={
-                f: None if row[f] is None else stored_figure(row[f], f, f"result {row['id']}") for f in schema.FIGURES
-            },
+            values={f: medians.get(row["id"], {}).get(f) for f in schema.FIGURES},
             repeats={f: tuple(v) for f, v in values.get(row["id"], {}).items()},
             info={c: row[c] for c in RUN_INFO},
             cpu_loop_ms=_median(cpu_loops.get(row["id"], [])),

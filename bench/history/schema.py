@@ -1,8 +1,11 @@
 """The history database's tables (SQLAlchemy Core): one schema for SQLite and PostgreSQL.
 
 SCHEMA_VERSION is stored in the `schema_version` table (one row, app = "gpubench"). A release
-that changes the tables raises it and adds a step to bench.history.store.MIGRATIONS.
-Times are stored as naive UTC datetimes; figures that are not finite are stored as NULL.
+that changes the tables raises it and adds a step to bench.history.migrate.MIGRATIONS.
+Times are stored as naive UTC datetimes. The figures are long-form: one row per result and metric
+(`result_figures`) and one per repeat and metric (`repeat_figures`), the metric's name a value,
+so a metric judged in the history later needs no new column and no migration. A figure that is
+missing or not finite has no row.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from sqlalchemy import (
 
 from ..metrics import metrics_in, names
 
-SCHEMA_VERSION = 3  # 2: run_key hashes the rows of results.csv, not its bytes; 3: energy_per_sample_j
+# 2: run_key hashes the rows of results.csv, not its bytes; 3: energy_per_sample_j; 4: long-form figures
+SCHEMA_VERSION = 4
 APP = "gpubench"
 # the figures kept per repeat and judged per result (median over ok repeats, spread in %): the
-# metrics judged in the history (bench.metrics); a new one is a new column, so a migration
+# metrics judged in the history (bench.metrics); their names are data in the figure tables
 FIGURES = names(metrics_in("history"))
 REPEAT_EXTRAS = ("tokens_per_s", "mfu")
 
@@ -87,8 +91,6 @@ results = Table(
     Column("status", String(16), nullable=False),  # ok, skipped, or the worst failed status
     Column("repeats", Integer, nullable=False),
     Column("ok_repeats", Integer, nullable=False),
-    *[Column(name, Float) for name in FIGURES],  # medians over ok repeats
-    *[Column(f"{name}_spread_pct", Float) for name in FIGURES],  # (max - min) / median x 100
     UniqueConstraint("run_id", "scenario", name="uq_results_run_scenario"),
 )
 Index("ix_results_series_key", results.c.series_key)
@@ -101,10 +103,30 @@ repeats = Table(
     Column("repeat", Integer, nullable=False),
     Column("status", String(16), nullable=False),
     Column("error", Text),
-    *[Column(name, Float) for name in (*FIGURES, *REPEAT_EXTRAS)],
     Column("started_at", Text),
     Column("row_json", Text, nullable=False),  # the whole results.csv row
     UniqueConstraint("result_id", "repeat", name="uq_repeats_result_repeat"),
+)
+
+# a result's figure: the median over its ok repeats that have the metric, their number, and their
+# spread ((max - min) / median x 100, with 2 or more); no row when no ok repeat has it
+result_figures = Table(
+    "result_figures",
+    metadata,
+    Column("result_id", Integer, ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
+    Column("metric", String(64), primary_key=True),
+    Column("median", Float, nullable=False),
+    Column("spread_pct", Float),
+    Column("n", Integer, nullable=False),
+)
+
+# a repeat's figure, as its results.csv row has it (FIGURES and REPEAT_EXTRAS); no row when empty
+repeat_figures = Table(
+    "repeat_figures",
+    metadata,
+    Column("repeat_id", Integer, ForeignKey("repeats.id", ondelete="CASCADE"), primary_key=True),
+    Column("metric", String(64), primary_key=True),
+    Column("value", Float, nullable=False),
 )
 
 # an accepted step: from run_id on, the series' level is the new normal for metric (NULL: all)

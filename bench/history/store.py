@@ -10,9 +10,7 @@ corrupt or was written by a newer release is refused before anything in it is to
 from __future__ import annotations
 
 import getpass
-import json
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -24,23 +22,21 @@ from sqlalchemy import (
     Connection,
     CursorResult,
     Engine,
-    Float,
     create_engine,
     event,
     insert,
     inspect,
     select,
     text,
-    update,
 )
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
 from ..errors import BadInput
 from ..redact import redact_url, scrub, userinfo
-from ..results.identity import content_sha256
 from . import DEFAULT_DB, queries, schema
-from .ingest import RunRecord, figure_values, number, run_key
+from .ingest import RunRecord
+from .migrate import MIGRATIONS
 
 URL_FORM = "postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
 URL_HINT = "'@' as %40, '/' as %2F, ':' as %3A, '[' as %5B"
@@ -49,60 +45,6 @@ PG_CONNECT_TIMEOUT_S = 10
 PG_LOCK_KEY = 0x6770_7562_656E_6368  # "gpubench": serializes schema creation and migration
 WRITE_ATTEMPTS = 5
 
-
-def _content_run_keys(conn: Connection) -> None:
-    """1 -> 2: a run's key hashes the rows of its results.csv as read, no longer the file's bytes
-    (bench.history.ingest), so a re-saved copy of a run stored before is that run too. Each key is
-    made again from the run's stored rows (repeats.row_json: each row as it was read); a run whose
-    new key an earlier run already took (a re-saved copy that version 1 stored as a second run)
-    keeps its old key, so nothing is merged or lost. An unchanged file is found by its bytes
-    whatever its rows give (queries.stored_run)."""
-    runs, results, repeats = schema.runs, schema.results, schema.repeats
-    rows: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    stored = select(results.c.run_id, repeats.c.row_json).join(repeats, repeats.c.result_id == results.c.id)
-    for run_id, row_json in conn.execute(stored):
-        rows[int(run_id)].append(json.loads(row_json))
-    taken: set[str] = set()
-    for run_id, created_at, host in conn.execute(
-        select(runs.c.id, runs.c.created_at, runs.c.host).order_by(runs.c.id)
-    ).all():
-        key = run_key(created_at, host, content_sha256(rows[int(run_id)]))
-        if key not in taken:
-            taken.add(key)
-            conn.execute(update(runs).where(runs.c.id == run_id).values(run_key=key))
-
-
-def _energy_columns(conn: Connection) -> None:
-    """2 -> 3: energy_per_sample_j is judged in the history (bench.metrics): its columns in results
-    (median, spread) and repeats, filled from each stored repeat's row (repeats.row_json; empty for
-    runs whose rows had no energy: CPU runs, GPU runs from before the GPU probe)."""
-    results, repeats = schema.results, schema.repeats
-    kind = Float().compile(dialect=conn.dialect)
-    for table, columns in (
-        ("results", ("energy_per_sample_j", "energy_per_sample_j_spread_pct")),
-        ("repeats", ("energy_per_sample_j",)),
-    ):
-        have = {c["name"] for c in inspect(conn).get_columns(table)}
-        for column in columns:
-            if column not in have:  # a store whose tables this release made, marked older by hand or by a test
-                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
-    ok_rows: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    stored = select(repeats.c.id, repeats.c.result_id, repeats.c.status, repeats.c.row_json)
-    for repeat_id, result_id, status, row_json in conn.execute(stored).all():
-        row = json.loads(row_json)
-        value = number(row.get("energy_per_sample_j"))
-        if value is not None:
-            conn.execute(update(repeats).where(repeats.c.id == repeat_id).values(energy_per_sample_j=value))
-        if status == "ok":
-            ok_rows[int(result_id)].append(row)
-    for result_id, rows in ok_rows.items():
-        values = figure_values(rows, ("energy_per_sample_j",))
-        if values["energy_per_sample_j"] is not None:
-            conn.execute(update(results).where(results.c.id == result_id).values(**values))
-
-
-# version v -> the step that upgrades a database from v to v + 1
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _content_run_keys, 2: _energy_columns}
 
 T = TypeVar("T")
 
@@ -210,12 +152,7 @@ class Store:
                 return existing, False
             values = {**record.run, "recorded_at": _now()}
             run_id = _new_id(conn.execute(insert(schema.runs).values(**values)))
-            for result in record.results:
-                row = insert(schema.results).values(run_id=run_id, **result.values)
-                result_id = _new_id(conn.execute(row))
-                if result.repeats:
-                    rows = [{"result_id": result_id, **r} for r in result.repeats]
-                    conn.execute(insert(schema.repeats), rows)
+            _add_results(conn, run_id, record)
             return run_id, True
 
         with self.errors():
@@ -233,6 +170,42 @@ class Store:
         """Record accepted steps (series_key, scenario, metric, run_id, note)."""
         stamp = {"accepted_at": _now(), "accepted_by": _user()}
         self.write(lambda conn: conn.execute(insert(schema.accepts), [{**r, **stamp} for r in rows]))
+
+
+def _add_results(conn: Connection, run_id: int, record: RunRecord) -> None:
+    """The run's results, their repeats and both kinds of figure rows: a statement per result, then
+    one per table for the whole run."""
+    result_ids = [
+        _new_id(conn.execute(insert(schema.results).values(run_id=run_id, **result.values)))
+        for result in record.results
+    ]
+    figures = [
+        {"result_id": result_id, "metric": metric, "median": f.median, "spread_pct": f.spread_pct, "n": f.n}
+        for result_id, result in zip(result_ids, record.results, strict=True)
+        for metric, f in result.figures.items()
+    ]
+    repeats = [
+        {"result_id": result_id, **r}
+        for result_id, result in zip(result_ids, record.results, strict=True)
+        for r in result.repeats
+    ]
+    for rows, into in ((figures, schema.result_figures), (repeats, schema.repeats)):
+        if rows:
+            conn.execute(insert(into), rows)
+    if not repeats:
+        return
+    stored = select(schema.repeats.c.result_id, schema.repeats.c.repeat, schema.repeats.c.id).where(
+        schema.repeats.c.result_id.in_(result_ids)
+    )
+    repeat_ids = {(int(res), int(rep)): int(id_) for res, rep, id_ in conn.execute(stored)}
+    values = [
+        {"repeat_id": repeat_ids[(result_id, int(r["repeat"]))], "metric": metric, "value": value}
+        for result_id, result in zip(result_ids, record.results, strict=True)
+        for r, found in zip(result.repeats, result.repeat_figures, strict=True)
+        for metric, value in found.items()
+    ]
+    if values:
+        conn.execute(insert(schema.repeat_figures), values)
 
 
 def open_store(target: str, *, write: bool) -> Store:
@@ -335,6 +308,7 @@ def _prepare(conn: Connection, store: Store, write: bool) -> None:
         conn.execute(
             table.update().where(table.c.app == schema.APP).values(version=schema.SCHEMA_VERSION, updated_at=_now())
         )
+        names = set(inspect(conn).get_table_names())  # a step may have made tables
     missing = set(schema.TABLES) - names
     if missing:
         raise BadInput(f"{store.name}: damaged history database (missing tables: {', '.join(sorted(missing))})")
