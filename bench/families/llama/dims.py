@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import BadInput
-from .tensors import ParamTensor
+from ...errors import BadInput
+from ...memory.tensors import ParamTensor
 
 # The nn.Linear layers of one decoder layer (LoRA's "all-linear" and bitsandbytes' quantized set)
 ATTENTION_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import BadInput
-from .tensors import ParamTensor
+from ...errors import BadInput
+from ...memory.tensors import ParamTensor
 
 
 @dataclass(frozen=True)
