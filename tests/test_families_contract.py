@@ -203,3 +203,24 @@ def test_a_family_with_its_own_math_is_one_folder_and_one_line(tmp_path: Path, m
     p = prediction_of(sc, "toy-tiny")
     assert p.params == 3 * 64 and p.peak > 0
     assert isinstance(dispatch.model_of(toy.memory or ""), MemoryModel)
+
+
+@pytest.mark.parametrize(("model_type", "called"), [("llama", "apply_liger_kernel_to_llama"), ("qwen2", "instance")])
+def test_liger_patches_with_the_rows_function(model_type: str, called: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The llama row's Liger patch (the function its published rows ran), Liger's generic
+    per-instance patch for a family whose row names none: chosen by the row, not by a name."""
+    import sys
+    from types import SimpleNamespace
+
+    from bench.worker.llm import LIGER_KERNELS, apply_liger
+
+    calls: list[tuple[str, dict]] = []
+    package = SimpleNamespace(
+        apply_liger_kernel_to_llama=lambda **kw: calls.append(("apply_liger_kernel_to_llama", kw)),
+        _apply_liger_kernel_to_instance=lambda **kw: calls.append(("instance", kw)),
+    )
+    monkeypatch.setitem(sys.modules, "liger_kernel", SimpleNamespace(transformers=package))
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers", package)
+    model = SimpleNamespace(config=SimpleNamespace(model_type=model_type))
+    apply_liger(model)
+    assert calls == [(called, {**LIGER_KERNELS, "model": model})]

@@ -17,7 +17,7 @@ from ...memory.tensors import ParamTensor
 
 @dataclass(frozen=True)
 class BertDims:
-    model_type: ClassVar[str] = "bert"  # config.json's, for the dispatch (dispatch.py)
+    model_type: ClassVar[str] = "bert"  # config.json's, by which bench/memory/dispatch.py finds the family
     hidden: int
     layers: int
     heads: int
