@@ -26,7 +26,7 @@ from typing import Any
 
 from ..engines import precision_matmuls
 from ..errors import GpubenchError
-from ..families import family_of, read_config
+from ..families import for_config, origin, read_config
 from ..families.base import load
 from ..scenario import Scenario
 
@@ -81,13 +81,6 @@ def peak_tflops(gpu_name: str | None, precision: str, tf32: bool, fp8: bool = Fa
     return None, f"unknown GPU '{gpu_name}': no peak in the table, MFU left empty"
 
 
-def _config(model: str) -> dict[str, Any] | None:
-    try:
-        return read_config(model)
-    except GpubenchError:
-        return None
-
-
 COUNTED_SOURCE = "counted: FlopCounterMode over one training step (a model without tokens)"
 
 
@@ -99,11 +92,9 @@ def flops_per_sample(
     worker's generic count from the built model (bench/measure/flopcount.py); a model without
     tokens (a CNN: no generic count) takes FlopCounterMode's count of its training step (`counted`)."""
     try:
-        fam = family_of(model)
+        cfg = read_config(model)
+        fam = for_config(cfg, origin(model))
     except GpubenchError:
-        return None, "model dimensions unknown"
-    cfg = _config(model)
-    if cfg is None:
         return None, "model dimensions unknown"
     if fam.flops is not None:
         try:
