@@ -12,23 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInput, did_you_mean
-from .families import CONFIG_NAME, PRESETS, by_name, family_of, is_inline
+from .families import CONFIG_NAME, PRESETS, family_of, is_inline
 
 AUTO_GPU, AUTO_CPU = "bert-large", "tiny"
-DECODER_PRESETS = {name: cfg for name, cfg in PRESETS.items() if by_name("llama").presets.get(name) is not None}
 WEIGHT_SUFFIXES = (".safetensors",)
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
-
-
-def family(name: str) -> str | None:
-    """The family name of a model ('bert' for 'auto'), or None when its config cannot be read or
-    no family builds it (plan time says why: resolve_model and check_model)."""
-    if name == "auto":
-        return "bert"
-    try:
-        return family_of(name).name
-    except BadInput:
-        return None
 
 
 def resolve_model(name: str, device: str) -> str:
@@ -91,10 +79,6 @@ def display_name(model: str) -> str:
     if is_inline(model):
         return f"[model] {json.loads(model).get('model_type', '?')}"
     return model
-
-
-def is_preset(name: str) -> bool:
-    return name in PRESETS
 
 
 def has_weights(model: str) -> bool:

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from bench.families.llama import flops as llama_flops
+from bench.families.llama.dims import DecoderDims
 from bench.measure import flops
-from bench.memory.decoder import DecoderDims
 from bench.memory.dispatch import load_dims
 from bench.scenario import Scenario
 
@@ -25,18 +26,18 @@ def test_llama_1b_by_hand() -> None:
     assert isinstance(d, DecoderDims)
     per_layer = 2048 * 2048 * 2 + 2 * 512 * 2048 + 3 * 2048 * 8192  # q, o; k, v; gate, up, down
     matmul = 16 * per_layer + 128256 * 2048  # the tied head counted once
-    assert flops.decoder_matmul_params(d) == matmul == 1_235_814_400 - 33 * 2048  # all but the norms
+    assert llama_flops.decoder_matmul_params(d) == matmul == 1_235_814_400 - 33 * 2048  # all but the norms
     causal = 6 * 16 * S * S * 2048
-    assert flops.decoder_flops_per_sample(d, sc()) == 6 * matmul * S + causal
+    assert llama_flops.decoder_flops_per_sample(d, sc()) == 6 * matmul * S + causal
 
 
 def test_causal_attention_is_half_of_bidirectional() -> None:
     d = load_dims("llama-1b")
     assert isinstance(d, DecoderDims)
     short, long = sc(seq_len=1024), sc(seq_len=2048)
-    linear = 6 * flops.decoder_matmul_params(d)
-    attention_short = flops.decoder_flops_per_sample(d, short) - linear * 1024
-    attention_long = flops.decoder_flops_per_sample(d, long) - linear * 2048
+    linear = 6 * llama_flops.decoder_matmul_params(d)
+    attention_short = llama_flops.decoder_flops_per_sample(d, short) - linear * 1024
+    attention_long = llama_flops.decoder_flops_per_sample(d, long) - linear * 2048
     assert attention_long == 4 * attention_short  # s^2
     assert attention_long == 12 * 16 * 2048 * 2048**2 / 2  # BERT's 12 x L x h x s^2, halved
 
@@ -46,13 +47,13 @@ def test_lora_counts_4_for_the_base_and_6_for_the_adapters() -> None:
     assert isinstance(d, DecoderDims)
     lora = sc(peft="lora", lora_rank=16)
     adapters = 16 * 16 * ((2048 + 2048) * 2 + (2048 + 512) * 2 + (2048 + 8192) * 3)
-    assert flops.adapter_params(d, lora) == adapters
+    assert llama_flops.adapter_params(d, lora) == adapters
     attention = 6 * 16 * S * S * 2048
-    expected = 4 * flops.decoder_matmul_params(d) * S + 6 * adapters * S + attention
-    assert flops.decoder_flops_per_sample(d, lora) == expected
+    expected = 4 * llama_flops.decoder_matmul_params(d) * S + 6 * adapters * S + attention
+    assert llama_flops.decoder_flops_per_sample(d, lora) == expected
     qlora = sc(peft="lora", quantize_base="nf4")
-    assert flops.decoder_flops_per_sample(d, qlora) == expected  # same matmuls, dequantized
-    assert flops.decoder_flops_per_sample(d, sc(peft="lora", lora_rank=64)) > expected
+    assert llama_flops.decoder_flops_per_sample(d, qlora) == expected  # same matmuls, dequantized
+    assert llama_flops.decoder_flops_per_sample(d, sc(peft="lora", lora_rank=64)) > expected
 
 
 def test_fp8_rows_use_the_fp8_peak() -> None:

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.memory import decoder_acts, terms
-from bench.memory.decoder import DecoderDims, param_count, param_tensors
-from bench.memory.decoder_weights import adapter_tensors, weight_bytes
+from bench.families.llama import acts as decoder_acts
+from bench.families.llama.dims import DecoderDims, param_count, param_tensors
+from bench.families.llama.weights import adapter_tensors, weight_bytes
+from bench.memory import terms
 from bench.memory.dispatch import load_dims, predict
 from bench.models import preset_config
 from bench.predict import predicted_columns

@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.memory import bert, decoder, generic, terms
-from bench.memory.decoder_weights import adapter_tensors, decoder_states
+from bench.families.bert import dims as bert
+from bench.families.llama import dims as decoder
+from bench.families.llama.weights import adapter_tensors, decoder_states
+from bench.memory import generic, terms
 from bench.memory.dispatch import load_dims, predict
 from bench.memory.prediction import ACTIVATIONS_NOT_PREDICTED, Prediction
 from bench.memory.tensors import ParamTensor, from_named_parameters, layer_index
@@ -143,7 +145,7 @@ def test_bad_arguments_are_named() -> None:
 
 
 def test_lora_states_are_the_decoder_paths() -> None:
-    """A frozen half base with fp32 adapters, as decoder_weights.py counts it."""
+    """A frozen half base with fp32 adapters, as bench/families/llama/weights.py counts it."""
     sc = Scenario(name="t", model="llama-tiny", peft="lora", precision="bf16", samples=32, warmup_steps=1)
     d = load_dims("llama-tiny")
     assert isinstance(d, decoder.DecoderDims)

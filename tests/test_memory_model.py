@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from bench.errors import BadInput
-from bench.memory import bert_acts as acts
+from bench.families.bert import acts
+from bench.families.bert.dims import BertDims, param_count, param_tensors
 from bench.memory import terms
-from bench.memory.bert import BertDims, param_count, param_tensors
 from bench.memory.dispatch import load_dims, predict, prediction_for
 from bench.models import PRESETS
 from bench.predict import parse_memory, predicted_columns

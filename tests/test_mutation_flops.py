@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from bench.families.bert import flops as bert_flops
+from bench.families.llama import flops as llama_flops
 from bench.measure import flops
 from bench.scenario import Scenario
 
@@ -75,8 +77,7 @@ def test_every_other_family_takes_the_workers_generic_count(model: str) -> None:
 
 def test_unreadable_or_unusable_dimensions_name_why() -> None:
     assert flops.flops_per_sample(sc(), "/no/such/model", 10) == (None, "model dimensions unknown")
-    assert flops.model_dims("/no/such/model") is None
-    assert flops.model_dims(inline("bert", hidden_size=8)) is None  # no num_hidden_layers
+    assert bert_flops.model_dims(json.loads(inline("bert", hidden_size=8))) is None  # no num_hidden_layers
     bert = inline("bert", hidden_size=8, num_hidden_layers=2, vocab_size=10)
     assert flops.flops_per_sample(sc(), bert, None) == (None, "model dimensions unknown")  # no parameter count
     assert flops.flops_per_sample(sc(), bert, 0) == (None, "model dimensions unknown")
@@ -86,13 +87,21 @@ def test_unreadable_or_unusable_dimensions_name_why() -> None:
 
 
 def test_bert_dims_count_only_the_embedding_tables_given() -> None:
-    dims = flops.model_dims(inline("bert", hidden_size=8, num_hidden_layers=3, vocab_size=100, type_vocab_size=None))
+    dims = bert_flops.model_dims(
+        json.loads(inline("bert", hidden_size=8, num_hidden_layers=3, vocab_size=100, type_vocab_size=None))
+    )
     assert dims == {"hidden": 8, "layers": 3, "embedding_params": 800}
-    both = flops.model_dims(inline("bert", hidden_size=8, num_hidden_layers=3, vocab_size=100, type_vocab_size=2))
+    both = bert_flops.model_dims(
+        json.loads(inline("bert", hidden_size=8, num_hidden_layers=3, vocab_size=100, type_vocab_size=2))
+    )
     assert both is not None and both["embedding_params"] == 816
-    assert flops.bert_flops_per_sample(100, {"embedding_params": 800, "layers": 3, "hidden": 8}, 4) == 12.0 * 3 * 8 * 16
     assert (
-        flops.bert_flops_per_sample(900, {"embedding_params": 800, "layers": 1, "hidden": 1}, 2) == 6.0 * 100 * 2 + 48
+        bert_flops.bert_flops_per_sample(100, {"embedding_params": 800, "layers": 3, "hidden": 8}, 4)
+        == 12.0 * 3 * 8 * 16
+    )
+    assert (
+        bert_flops.bert_flops_per_sample(900, {"embedding_params": 800, "layers": 1, "hidden": 1}, 2)
+        == 6.0 * 100 * 2 + 48
     )
 
 
@@ -151,12 +160,14 @@ def test_lora_flops_take_the_adapters_from_the_scenarios_rank() -> None:
     from bench.memory.dispatch import load_dims
 
     d = load_dims("llama-tiny")
-    full = flops.decoder_flops_per_sample(d, sc())  # type: ignore[arg-type]
-    lora = flops.decoder_flops_per_sample(d, sc(peft="lora", lora_rank=4))  # type: ignore[arg-type]
-    base = flops.decoder_matmul_params(d)  # type: ignore[arg-type]
-    assert full - lora == pytest.approx(2 * base * 64 - 6 * flops.adapter_params(d, sc(peft="lora", lora_rank=4)) * 64)  # type: ignore[arg-type]
+    full = llama_flops.decoder_flops_per_sample(d, sc())  # type: ignore[arg-type]
+    lora = llama_flops.decoder_flops_per_sample(d, sc(peft="lora", lora_rank=4))  # type: ignore[arg-type]
+    base = llama_flops.decoder_matmul_params(d)  # type: ignore[arg-type]
+    assert full - lora == pytest.approx(
+        2 * base * 64 - 6 * llama_flops.adapter_params(d, sc(peft="lora", lora_rank=4)) * 64
+    )  # type: ignore[arg-type]
     assert (
         0
-        < flops.adapter_params(d, sc(peft="lora", lora_rank=4))
-        < flops.adapter_params(d, sc(peft="lora", lora_rank=8))
+        < llama_flops.adapter_params(d, sc(peft="lora", lora_rank=4))
+        < llama_flops.adapter_params(d, sc(peft="lora", lora_rank=8))
     )  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bench.errors import BadInput
-from bench.memory.decoder import DecoderDims, buffer_bytes
+from bench.families.llama.dims import DecoderDims, buffer_bytes
 from bench.memory.dispatch import load_dims
 from bench.memory.tensors import ParamTensor
 from bench.memory.terms import BNB_PAGED_MIN_SIZE, tensor_paged_state

@@ -193,7 +193,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
 def test_a_prediction_without_activations_says_so_in_every_format() -> None:
     """A family with no activation model (bench.memory.generic): the terms it leaves out read
     "not predicted" (null, empty), the peak is marked as a lower bound, and fitting is unknown."""
-    from bench.memory.bert import BertDims, buffer_bytes, param_tensors
+    from bench.families.bert.dims import BertDims, buffer_bytes, param_tensors
     from bench.memory.dispatch import load_dims
     from bench.memory.generic import predict_states_only
     from bench.predict.core import PredictReport, ScenarioMemory, fits_in

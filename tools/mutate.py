@@ -65,6 +65,18 @@ MODULES: dict[str, tuple[str, ...]] = {
         "tests/test_memory_architecture.py",
         "tests/test_mutation_memory.py",
     ),
+    # a family's own math (its memory model and FLOP count): bench/families/bert/, bench/families/llama/
+    **{
+        folder: (
+            "tests/test_memory_model.py",
+            "tests/test_memory_decoder.py",
+            "tests/test_memory_generic.py",
+            "tests/test_mutation_memory.py",
+            "tests/test_flops.py",
+            "tests/test_mutation_flops.py",
+        )
+        for folder in ("bench/families/bert", "bench/families/llama")
+    },
     "bench/fit/search.py": (
         "tests/test_fit.py::test_the_search_finds_exactly_the_largest_fitting_value_or_says_it_did_not",
         "tests/test_fit.py::test_an_exact_guess_is_confirmed_in_two_probes",
@@ -98,9 +110,9 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     "direction is +1 or -1, never 0",
     ("bench/history/judge.py", "_metric_mark: change > 0 -> (change >= 0)"): "reached only when |change| > "
     "the threshold >= 0, so the change is never 0",
-    ("bench/memory/decoder.py", "module_name: 2 -> (3)"): "rsplit with at most 2 or 3 splits leaves the "
+    ("bench/families/llama/dims.py", "module_name: 2 -> (3)"): "rsplit with at most 2 or 3 splits leaves the "
     "same last two pieces: [-2] is the module's name either way",
-    ("bench/memory/decoder_weights.py", "decoder_states: 0 -> (1)"): "DecoderStates.quantized is read nowhere "
+    ("bench/families/llama/weights.py", "decoder_states: 0 -> (1)"): "DecoderStates.quantized is read nowhere "
     "(only `weights` counts the quantized base)",
     ("bench/fit/search.py", "search: 1 -> (2) #4"): "the first step is overwritten before it is read: "
     "next_value returns step 1 while neither side is known",

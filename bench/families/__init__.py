@@ -2,7 +2,8 @@
 
 Torch-free: the parent validates models, tasks and techniques with it before starting any worker.
 An unknown model_type (neither a family's nor one transformers knows) is bad input, never "BERT".
-Adding a family: a module here with a FAMILY row, and one line in FAMILIES (docs/extending.md).
+Adding a family: a module here with a FAMILY row (a folder when it has its own FLOP count or memory
+model, which its row names), and one line in FAMILIES (docs/extending.md).
 """
 
 from __future__ import annotations

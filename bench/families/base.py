@@ -1,12 +1,14 @@
 """What a model family is: a torch-free row of data that the parent reads to validate a scenario
 and the worker reads to build the model (bench/worker/build.py).
 
-A family names the transformers classes it builds by string, the tasks it trains, where its FLOPs
-and memory come from, and which techniques apply to it. Nothing here imports torch or transformers.
+A family names the transformers classes it builds by string, the tasks it trains, its own FLOP
+count and memory model (as "module:attribute" strings, imported where they are used: `load`), and
+which techniques apply to it. Nothing here imports torch or transformers.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,9 +34,13 @@ TECHNIQUES = ("lora", "qlora", "liger", "fp8", "experts")
 
 @dataclass(frozen=True)
 class Family:
-    """One model family. `exact_flops`: an analytic FLOP count written for this family
-    (bench/measure/flops.py), else the generic count from the built model; `activations`: the
-    memory model has this family's activations (bench/memory), else "activations not predicted"."""
+    """One model family. `flops`: "module:function" of its analytic FLOP count per sample,
+    `flops(sc, cfg, origin, total_params) -> float | None` (None: the config's dimensions are not
+    enough; GpubenchError: they are unusable), else None and the generic count from the built model
+    (bench/measure/flops.py). `memory`: "module:attribute" of its memory model, a
+    bench.memory.prediction.MemoryModel (its dimensions from a config, and their prediction with
+    activations), else None: model states from the built model's tensors, "activations not
+    predicted" (bench/memory/dispatch.py)."""
 
     name: str
     model_types: tuple[str, ...]  # config.json model_type values; () for the generic family
@@ -42,8 +48,8 @@ class Family:
     default_task: str
     description: str
     techniques: frozenset[str] = frozenset()
-    exact_flops: bool = False
-    activations: bool = False
+    flops: str | None = None
+    memory: str | None = None
     moe: bool = False
     vision: bool = False
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -58,6 +64,12 @@ class Family:
     # (scenario field, why): a field this family cannot take, refused when it is set (true, or not
     # "default"/"none") before any work (bench/families/__init__.py refusal)
     refuses: tuple[tuple[str, str], ...] = ()
+    # "module:function" Liger's patch for this family's models, called as f(**kernels, model=...)
+    # (bench/worker/llm.py); None: Liger's generic _apply_liger_kernel_to_instance
+    liger_patch: str | None = None
+    # the FLOP cross-check's meta copy of a token classifier is given an all-ones attention_mask
+    # (a decoder without one looks for packed sequences: .item() on a meta tensor); a causal LM always is
+    flop_check_mask: bool = True
 
     def __post_init__(self) -> None:
         if self.default_task not in self.tasks:
@@ -68,9 +80,33 @@ class Family:
         for preset in self.presets.values():
             if "model_type" not in preset:
                 raise ValueError(f"family {self.name}: a preset without model_type")
+        for spec in (self.flops, self.memory, self.builder, self.liger_patch):
+            if spec is not None and not is_spec(spec):
+                raise ValueError(f"family {self.name}: {spec!r} is not 'module:attribute'")
 
     def takes(self, technique: str) -> bool:
         return technique in self.techniques
+
+    @property
+    def activations(self) -> bool:
+        """Its memory model predicts activations (it has one), else "activations not predicted"."""
+        return self.memory is not None
+
+
+def is_spec(spec: str) -> bool:
+    """'package.module:attribute', both parts dotted names."""
+    module, sep, attr = spec.partition(":")
+    return bool(sep) and all(part.isidentifier() for part in (*module.split("."), *attr.split(".")))
+
+
+def load(spec: str) -> Any:
+    """The object a "module:attribute" string names, its module imported now (a family's FLOP
+    count, memory model, builder or Liger patch: only where it is used)."""
+    module, _, attr = spec.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        found = getattr(found, part)
+    return found
 
 
 def task_from_architectures(cfg: Mapping[str, Any]) -> str | None:

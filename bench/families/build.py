@@ -4,11 +4,11 @@ shared by the worker (bench/worker/model.py) and the meta-device tensor inventor
 from __future__ import annotations
 
 import functools
-import importlib
 from typing import Any
 
 from ..errors import BadInput
 from . import TASK_CLASSES, family_of, read_config, resolve_task
+from .base import load
 
 
 def task_of(model: str, task: str = "auto") -> str:
@@ -22,8 +22,7 @@ def auto_class(model: str, task: str = "auto") -> Any:
     (Family.builder: a class with the same `from_config`)."""
     builder = family_of(model).builder
     if builder is not None:
-        module, name = builder.split(":")
-        return getattr(importlib.import_module(module), name)
+        return load(builder)
     import transformers
 
     return getattr(transformers, TASK_CLASSES[task_of(model, task)])

@@ -4,24 +4,15 @@ FLOPs per sample (forward + backward), the convention of Kaplan et al. (2020) an
 MFU (Chowdhery et al. 2022): 2 FLOPs per multiply-add per matmul parameter per token forward, 4 more
 backward (input and weight gradients), plus attention's score and value matmuls:
 
-  BERT (bidirectional)  6 x P_matmul x seq + 12 x layers x hidden x seq^2, P_matmul = the parameters
-                        without the embedding tables (lookups, not matmuls)
-  decoder (causal)      6 x P_matmul x seq + 6 x layers x seq^2 x (heads x head_dim): P_matmul = the
-                        decoder layers' Linears + the LM head (counted once even when tied to the
-                        input embedding: the head's matmul is real; the table lookup is not). A
-                        causal mask needs only the lower half of the score matrix, so attention
-                        counts half of the bidirectional 12 x ... - the convention of the
-                        FlashAttention-2 paper (Dao 2023, section 4: causal FLOPs are half) and
-                        Megatron-LM's MFU accounting for causal masks.
-  LoRA                  4 x P_base x seq + 6 x P_adapters x seq (+ attention as above): the frozen
-                        base computes its forward (2) and the input gradients the adapters below it
-                        need (2), never weight gradients; the adapters train fully (6). The LoRA
-                        paper (Hu et al. 2021, section 4.2: no gradients for most parameters) and
-                        the usual PEFT accounting.
-  QLoRA                 FLOPs as LoRA; the base is dequantized and its matmuls run in the compute
-                        dtype (bf16), so MFU is against the bf16 peak.
-  FP8                   MFU against the FP8 dense peak (torchao's Float8Linear runs the Linears in
-                        FP8; attention and the head stay bf16, so this MFU understates the bf16 part).
+  a family's own  its row names its count (Family.flops, "module:function"), written in its
+                  folder: BERT's bidirectional count, a Llama decoder's causal one with LoRA's
+                  (bench/families/bert/flops.py, bench/families/llama/flops.py)
+  any other       the generic count from the built model's matmul weights x tokens + attention
+                  (bench/measure/flopcount.py)
+  QLoRA           FLOPs as LoRA; the base is dequantized and its matmuls run in the compute dtype
+                  (bf16), so MFU is against the bf16 peak.
+  FP8             MFU against the FP8 dense peak (torchao's Float8Linear runs the Linears in FP8;
+                  attention and the head stay bf16, so this MFU understates the bf16 part).
 
 Gradient checkpointing recomputes the forward, but MFU counts model FLOPs, so it is not added.
 Peaks are dense (never the 2:4 sparsity figure) for the number format the matmuls run in.
@@ -35,8 +26,8 @@ from typing import Any
 
 from ..engines import precision_matmuls
 from ..errors import GpubenchError
-from ..families import family_of, read_config
-from ..memory.decoder import DecoderDims, decoder_dims_from_config, is_layer_linear, param_tensors
+from ..families import for_config, origin, read_config
+from ..families.base import load
 from ..scenario import Scenario
 
 # name pattern -> {precision class: dense TFLOP/s}, source. First match wins: specific before general.
@@ -90,78 +81,29 @@ def peak_tflops(gpu_name: str | None, precision: str, tf32: bool, fp8: bool = Fa
     return None, f"unknown GPU '{gpu_name}': no peak in the table, MFU left empty"
 
 
-def _config(model: str) -> dict[str, Any] | None:
-    try:
-        return read_config(model)
-    except GpubenchError:
-        return None
-
-
-def model_dims(model: str) -> dict[str, Any] | None:
-    """BERT's hidden, layers, embedding sizes from a preset or a checkpoint's config.json."""
-    cfg = _config(model)
-    if cfg is None:
-        return None
-    try:
-        hidden, layers = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
-    except (KeyError, TypeError, ValueError):
-        return None
-    emb_rows = sum(int(cfg.get(k, 0) or 0) for k in ("vocab_size", "max_position_embeddings", "type_vocab_size"))
-    return {"hidden": hidden, "layers": layers, "embedding_params": emb_rows * hidden}
-
-
-def bert_flops_per_sample(total_params: int, dims: dict[str, Any], seq_len: int) -> float:
-    matmul_params = max(total_params - dims["embedding_params"], 0)
-    return 6.0 * matmul_params * seq_len + 12.0 * dims["layers"] * dims["hidden"] * seq_len**2
-
-
-def decoder_matmul_params(d: DecoderDims) -> int:
-    """The decoder layers' Linears + the LM head (V x h, once, tied or not)."""
-    return sum(t.numel for t in param_tensors(d) if is_layer_linear(t)) + d.vocab * d.hidden
-
-
-def adapter_params(d: DecoderDims, sc: Scenario) -> int:
-    from ..memory.decoder_weights import adapter_tensors
-
-    return sum(t.numel for t in adapter_tensors(d, sc))
-
-
-def decoder_flops_per_sample(d: DecoderDims, sc: Scenario) -> float:
-    s = sc.seq_len
-    attention = 6.0 * d.layers * s * s * d.q_width  # causal: half of 12 x L x s^2 x (heads x head_dim)
-    base = decoder_matmul_params(d)
-    if sc.peft == "lora":
-        return 4.0 * base * s + 6.0 * adapter_params(d, sc) * s + attention
-    return 6.0 * base * s + attention
-
-
 COUNTED_SOURCE = "counted: FlopCounterMode over one training step (a model without tokens)"
 
 
 def flops_per_sample(
     sc: Scenario, model: str, total_params: int | None, generic: float | None = None, counted: float | None = None
 ) -> tuple[float | None, str]:
-    """(FLOPs per sample, their source) or (None, why). BERT and Llama have analytic counts (BERT
-    needs the worker's parameter count); every other family takes the worker's generic count from
-    the built model (bench/measure/flopcount.py); a model without tokens (a CNN: no generic count)
-    takes FlopCounterMode's count of its training step (`counted`)."""
+    """(FLOPs per sample, their source) or (None, why). A family that names its own count
+    (Family.flops) has it analytic, given the worker's parameter count; every other family takes the
+    worker's generic count from the built model (bench/measure/flopcount.py); a model without
+    tokens (a CNN: no generic count) takes FlopCounterMode's count of its training step (`counted`)."""
     try:
-        fam = family_of(model)
+        cfg = read_config(model)
+        fam = for_config(cfg, origin(model))
     except GpubenchError:
         return None, "model dimensions unknown"
-    cfg = _config(model)
-    if cfg is None:
-        return None, "model dimensions unknown"
-    if fam.name == "llama":
+    if fam.flops is not None:
         try:
-            return decoder_flops_per_sample(decoder_dims_from_config(cfg, model), sc), "analytic: llama"
+            per_sample = load(fam.flops)(sc, cfg, model, total_params)
         except GpubenchError as exc:
             return None, f"model dimensions unusable: {exc.message}"
-    if fam.name == "bert":
-        dims = model_dims(model)
-        if dims is None or not total_params:
+        if per_sample is None:
             return None, "model dimensions unknown"
-        return bert_flops_per_sample(total_params, dims, sc.seq_len), "analytic: bert"
+        return float(per_sample), f"analytic: {fam.name}"
     if generic:
         return float(generic), "generic: the built model's matmul weights x tokens + attention"
     if counted:

@@ -10,9 +10,9 @@ Family-free:
   prediction.py  what a prediction is (terms, phases, peak) and the notes every family shares
   generic.py     any tensor list's model states, tensor by tensor, and a prediction that says its
                  activations are not predicted (a family with no activation model)
-  dispatch.py    which family's model a config takes (model_type): the one place that decides
-By family (a registry, bench/families/, will hold them):
-  bert.py bert_acts.py bert_phases.py                                BERT for sequence classification
-  decoder.py decoder_weights.py decoder_acts.py decoder_phases.py    Llama-style causal LMs
+  dispatch.py    which memory model a config takes: the one its family's row names (Family.memory,
+                 a prediction.MemoryModel), found by model_type in the registry
+A family's own memory model (its dimensions, tensors, saved activations and phases) lives in its
+folder under bench/families/ (bench/families/bert/, bench/families/llama/).
 docs/memory.md cites the sources.
 """

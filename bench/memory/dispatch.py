@@ -1,54 +1,49 @@
-"""Which family's memory model a model takes: the one place that reads config.json's model_type.
+"""Which memory model a model takes: its family's own, the one its row names (Family.memory, a
+MemoryModel in the family's folder: bench/families/), found by config.json's model_type.
 
-  bert   bert.py (dimensions, tensors), bert_acts.py (saved tensors), bert_phases.py (the phases)
-  llama  decoder.py, decoder_weights.py, decoder_acts.py, decoder_phases.py
-
-`family()` is the dispatch; everything else asks it. A model-family registry (bench/families/)
-will take its place: then a family gives its tensors and either an activation model or the
-explicit "not predicted" (generic.py; docs/extending.md).
+Family-free: the families with a memory model are read from the registry, never named here. A
+family without one is predicted from its built model's tensors (generic.py, bench/predict/core.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadInput
-from ..families import origin, read_config
+from ..families import BY_TYPE, FAMILIES, origin, read_config
+from ..families.base import load
 from ..models import PRESETS, resolve_model
 from ..scenario import Scenario
-from .bert import BertDims, bert_dims_from_config
-from .bert_phases import predict_bert
-from .decoder import DecoderDims, decoder_dims_from_config
-from .decoder_phases import predict_decoder
-from .prediction import Prediction
+from .prediction import MemoryModel, Prediction
 
-Dims = BertDims | DecoderDims
+Dims = Any  # a family's own dimensions (its MemoryModel's), with the config's model_type as a class variable
 
 
-@dataclass(frozen=True)
-class MemoryFamily:
-    """What the memory model takes from a family: its dimensions from a config, and its prediction."""
+def model_of(spec: str) -> MemoryModel:
+    """The MemoryModel a family's row names ("module:attribute")."""
+    found = load(spec)
+    if not isinstance(found, MemoryModel):
+        raise TypeError(f"{spec} is a {type(found).__name__}, not a MemoryModel")
+    return found
 
-    dims_from_config: Callable[[dict[str, Any], str], Dims]
-    predict: Callable[[Scenario, Any, int], Prediction]  # (scenario, that family's dims, assumed GPUs)
 
-
-def family(model_type: str, origin: str) -> MemoryFamily:
+def family(model_type: str, origin: str) -> MemoryModel:
     """The memory model for a config.json's model_type; BadInput names `origin` for any other."""
-    if model_type == "llama":
-        return MemoryFamily(decoder_dims_from_config, predict_decoder)
-    if model_type == "bert":
-        return MemoryFamily(bert_dims_from_config, predict_bert)
+    fam = BY_TYPE.get(model_type)
+    if fam is not None and fam.memory is not None:
+        return model_of(fam.memory)
+    modelled = [f for f in FAMILIES if f.memory is not None]
+    types = " or ".join(t for f in modelled for t in f.model_types)
+    names = " and ".join(f.name for f in modelled)
     raise BadInput(
-        f"{origin}: model_type '{model_type}' is not bert or llama; memory prediction knows BERT "
-        "classifiers and Llama-style causal LMs"
+        f"{origin}: model_type '{model_type}' is not {types}; memory prediction knows the {names} families only"
     )
 
 
 def dims_from_config(cfg: dict[str, Any], origin: str) -> Dims:
-    return family(cfg.get("model_type", "bert"), origin).dims_from_config(cfg, origin)
+    """A config's dimensions, by its family's memory model; BadInput naming `origin` for a config
+    whose family has none."""
+    return family(str(cfg.get("model_type", "")), origin).dims_from_config(cfg, origin)
 
 
 def load_dims(model: str) -> Dims:
@@ -66,5 +61,5 @@ def predict(sc: Scenario, d: Dims, assumed_gpus: int = 2) -> Prediction:
 
 
 def prediction_for(sc: Scenario, model: str) -> Prediction:
-    """`model` is a preset or a checkpoint directory ('auto' means the GPU's default, bert-large)."""
+    """`model` is a preset or a checkpoint directory ('auto' means the GPU's default preset)."""
     return predict(sc, load_dims(resolve_model(model, "cuda")))

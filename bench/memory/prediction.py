@@ -1,14 +1,17 @@
 """What a prediction is, whatever the model family: bytes per term, and the three phases whose
 maximum is the peak; plus the notes every prediction shares (per GPU, offload, compile).
 
-Steady state (step 2 on: the optimizer states exist), torch-allocated memory only. Each family's
-phases module (bert_phases.py, decoder_phases.py) fills `phase_terms`; the CUDA context and the
-allocator's slack are not predicted (a calibration run gives them: bench/predict/measured.py).
+Steady state (step 2 on: the optimizer states exist), torch-allocated memory only. A family with
+its own memory model (a `MemoryModel`, which its row names: bench/families/) fills `phase_terms`;
+the CUDA context and the allocator's slack are not predicted (a calibration run gives them:
+bench/predict/measured.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import mesh
 from ..scenario import Scenario
@@ -78,6 +81,17 @@ class Prediction:
         """The largest term of the peak phase: what to shrink first."""
         terms = self.phase_terms.get(self.peak_phase) or {}
         return max(terms, key=lambda t: terms[t]) if terms else ""
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """A family's own memory model (Family.memory names it): its dimensions from a config (BadInput
+    naming `origin` when they are unusable; the dimensions carry the config's `model_type` as a
+    class variable, by which bench/memory/dispatch.py finds the family again), and the prediction
+    on them: per GPU, gpus = "all" counted as the assumed GPUs."""
+
+    dims_from_config: Callable[[dict[str, Any], str], Any]  # (config, origin) -> that family's dims
+    predict: Callable[[Scenario, Any, int], Prediction]  # (scenario, that family's dims, assumed GPUs)
 
 
 def summed(phase_terms: dict[str, dict[str, int]]) -> dict[str, int]:

@@ -23,7 +23,7 @@ weights and moments):
 Activations are those of one GPU's micro-batch (on a mesh, a layer's over tp x cp: tensor
 parallelism splits the heads and the MLP, context parallelism the sequence; the head's over
 cp); under FSDP2 and DeepSpeed in half precision the parameters themselves are half, so the
-residual stream is too (bert_acts.layer_activations).
+residual stream is too (bench/families/bert/acts.py layer_activations).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A model's parameter tensors as the memory model sees them: a name and a shape, nothing more.
 
-Family-free: a family lists its tensors from its config (bert.py, decoder.py), or any built model
+Family-free: a family lists its tensors from its config (bench/families/bert/dims.py,
+bench/families/llama/dims.py), or any built model
 gives them through `from_named_parameters` - for instance one built on torch's meta device, which
 allocates nothing:
 

@@ -1,5 +1,5 @@
 """Bytes per memory term from a list of parameter tensors on a CUDA GPU: pure arithmetic, no torch,
-no model family (a family's activations are its own: bert_acts.py, decoder_acts.py).
+no model family (a family's activations are its own: bench/families/*/acts.py).
 
 Sources (docs/memory.md says more): the HF guide "Model training anatomy" (4 B/param fp32 weights,
 4 B grads, 8 B AdamW, ~2 B 8-bit AdamW), the ZeRO paper (16 B/param for mixed-precision Adam),

@@ -63,7 +63,7 @@ class PredictReport:
 
 def prediction_of(sc: Scenario, resolved: str, assumed_gpus: int = 2) -> Prediction:
     """A scenario's prediction on a resolved model: its family's memory model where it has one
-    (BERT, Llama: activations too), else the tensors of the model built on the meta device with
+    (Family.memory: activations too), else the tensors of the model built on the meta device with
     activations not predicted (predict/generic.py). Parameters kept in half precision (Fabric's
     bf16-true, 16-true, transformer-engine) are not in the memory model: BadInput."""
     if precision_half_weights(sc.precision):

@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from ..families import is_inline
+from ..families import BY_TYPE, is_inline
+from ..families.base import load
 from ..families.build import CONV1D, chosen_layers, lora_layers
 from ..models import has_weights
 from ..scenario import Scenario
@@ -256,10 +257,9 @@ def apply_liger(model: Any) -> None:
     type's own), and the fused linear cross-entropy, which replaces the instance's forward so the
     logits are never materialised. Liger's per-type function takes the kernels its signature names."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # under a PeftModel
-    if base.config.model_type == "llama":  # the function the published llm rows ran
-        from liger_kernel.transformers import apply_liger_kernel_to_llama
-
-        apply_liger_kernel_to_llama(**LIGER_KERNELS, model=base)
+    fam = BY_TYPE.get(base.config.model_type)
+    if fam is not None and fam.liger_patch is not None:  # the family's own (Family.liger_patch)
+        load(fam.liger_patch)(**LIGER_KERNELS, model=base)
         return
     from liger_kernel.transformers import _apply_liger_kernel_to_instance
 

@@ -229,7 +229,7 @@ def count_flops(sc: Scenario, model_name: str, model: Any, tokens: int | None) -
         ids = torch.zeros((1, sc.seq_len), dtype=torch.long, device=meta)
         labels = ids if task == "causal-lm" else torch.zeros(1, dtype=torch.long, device=meta)
         inputs = {"input_ids": ids, "labels": labels}
-        if task == "causal-lm" or fam.name != "bert":  # else a decoder looks for packed sequences (.item())
+        if task == "causal-lm" or fam.flop_check_mask:  # else a decoder looks for packed sequences (.item())
             inputs["attention_mask"] = torch.ones_like(ids)
     # Liger patches the transformers classes themselves (not only the trained instance): a meta copy
     # would launch its Triton kernels on meta tensors' null pointers, an illegal memory access that

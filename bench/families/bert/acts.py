@@ -7,9 +7,9 @@ both come out right (docs/memory.md).
 
 from __future__ import annotations
 
-from .bert import BertDims
-from .tensors import ParamTensor
-from .terms import alloc
+from ...memory.tensors import ParamTensor
+from ...memory.terms import alloc
+from .dims import BertDims
 
 
 def _attention_probs(d: BertDims, b: int, s: int, half: bool) -> int:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import BadInput
-from .tensors import ParamTensor
+from ...errors import BadInput
+from ...memory.tensors import ParamTensor
 
 # The nn.Linear layers of one decoder layer (LoRA's "all-linear" and bitsandbytes' quantized set)
 ATTENTION_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -22,7 +22,7 @@ LAYER_LINEARS = ATTENTION_LINEARS + MLP_LINEARS
 
 @dataclass(frozen=True)
 class DecoderDims:
-    model_type: ClassVar[str] = "llama"  # config.json's, for the dispatch (dispatch.py)
+    model_type: ClassVar[str] = "llama"  # config.json's, by which bench/memory/dispatch.py finds the family
     hidden: int
     layers: int
     heads: int

@@ -1,5 +1,5 @@
 """One decoder scenario's predicted memory: the terms and the forward / backward / optimizer-step
-peaks, as bert_phases.py does for BERT (same Prediction, same sharding rules).
+peaks, as bench/families/bert/phases.py does for BERT (same Prediction, same sharding rules).
 
   forward        model states + every layer's saved tensors + the head's + autocast's cache of
                  half weights + the loss's logits at its widest (the matmul's logits, the fp32
@@ -14,13 +14,13 @@ head's, which the loss's backward needs first.
 
 from __future__ import annotations
 
-from ..scenario import Scenario
-from . import decoder_acts as acts
-from . import terms
-from .decoder import DecoderDims, buffer_bytes, is_layer_linear, param_count, param_tensors
-from .decoder_weights import decoder_states, head_tensor
-from .prediction import Prediction, shared_notes, summed
-from .sharding import activation_split, model_shards, shard, world
+from ...memory import terms
+from ...memory.prediction import MemoryModel, Prediction, shared_notes, summed
+from ...memory.sharding import activation_split, model_shards, shard, world
+from ...scenario import Scenario
+from . import acts
+from .dims import DecoderDims, buffer_bytes, decoder_dims_from_config, is_layer_linear, param_count, param_tensors
+from .weights import decoder_states, head_tensor
 
 
 def _half_weight_copies(d: DecoderDims, sc: Scenario, trainable: list, layer: int | None) -> tuple[int, int]:
@@ -126,3 +126,6 @@ def _notes(sc: Scenario, n: int, assumed_gpus: int, paged: int) -> list[str]:
         notes.append("eager attention on a decoder: the s x s probabilities are counted roughly (no dropout)")
     notes += terms.optimizer_notes(sc.optimizer, sc.engine, paged)
     return notes
+
+
+MODEL = MemoryModel(decoder_dims_from_config, predict_decoder)

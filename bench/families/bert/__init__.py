@@ -1,11 +1,12 @@
-"""BERT sequence classifiers: the guide's model. Exact FLOPs and memory (bench/measure/flops.py,
-bench/memory/config.py), written for BertForSequenceClassification."""
+"""BERT sequence classifiers: the guide's model. Its own FLOP count (flops.py) and memory model
+(dims.py: dimensions and tensors, acts.py: saved tensors, phases.py: the phases), written for
+BertForSequenceClassification."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .base import Family
+from ..base import Family
 
 _COMMON: dict[str, Any] = {
     "model_type": "bert",
@@ -39,8 +40,9 @@ FAMILY = Family(
     tasks=("sequence-classification",),
     default_task="sequence-classification",
     description="BERT sequence classifiers (the guide's model); exact FLOPs and memory",
-    exact_flops=True,
-    activations=True,
+    flops="bench.families.bert.flops:flops_per_sample",
+    memory="bench.families.bert.phases:MODEL",
     presets=PRESETS,
     preload=("transformers.models.bert.modeling_bert",),
+    flop_check_mask=False,
 )

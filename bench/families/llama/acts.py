@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..scenario import Scenario
-from .decoder import DecoderDims
-from .decoder_weights import lora_targets
+from ...scenario import Scenario
+from .dims import DecoderDims
+from .weights import lora_targets
 
 LIGER_CHUNK_MEM_CONST = 1  # liger_kernel ops/fused_linear_cross_entropy.py _CHUNK_MEM_CONST
 

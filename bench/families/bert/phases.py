@@ -12,11 +12,12 @@ The CUDA context and the allocator's slack are not predicted; they come from a c
 
 from __future__ import annotations
 
-from ..scenario import Scenario
-from . import bert_acts, terms
-from .bert import BertDims, buffer_bytes, param_count, param_tensors
-from .prediction import Prediction, shared_notes, summed
-from .sharding import shard, world
+from ...memory import terms
+from ...memory.prediction import MemoryModel, Prediction, shared_notes, summed
+from ...memory.sharding import shard, world
+from ...scenario import Scenario
+from . import acts as bert_acts
+from .dims import BertDims, bert_dims_from_config, buffer_bytes, param_count, param_tensors
 
 
 def predict_bert(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction:
@@ -85,3 +86,6 @@ def predict_bert(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction
         notes=tuple(notes),
         phase_terms=phase_terms,
     )
+
+
+MODEL = MemoryModel(bert_dims_from_config, predict_bert)

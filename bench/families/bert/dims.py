@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import BadInput
-from .tensors import ParamTensor
+from ...errors import BadInput
+from ...memory.tensors import ParamTensor
 
 
 @dataclass(frozen=True)
 class BertDims:
-    model_type: ClassVar[str] = "bert"  # config.json's, for the dispatch (dispatch.py)
+    model_type: ClassVar[str] = "bert"  # config.json's, by which bench/memory/dispatch.py finds the family
     hidden: int
     layers: int
     heads: int

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..scenario import Scenario
-from .decoder import LAYER_LINEARS, DecoderDims, is_layer_linear, module_name, param_tensors
-from .tensors import ParamTensor
-from .terms import alloc
+from ...memory.tensors import ParamTensor
+from ...memory.terms import alloc
+from ...scenario import Scenario
+from .dims import LAYER_LINEARS, DecoderDims, is_layer_linear, module_name, param_tensors
 
 MASTER_BYTES = 4  # full fine-tuning: fp32 parameters (the Trainer's bf16=True is autocast)
 ADAPTER_BYTES = 4  # peft keeps LoRA A/B in fp32 (autocast_adapter_dtype=True)

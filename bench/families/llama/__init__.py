@@ -1,12 +1,13 @@
 """Llama-style decoders trained as causal LMs: grouped-query attention, RMSNorm, SwiGLU, RoPE.
-Exact FLOPs and memory (bench/measure/flops.py, bench/memory/decoder*.py), written for
-LlamaForCausalLM; every decoder technique applies."""
+Its own FLOP count (flops.py) and memory model (dims.py: dimensions and tensors, weights.py: model
+states, acts.py: saved tensors and logits, phases.py: the phases), written for LlamaForCausalLM;
+every decoder technique applies."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .base import Family
+from ..base import Family
 
 _COMMON: dict[str, Any] = {
     "model_type": "llama",
@@ -82,8 +83,10 @@ FAMILY = Family(
     default_task="causal-lm",
     description="Llama-style causal LMs; exact FLOPs and memory, every decoder technique",
     techniques=frozenset({"lora", "qlora", "liger", "fp8"}),
-    exact_flops=True,
-    activations=True,
+    flops="bench.families.llama.flops:flops_per_sample",
+    memory="bench.families.llama.phases:MODEL",
     presets=PRESETS,
     preload=("transformers.models.llama.modeling_llama",),
+    # the function the published llm rows ran
+    liger_patch="liger_kernel.transformers:apply_liger_kernel_to_llama",
 )
