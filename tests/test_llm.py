@@ -253,8 +253,9 @@ def test_a_worker_blocks_the_cuda_at_import_packages_its_scenario_does_not_use(
     sc = Scenario(name="s", model="llama-tiny", precision="bf16", peft=peft, fp8=fp8)
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"scenario": dataclasses.asdict(sc)}))
-    for name in CUDA_AT_IMPORT:
-        monkeypatch.delitem(sys.modules, name, raising=False)  # undone: the entries come back or go
+    for name in CUDA_AT_IMPORT:  # undone in reverse: the blocking None goes, an imported module comes back
+        monkeypatch.setitem(sys.modules, name, sys.modules.get(name))
+        monkeypatch.delitem(sys.modules, name)
     keep_cuda_imports_out(str(spec))
     blocked = {name for name in CUDA_AT_IMPORT if name in sys.modules and sys.modules[name] is None}
     used = ({"peft"} if peft == "lora" else set()) | ({"torchao"} if fp8 else set())
