@@ -63,7 +63,8 @@ def test_on_the_cpu_only_fp32_and_no_compile() -> None:
 
 def test_axes_keeps_the_others_at_their_default_and_names_a_wrong_axis() -> None:
     space = build_space(by_name("llama"), cuda=False, global_batch=8, axes=("checkpointing",))
-    assert [c.name for c in space.candidates()] == ["fp32.b8x1.adamw", "fp32.b8x1.ckpt.adamw"]
+    names = ["fp32.b8x1.adamw", "fp32.b8x1.ckpt2.adamw", "fp32.b8x1.ckpt.adamw"]
+    assert [c.name for c in space.candidates()] == names
     with pytest.raises(BadInput, match="--axes nope"):
         build_space(by_name("llama"), cuda=False, global_batch=8, axes=("nope",))
 
@@ -79,6 +80,16 @@ def test_a_combination_the_scenario_refuses_is_left_out_with_its_reason() -> Non
         assert len(kept) + len(invalid) == len(space.candidates())
         Scenario(name=PLAIN, model="llama-tiny", **plain_fields(cuda, 16))
     assert "cannot be combined with quantize_base" in invalid_on[True]["fp8.b16x1.adamw_fused.qlora"]
+
+
+def test_checkpointing_is_none_every_other_layer_or_every_layer_where_the_family_has_layers() -> None:
+    space = build_space(by_name("llama"), cuda=False, global_batch=8, axes=("checkpointing",))
+    assert [c.fields["checkpoint_every"] for c in space.candidates()] == [0, 2, 0]
+    kept, _ = valid_candidates(space.candidates(), "llama-tiny", {})
+    assert len(kept) == 3
+    tv = build_space(by_name("torchvision"), cuda=False, global_batch=8, axes=("checkpointing",))
+    kept, invalid = valid_candidates(tv.candidates(), "tv-vit-tiny", {})
+    assert [c.name for c in kept] == ["fp32.b8x1.adamw"] and len(invalid) == 2
 
 
 def test_the_plain_recipe_trains_the_same_global_batch() -> None:
