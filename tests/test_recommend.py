@@ -189,3 +189,15 @@ def test_on_the_cpu_without_gpu_memory_or_with_a_bad_allow_nothing_runs(tmp_path
         done = gpubench("recommend", *args, "--out", tmp_path / "out", timeout=120)
         assert done.returncode == 2 and says in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_resume_needs_the_out_of_a_recommend_search(tmp_path: Path) -> None:
+    from harness import gpubench
+
+    args = ["--model", "llama-tiny", "--device", "cpu", "--gpu-memory", "1GB", "--resume"]
+    (tmp_path / "empty").mkdir()
+    for extra, says in (([], "--resume needs --out DIR"), (["--out", tmp_path / "empty"], "not a gpubench recommend")):
+        done = gpubench("recommend", *args, *extra, timeout=120)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert list((tmp_path / "empty").iterdir()) == []  # nothing written
