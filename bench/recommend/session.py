@@ -362,6 +362,7 @@ def _run(
                 cap, MEMORY_MARGIN, time.monotonic() - started, stages,
             )  # fmt: skip
             recorded = _plain_probes(answer, probe_rows, measure) if request.record and not interrupted else []
+            recorded = [] if interrupted else recorded  # a cut-off plain probe: nothing half recorded
         except BaseException:
             launcher.close(kill=True)
             raise
@@ -375,6 +376,8 @@ def _run(
     if request.record is not None:
         if recorded:
             record(request.record, plan.out, recorded, warn, info)
+        elif interrupted:
+            warn(f"interrupted, so nothing is recorded in the history: finish with --out {plan.out} --resume --record")
         else:
             warn("no recipe recommended, so nothing is recorded in the history")
     code = ExitCode.INTERRUPTED if interrupted else (ExitCode.OK if answer.winner else ExitCode.FAILED)
