@@ -3,6 +3,7 @@ candidate cannot win; the Pareto front leaves it out), the certificate a matrix 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,24 @@ def test_resume_needs_the_out_of_a_recommend_search(tmp_path: Path) -> None:
         assert done.returncode == 2 and says in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
     assert list((tmp_path / "empty").iterdir()) == []  # nothing written
+
+
+def test_a_resume_is_refused_when_any_setting_of_the_search_differs(tmp_path: Path) -> None:
+    import json
+
+    from bench.recommend.resume import check_same_search, search_settings
+
+    request = RecommendRequest(model="llama-tiny", gpu_memory="2GB", out=tmp_path, axes=("batch",))
+    settings = search_settings(request, "[matrix]\n")
+    (tmp_path / "env.json").write_text(json.dumps({"recommend": {"settings": settings}}), encoding="utf-8")
+    check_same_search(tmp_path, settings)  # the same search: resumed
+    for changes, says in (
+        ({"objective": "energy"}, "made with --objective = 'speed', not 'energy'"),
+        ({"axes": ("checkpointing",)}, "made with --axes = ['batch'], not ['checkpointing']"),
+        ({"budget_s": 60.0, "finalists": 3}, "made with --finalists = 2, not 3"),  # the budget is a sitting's
+    ):
+        other = search_settings(RecommendRequest(**{**request.__dict__, **changes}), "[matrix]\n")
+        with pytest.raises(BadInput, match=re.escape(says)):
+            check_same_search(tmp_path, other)
+    with pytest.raises(BadInput, match="the candidates planned"):
+        check_same_search(tmp_path, search_settings(request, "[matrix]\nother = 1\n"))
