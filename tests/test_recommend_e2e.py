@@ -26,8 +26,8 @@ def test_llama_tiny_gets_a_recipe_whose_certificate_run_reruns(tmp_path: Path) -
     assert winner["parity"] == "equivalent"
     ok = rows[(rows["scenario"] == answer["winner"]) & (rows["status"] == "ok")]
     assert len(ok) == winner["probes"] >= 2  # every probe a results row, the round its repeat
-    again = ["--out", tmp_path / "again", "--device", "cpu", "--samples", "16", "--warmup-steps", "1"]
-    rerun = gpubench("run", "--matrix", out / "recommended.toml", *again)
+    # as is: the certificate carries the probes' settings (the series --record stores)
+    rerun = gpubench("run", "--matrix", out / "recommended.toml", "--out", tmp_path / "again", "--device", "cpu")
     assert rerun.returncode == 0, rerun.stderr
     assert sorted(read_results(tmp_path / "again")["scenario"]) == sorted(["plain", answer["winner"]])
 
