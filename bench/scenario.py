@@ -65,6 +65,7 @@ WHOLE_RANGES = {
     "eval_samples": (0, 10_000_000),
     "lr_warmup_steps": (0, 10_000_000),
     "loss_every_steps": (0, 10_000_000),
+    "checkpoint_every": (0, 65_536),
 }
 MAX_MEMORY_CAP_MB = 1024.0**3  # a petabyte, as --gpu-memory (bench/predict/core.py)
 TEXT_FIELDS = ("name", "description", "model")
@@ -83,6 +84,9 @@ class Scenario:
     batch_size: int = 4
     grad_accum_steps: int = 1
     grad_checkpointing: bool = False
+    # 0: off; k >= 2: checkpoint every k-th transformer layer (layers 0, k, 2k, ...: bench/worker/checkpointing.py);
+    # every layer is grad_checkpointing = true
+    checkpoint_every: int = 0
     precision: str = "fp32"
     tf32: bool = False
     optimizer: str = "adamw"
@@ -245,6 +249,20 @@ class Scenario:
             )
         self._check_window(bad)
 
+    def _check_checkpoint_every(self, bad: Any) -> None:
+        """checkpoint_every: k >= 2, alone, on a family whose layers can be checkpointed."""
+        k = self.checkpoint_every
+        if k == 0:
+            return
+        if k == 1:
+            raise bad("checkpoint_every", k, "1 is every layer: set grad_checkpointing = true instead")
+        if self.grad_checkpointing or self.activation_offload:
+            other = "grad_checkpointing" if self.grad_checkpointing else "activation_offload"
+            raise bad("checkpoint_every", k, f"cannot be combined with {other} = true: choose one")
+        refused = refusal(self.model, {**vars(self), "grad_checkpointing": True})
+        if refused is not None and refused[0] == "grad_checkpointing":  # the family has no layers to checkpoint
+            raise bad("checkpoint_every", k, refused[2])
+
     def _check_precision(self, bad: Any) -> None:
         """gpubench's precisions, or the engine's own strings (bench/precisions.py); one of the
         engine's that is one of gpubench's is stored as gpubench's."""
@@ -366,6 +384,7 @@ class Scenario:
         refused = refusal(self.model, vars(self))
         if refused is not None:
             raise bad(*refused)
+        self._check_checkpoint_every(bad)
         if self.fp8:
             if self.precision != "bf16":
                 raise bad("fp8", True, 'needs precision = "bf16" (float8 matmuls inside a bf16 mixed-precision step)')

@@ -92,6 +92,7 @@ HEAVY_TESTS = (
     "test_verify_cli.py::test_a_claim_that_does_not_hold_exits_1_and_says_so",
     "test_verify_cli.py::test_the_guides_arithmetic_claims_run_for_real_on_the_cpu",
     "test_secrets.py::test_a_recorded_run_keeps_no_password_in_env_json_report_or_logs",
+    "test_checkpoint_every.py::test_it_trains_on_the_cpu_and_its_predicted_peak_lies_between_none_and_every_layer",
 )
 
 

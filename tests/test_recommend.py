@@ -3,6 +3,7 @@ candidate cannot win; the Pareto front leaves it out), the certificate a matrix 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,8 @@ def test_on_the_cpu_only_fp32_and_no_compile() -> None:
 
 def test_axes_keeps_the_others_at_their_default_and_names_a_wrong_axis() -> None:
     space = build_space(by_name("llama"), cuda=False, global_batch=8, axes=("checkpointing",))
-    assert [c.name for c in space.candidates()] == ["fp32.b8x1.adamw", "fp32.b8x1.ckpt.adamw"]
+    names = ["fp32.b8x1.adamw", "fp32.b8x1.ckpt2.adamw", "fp32.b8x1.ckpt.adamw"]
+    assert [c.name for c in space.candidates()] == names
     with pytest.raises(BadInput, match="--axes nope"):
         build_space(by_name("llama"), cuda=False, global_batch=8, axes=("nope",))
 
@@ -79,6 +81,16 @@ def test_a_combination_the_scenario_refuses_is_left_out_with_its_reason() -> Non
         assert len(kept) + len(invalid) == len(space.candidates())
         Scenario(name=PLAIN, model="llama-tiny", **plain_fields(cuda, 16))
     assert "cannot be combined with quantize_base" in invalid_on[True]["fp8.b16x1.adamw_fused.qlora"]
+
+
+def test_checkpointing_is_none_every_other_layer_or_every_layer_where_the_family_has_layers() -> None:
+    space = build_space(by_name("llama"), cuda=False, global_batch=8, axes=("checkpointing",))
+    assert [c.fields["checkpoint_every"] for c in space.candidates()] == [0, 2, 0]
+    kept, _ = valid_candidates(space.candidates(), "llama-tiny", {})
+    assert len(kept) == 3
+    tv = build_space(by_name("torchvision"), cuda=False, global_batch=8, axes=("checkpointing",))
+    kept, invalid = valid_candidates(tv.candidates(), "tv-vit-tiny", {})
+    assert [c.name for c in kept] == ["fp32.b8x1.adamw"] and len(invalid) == 2
 
 
 def test_the_plain_recipe_trains_the_same_global_batch() -> None:
@@ -188,3 +200,36 @@ def test_on_the_cpu_without_gpu_memory_or_with_a_bad_allow_nothing_runs(tmp_path
         done = gpubench("recommend", *args, "--out", tmp_path / "out", timeout=120)
         assert done.returncode == 2 and says in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_resume_needs_the_out_of_a_recommend_search(tmp_path: Path) -> None:
+    from harness import gpubench
+
+    args = ["--model", "llama-tiny", "--device", "cpu", "--gpu-memory", "1GB", "--resume"]
+    (tmp_path / "empty").mkdir()
+    for extra, says in (([], "--resume needs --out DIR"), (["--out", tmp_path / "empty"], "not a gpubench recommend")):
+        done = gpubench("recommend", *args, *extra, timeout=120)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert list((tmp_path / "empty").iterdir()) == []  # nothing written
+
+
+def test_a_resume_is_refused_when_any_setting_of_the_search_differs(tmp_path: Path) -> None:
+    import json
+
+    from bench.recommend.resume import check_same_search, search_settings
+
+    request = RecommendRequest(model="llama-tiny", gpu_memory="2GB", out=tmp_path, axes=("batch",))
+    settings = search_settings(request, "[matrix]\n")
+    (tmp_path / "env.json").write_text(json.dumps({"recommend": {"settings": settings}}), encoding="utf-8")
+    check_same_search(tmp_path, settings)  # the same search: resumed
+    for changes, says in (
+        ({"objective": "energy"}, "made with --objective = 'speed', not 'energy'"),
+        ({"axes": ("checkpointing",)}, "made with --axes = ['batch'], not ['checkpointing']"),
+        ({"budget_s": 60.0, "finalists": 3}, "made with --finalists = 2, not 3"),  # the budget is a sitting's
+    ):
+        other = search_settings(RecommendRequest(**{**request.__dict__, **changes}), "[matrix]\n")
+        with pytest.raises(BadInput, match=re.escape(says)):
+            check_same_search(tmp_path, other)
+    with pytest.raises(BadInput, match="the candidates planned"):
+        check_same_search(tmp_path, search_settings(request, "[matrix]\nother = 1\n"))

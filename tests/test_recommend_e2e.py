@@ -19,7 +19,7 @@ def test_llama_tiny_gets_a_recipe_whose_certificate_run_reruns(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert answer == json.loads((out / "recommend.json").read_text(encoding="utf-8"))  # one figure everywhere
-    assert answer["winner"] in {"fp32.b8x1.adamw", "fp32.b8x1.ckpt.adamw"}
+    assert answer["winner"] in {"fp32.b8x1.adamw", "fp32.b8x1.ckpt2.adamw", "fp32.b8x1.ckpt.adamw"}
     assert any("learnable proxy task (lm-synthetic" in n for n in answer["notes"])
     md = gpubench("report", out, "--format", "markdown")  # the report leads with the same answer
     assert md.returncode == 0 and f"**recommended (speed): {answer['winner']}" in md.stdout, md.stderr
@@ -28,8 +28,8 @@ def test_llama_tiny_gets_a_recipe_whose_certificate_run_reruns(tmp_path: Path) -
     assert winner["parity"] == "equivalent"
     ok = rows[(rows["scenario"] == answer["winner"]) & (rows["status"] == "ok")]
     assert len(ok) == winner["probes"] >= 2  # every probe a results row, the round its repeat
-    again = ["--out", tmp_path / "again", "--device", "cpu", "--samples", "16", "--warmup-steps", "1"]
-    rerun = gpubench("run", "--matrix", out / "recommended.toml", *again)
+    # as is: the certificate carries the probes' settings (the series --record stores)
+    rerun = gpubench("run", "--matrix", out / "recommended.toml", "--out", tmp_path / "again", "--device", "cpu")
     assert rerun.returncode == 0, rerun.stderr
     assert sorted(read_results(tmp_path / "again")["scenario"]) == sorted(["plain", answer["winner"]])
 
@@ -46,3 +46,35 @@ def test_a_vit_gets_a_recipe_and_is_told_its_probes_were_not_capped_on_the_cpu(t
     assert any("no probe stands in for an out-of-memory" in n for n in answer["notes"])
     assert {c["outcome"] for c in answer["candidates"]} <= {"raced", "eliminated"}
     assert any("learnable proxy task (vision-synthetic" in n for n in answer["notes"])
+
+
+def test_record_stores_the_winner_and_resume_measures_nothing_twice(tmp_path: Path) -> None:
+    """--record: the winner's and the plain recipe's probes go into the history (`history show`
+    lists the winner). --resume with the same flags reuses every measured row (no new worker) and
+    gives the same answer; with another flag it is refused in one line, before any work."""
+    out, db = tmp_path / "rec", tmp_path / "history.sqlite"
+    args = ["--model", "llama-tiny", "--seq-len", "16", "--global-batch", "2", "--device", "cpu", "--axes", "batch"]
+    args += ["--gpu-memory", "2GB", "--probe-steps", "1", "--parity-steps", "4", "--finalists", "1"]
+    args += ["--out", out, "--record", "--db", db, "--format", "json"]
+    done = gpubench("recommend", *args, "--budget", "10m", timeout=900)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    winner = answer["winner"]
+    assert [s["axes"] for s in answer["stages"]] == [["batch", "checkpointing"]]
+    recorded = read_results(out / "record")
+    assert set(recorded["scenario"]) == {winner, "plain"} and (recorded["status"] == "ok").all()
+    shown = gpubench("history", "show", "--db", db, "--scenario", winner)
+    assert shown.returncode == 0 and winner in shown.stdout, shown.stderr
+    before = read_results(out)
+
+    again = gpubench("recommend", *args, "--budget", "10m", "--resume", timeout=900)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["winner"] == winner
+    after = read_results(out)
+    assert len(after) == len(before)  # every candidate, loss check and plain probe reused
+    assert list(after["worker_wall_s"]) == list(before["worker_wall_s"])
+
+    changed = [a if a != "2GB" else "4GB" for a in args]
+    refused = gpubench("recommend", *changed, "--resume", timeout=300)
+    assert refused.returncode == 2 and "made with --gpu-memory = '2GB', not '4GB'" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1

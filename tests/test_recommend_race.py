@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from bench.recommend.race import ALPHA, Entry, eliminate, race
@@ -66,3 +66,90 @@ def test_the_budget_stops_the_race() -> None:
     calls: list[str] = []
     standing = race(["a", "b"], lambda n, _r: calls.append(n) or 1.0, spent=lambda: len(calls) >= 2)
     assert standing.rounds == 1 and standing.stopped == "the budget is spent"
+
+
+AXES = {"precision": 3, "compile": 3, "liger": 2, "optimizer": 3, "batch": 4, "checkpointing": 3}
+
+
+def synthetic_space():  # noqa: ANN201
+    from bench.recommend.space import Space
+
+    axes = tuple((a, tuple((f"{a[:3]}{i}", {}) for i in range(n))) for a, n in AXES.items())
+    return Space(axes).candidates()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    ranks=st.fixed_dictionaries({a: st.permutations(range(n)) for a, n in AXES.items()}),
+    pruned_share=st.floats(0.0, 0.4),
+    sigma=st.floats(0.0, 0.02),
+    seed=st.integers(0, 2**31),
+)
+def test_the_staged_search_finds_the_best_of_a_separable_objective(
+    ranks: dict[str, list[int]], pruned_share: float, sigma: float, seed: int
+) -> None:
+    """Each axis multiplies the figure by its own factor (15% apart: many noise levels): the staged
+    search ends on the true best of the unpruned candidates, measuring the sum of the axes, not their product."""
+    from bench.recommend.stages import staged_race
+
+    rng = random.Random(seed)
+    candidates = synthetic_space()
+    names = {a: [f"{a[:3]}{i}" for i in range(n)] for a, n in AXES.items()}
+    factor = {(a, names[a][i]): 1.15 ** ranks[a][i] for a in AXES for i in range(AXES[a])}
+    truth = {c.name: math.prod(factor[(a, label)] for a, label in c.axes.items()) for c in candidates}
+    # memory pruning takes away some memory settings (never the reference: the smallest micro-batch)
+    gone = {(b, k) for b in names["batch"][:-1] for k in names["checkpointing"] if rng.random() < pruned_share}
+    pruned = {c.name for c in candidates if (c.axes["batch"], c.axes["checkpointing"]) in gone}
+    ranked = sorted((truth[n] for n in truth if n not in pruned), reverse=True)
+    assume(ranked[0] > 1.1 * ranked[1])  # one true best (memory settings can tie on the product)
+    best = max((n for n in truth if n not in pruned), key=truth.__getitem__)
+    probes: list[str] = []
+
+    def measure(name: str, _rnd: int) -> float:
+        assert name not in pruned
+        probes.append(name)
+        return truth[name] * math.exp(rng.gauss(0, sigma))
+
+    standing, stages = staged_race(candidates, pruned, measure, floor=0.01)
+    assert standing.winner == best
+    assert [s.axes for s in stages] == [
+        ("precision",),
+        ("compile",),
+        ("liger",),
+        ("optimizer",),
+        ("batch", "checkpointing"),
+    ]
+    assert sum(s.probes for s in stages) == len(probes)  # the answer says what each stage measured
+    assert [s.candidates for s in stages[:4]] == [3, 3, 2, 3]
+    assert len(set(probes)) <= 3 + 3 + 2 + 3 + 4 * 3 < len(candidates)  # the sum, not the product (648)
+
+
+def test_out_of_memory_leaves_a_stage_at_once_and_the_leader_is_not_measured_again() -> None:
+    from bench.recommend.stages import staged_race
+
+    candidates = synthetic_space()
+    figure = {c.name: 2.0 if c.axes["optimizer"] == "opt0" else "oom" for c in candidates}
+    standing, stages = staged_race(candidates, set(), lambda n, _r: figure[n], floor=0.01)
+    optimizer = next(s for s in stages if s.axes == ("optimizer",))
+    assert optimizer.leader is not None and ".opt0." in optimizer.leader
+    assert (optimizer.candidates, optimizer.measured, optimizer.probes) == (3, 2, 2)  # opt0 came from stage 3
+    assert standing.winner is not None and "opt0" in standing.winner
+
+
+def test_each_stage_spends_only_its_share_of_the_budget() -> None:
+    """A first stage tied within the noise would race to its last round: with a budget it stops at
+    its share (3 of the 3 + 12 candidates), and the memory stage still runs."""
+    from bench.recommend.stages import staged_race
+
+    now = [0.0]
+    candidates = [c for c in synthetic_space() if c.axes["precision"] == "pre0" and c.axes["compile"] == "com0"]
+    candidates = [c for c in candidates if c.axes["liger"] == "lig0"]
+
+    def measure(name: str, rnd: int) -> float:
+        now[0] += 1.0  # a probe takes a second
+        return 1.0 + 0.05 * (rnd % 2)  # every candidate the same, noisy: the optimizer stage ties
+
+    standing, stages = staged_race(candidates, set(), measure, budget_s=30.0, clock=lambda: now[0], floor=0.01)
+    assert [s.axes for s in stages] == [("optimizer",), ("batch", "checkpointing")]
+    assert stages[0].probes <= 3 * 30 / 15 + 3  # its share, overrun by at most one round
+    assert stages[1].probes >= 12  # the memory stage measured every one of its candidates

@@ -31,6 +31,7 @@ EXPECTED_COLUMNS = [
     "batch_size",
     "grad_accum_steps",
     "grad_checkpointing",
+    "checkpoint_every",
     "precision",
     "tf32",
     "optimizer",

@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from ..errors import BadInput
 from ..termtable import Column, FitTable, stdout_console
-from .options import DeviceOpt, EngineOpt, ModelOpt, SeqLenOpt, path_value, split_names
+from .options import DbOpt, DeviceOpt, EngineOpt, ModelOpt, SeqLenOpt, db_target, path_value, split_names
 from .output import emit
 from .predict_cmd import GpuMemoryOpt
 
@@ -67,8 +67,18 @@ def recommend(
         Path | None, typer.Option(parser=path_value, help="Result directory. Default: results/<timestamp>/.")
     ] = None,
     exhaustive: Annotated[
-        bool, typer.Option("--exhaustive", help="Measure every candidate (3 probes each), no elimination.")
+        bool, typer.Option("--exhaustive", help="Measure every candidate (3 probes each), no elimination or stages.")
     ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Finish the search in --out: its measured candidates are kept, the rest measured."
+        ),
+    ] = False,
+    record: Annotated[
+        bool, typer.Option("--record", help="Store the winner and the plain recipe in the history (--db).")
+    ] = False,
+    db: DbOpt = None,
     finalists: Annotated[int, typer.Option("--finalists", help="Candidates whose loss is judged.")] = 2,
     probe_steps: Annotated[int, typer.Option("--probe-steps", help="Timed steps per probe.")] = 3,
     parity_steps: Annotated[int, typer.Option("--parity-steps", help="Steps of each loss check.")] = 24,
@@ -83,6 +93,9 @@ def recommend(
     once its interval separates it from the best), judges the finalists' loss against the plain
     recipe on a learnable task, and writes DIR/recommend.json and DIR/recommended.toml, a matrix
     `gpubench run --matrix` reruns. On the CPU, --gpu-memory stands in through the memory model.
+    The race is staged (one axis at a time, then micro-batch x checkpointing); --exhaustive
+    measures every candidate, --resume finishes a search in its --out, --record stores the answer
+    in the history.
 
     Example: gpubench recommend --model llama-1b --gpu-memory 24GB --budget 15m
 
@@ -101,6 +114,7 @@ def recommend(
         seq_len=seq_len, global_batch=global_batch, engine=engine, probe_steps=probe_steps,
         parity_steps=parity_steps, finalists=finalists, exhaustive=exhaustive,
         axes=tuple(split_names(axes, "--axes") or ()) or None, command=["gpubench", *sys.argv[1:]],
+        resume=resume, record=db_target(db) if record else None,
     )  # fmt: skip
     outcome = run_recommend(
         request,

@@ -21,9 +21,11 @@ from ..fmt import toml_value
 from ..fsio import atomic_write_json
 from .race import Entry
 from .space import PLAIN, AxisNote, Candidate
+from .stages import StageReport
 
 ANSWER_JSON = "recommend.json"
 BAD_VERDICTS = ("deviates", "diverged")
+UNPROBED = "not measured: off the staged search's path, or the budget was spent (docs/recommend.md)"
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class CandidateResult:
     name: str
     axes: Mapping[str, str]
     fields: Mapping[str, Any]
-    outcome: str  # raced, eliminated, pruned, failed (then winner/runner-up set by build_answer)
+    outcome: str  # raced, eliminated, pruned, failed, skipped (then winner/runner-up set by build_answer)
     why: str
     probes: int
     objective: float | None  # the median figure on the objective (higher is better)
@@ -59,8 +61,10 @@ class CandidateResult:
         judged = next((r for r in parity_rows if r.get("scenario") == f"parity.{c.name}"), None)
         if pruned:
             outcome, why = "pruned", pruned
-        elif entry is None or not entry.values:
-            outcome, why = "failed", (entry.out if entry else "not probed")
+        elif entry is None or not (entry.values or entry.out):
+            outcome, why = "skipped", UNPROBED
+        elif not entry.values:
+            outcome, why = "failed", entry.out
         elif entry.out:
             outcome, why = "eliminated", entry.out
         else:
@@ -105,6 +109,7 @@ class Answer:
     device: str
     memory_cap_mb: float | None
     wall_s: float
+    stages: tuple[StageReport, ...] = ()  # the staged search's stages (none for --exhaustive)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,6 +126,7 @@ def build_answer(
     cap: float | None,
     margin: float,
     wall_s: float,
+    stages: Sequence[StageReport] = (),
 ) -> Answer:
     measured = [r for r in results if r.objective is not None and r.outcome in ("raced", "eliminated")]
     eligible = sorted(
@@ -149,7 +155,7 @@ def build_answer(
     return Answer(
         objective=objective, winner=winner, runner_up=runner, candidates=tuple(results), pareto=pareto(measured),
         lost=tuple(why_lost(results)), notes=tuple(notes), stopped=stopped,
-        judged_on=proxy, device=device, memory_cap_mb=cap, wall_s=wall_s,
+        judged_on=proxy, device=device, memory_cap_mb=cap, wall_s=wall_s, stages=tuple(stages),
     )  # fmt: skip
 
 
@@ -209,7 +215,7 @@ def certificate_toml(answer: Answer, base: Mapping[str, Any], plain: Candidate) 
         f"parity_reference = {toml_value(PLAIN)}",
         "",
         "[base]",
-        *toml_table({k: v for k, v in base.items() if k not in ("samples", "warmup_steps")}),
+        *toml_table(dict(base)),
         "",
         f"[scenarios.{PLAIN}]",
         *toml_table(dict(plain.fields)),

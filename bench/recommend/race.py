@@ -126,7 +126,7 @@ def race(
         if len(racing) <= 1:
             stopped = "one candidate left"
     survivors = [e for e in entries.values() if not e.out and e.values]
-    if not survivors:
+    if not survivors and rounds > 0:
         stopped = "no candidate left: every probe failed or ran out of memory"
     winner = max(survivors, key=lambda e: e.mean_log).name if survivors else None
     return Standing(winner, tuple(e.name for e in survivors), entries, rounds, stopped)

@@ -7,7 +7,7 @@ import json
 from .answer import Answer, CandidateResult
 
 HEADER = ("candidate", "outcome", "samples/s", "peak MB", "pred MB", "J/sample", "bound", "parity", "why")
-ORDER = {"winner": 0, "runner-up": 1, "raced": 2, "eliminated": 3, "failed": 4, "pruned": 5}
+ORDER = {"winner": 0, "runner-up": 1, "raced": 2, "eliminated": 3, "failed": 4, "pruned": 5, "skipped": 6}
 
 
 def outcome(answer: Answer, r: CandidateResult) -> str:
@@ -51,6 +51,11 @@ def summary_lines(answer: Answer) -> list[str]:
         + (f"; runner-up: {answer.runner_up}" if answer.runner_up else ""),
         f"candidates: {len(answer.candidates)} ({said}); race: {answer.stopped}; {answer.wall_s:.0f} s",
     ]
+    for i, s in enumerate(answer.stages, start=1):
+        lines.append(
+            f"stage {i} ({' x '.join(s.axes)}): {s.candidates} candidates, {s.measured} measured in "
+            f"{s.probes} probes; leader {s.leader or 'none'} ({s.stopped})"
+        )
     if answer.pareto:
         lines.append("Pareto front (samples/s, peak memory, J/sample; no deviating row): " + ", ".join(answer.pareto))
     lines += [f"lost: {line}" for line in answer.lost]

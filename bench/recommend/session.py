@@ -27,11 +27,11 @@ from ..models import resolve_model
 from ..predict.core import parse_memory
 from ..predict.measured import DEFAULT_CONTEXT_MB
 from ..results import write_plan, write_results
-from ..results.parity import add_parity, seed_scenarios
+from ..results.parity import add_parity
 from ..results.rowcheck import usable
 from ..run import envinfo
 from ..run.launcher import DEFAULT_LAUNCHER
-from ..run.outdir import check_unused, locked, remove_folders
+from ..run.outdir import check_unused, locked, remove_folders, remove_stale_temps
 from ..run.plan import RunPlan, prepare
 from ..run.probe import probe, resolve_device
 from ..run.proc import Interrupts
@@ -42,7 +42,10 @@ from ..scenario import Scenario
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
 from .prune import MEMORY_MARGIN, prune_by_memory
 from .race import race
+from .record import record
+from .resume import SETTINGS_KEY, check_same_search, earlier_rows, search_settings
 from .space import OBJECTIVES, PLAIN, AxisNote, Candidate, build_space, plain_fields, valid_candidates
+from .stages import StageReport, staged_race
 
 DEFAULT_GLOBAL_BATCH = 32
 DEFAULT_BUDGET_S = 900.0
@@ -74,6 +77,8 @@ class RecommendRequest:
     axes: tuple[str, ...] | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     command: list[str] = field(default_factory=list)
+    resume: bool = False  # finish the search in --out (bench/recommend/resume.py)
+    record: str | None = None  # a history store: the winner and the plain recipe recorded there
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,8 @@ def check_request(request: RecommendRequest) -> float | None:
         ("--finalists", request.finalists, 16),
     ):
         bounded(value, flag, 1, most, whole=True)
+    if request.resume and request.out is None:
+        raise BadInput("--resume needs --out DIR: the result directory of the search to finish")
     return parse_memory(request.gpu_memory) if request.gpu_memory is not None else None
 
 
@@ -137,8 +144,13 @@ def recommend(
         plain = Candidate(PLAIN, plain_fields(cuda, request.global_batch), {})
         matrix = scratch / "candidates.toml"
         _write_matrix(matrix, base, [plain, *candidates], proxy)
+        settings = search_settings(request, matrix.read_text(encoding="utf-8"))
+        if request.resume:
+            assert request.out is not None
+            check_same_search(request.out, settings)
         run_request = RunRequest(
-            matrix=str(matrix), device=request.device, out=request.out, timeout_s=request.timeout_s,
+            matrix=str(matrix), device=request.device, out=None if request.resume else request.out,
+            resume=request.out if request.resume else None, timeout_s=request.timeout_s,
             command=request.command, launcher=DEFAULT_LAUNCHER, report=False, ceiling=False,
         )  # fmt: skip
         plan, seen = prepare(run_request, scratch)  # every candidate validated: a refusal is exit 2 here
@@ -169,20 +181,23 @@ def recommend(
     probes = {c.name: _probe(by_name[c.name], request, probe_cap) for c in [plain, *candidates]}
     pruned = {**invalid, **(prune_by_memory(probes, model, cap) if cap is not None else {})}
     with locked(plan.out):
-        check_unused(plan.out)
+        if plan.resume:
+            remove_stale_temps(plan.out)
+        else:
+            check_unused(plan.out)
         env = envinfo.collect(
             device=plan.device, probe=seen, gpu=gpu, gpu_processes=procs, command=request.command, matrix=plan.matrix
         )
         env["launcher"] = plan.launcher
         env["recommend"] = {
             "objective": request.objective, "gpu_memory_mb": asked, "memory_cap_mb": cap, "proxy_data": proxy,
-            "global_batch": request.global_batch, "exhaustive": request.exhaustive,
+            "global_batch": request.global_batch, "exhaustive": request.exhaustive, SETTINGS_KEY: settings,
         }  # fmt: skip
-        write_plan(plan.out, plan.to_json(), env, resumed=False)
+        write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
         try:
             return _run(
                 request, plan, gpu, model, task, proxy, space, plain, every, probes, pruned, probe_cap, started,
-                reporter or NullReporter(), info,
+                reporter or NullReporter(), info, warn,
             )  # fmt: skip
         finally:
             shutil.rmtree(plan.shared_dir, ignore_errors=True)
@@ -208,7 +223,9 @@ def _write_matrix(path: Path, base: dict[str, Any], candidates: list[Candidate],
     """The candidates as a matrix: one scenario each, and the parity scenarios (learnable data)."""
     from .answer import toml_table
 
-    lines = ["[matrix]", 'description = "gpubench recommend: the candidates"', "", "[base]", *toml_table(base)]
+    lines = ["[matrix]", 'description = "gpubench recommend: the candidates"']
+    lines += [f'parity_reference = "{PARITY_PREFIX}{PLAIN}"', f"parity_seeds = {PARITY_SEEDS}", "", "[base]"]
+    lines += toml_table(base)  # the reference's seeds are scenarios of the plan: a --resume finds their rows
     for c in candidates:
         lines += ["", f'[scenarios."{c.name}"]', *toml_table(dict(c.fields))]
         lines += ["", f'[scenarios."{PARITY_PREFIX}{c.name}"]', *toml_table({**c.fields, "data": proxy})]
@@ -247,13 +264,52 @@ def objective_value(row: dict[str, Any], objective: str) -> float | str:
     return float(value) if isinstance(value, int | float) and value == value and value > 0 else "no figure"
 
 
+def _judge(
+    plan: RunPlan, request: RecommendRequest, cap: float | None, finalists: list[str],
+    one: Callable[[Scenario, int], dict[str, Any]], stop: Callable[[], bool],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The finalists' loss checks against the plain recipe at its seeds (their rows, each judged)."""
+    reference = f"{PARITY_PREFIX}{PLAIN}"
+    seeds = [s for s in plan.scenarios if s.name == reference or s.name.startswith(f"{reference}.seed")]
+    scenarios = [_parity(sc, request, cap) for sc in seeds]
+    scenarios += [
+        _parity(sc, request, cap) for sc in plan.scenarios if sc.name in {PARITY_PREFIX + n for n in finalists}
+    ]
+    judged: list[dict[str, Any]] = []
+    for sc in scenarios:
+        if stop():
+            break
+        judged.append(one(sc, 0))
+    add_parity(judged, reference)
+    return judged
+
+
+def _plain_probes(
+    answer: Answer, probe_rows: dict[tuple[str, int], dict[str, Any]], measure: Callable[[str, int], float | str]
+) -> list[dict[str, Any]]:
+    """--record: the winner's probe rows, and the plain recipe probed as many times (what the history stores)."""
+    if answer.winner is None:
+        return []
+    won = [r for (name, _), r in sorted(probe_rows.items()) if name == answer.winner]
+    for rnd in range(len(won)):
+        measure(PLAIN, rnd)
+    return [*won, *(r for (name, _), r in sorted(probe_rows.items()) if name == PLAIN)]
+
+
+def _certificate_base(request: RecommendRequest, model: str, probe: Scenario) -> dict[str, Any]:
+    """The certificate's [base]: the probes' own settings, so that its rerun adds to the series --record stored."""
+    base = {k: v for k, v in _base(request, request.model or model).items() if k not in ("samples", "warmup_steps")}
+    fields = ("samples", "warmup_steps", "window", "memory_cap_mb")
+    return {**base, **{k: getattr(probe, k) for k in fields if getattr(probe, k) is not None}}
+
+
 def _run(
     request: RecommendRequest, plan: RunPlan, gpu: dict[str, Any] | None, model: str, task: str, proxy: str,
     space: Any, plain: Candidate, candidates: list[Candidate], probes: dict[str, Scenario], pruned: dict[str, str],
-    cap: float | None, started: float, reporter: Reporter, info: Callable[[str], None],
+    cap: float | None, started: float, reporter: Reporter, info: Callable[[str], None], warn: Callable[[str], None],
 ) -> RecommendOutcome:  # fmt: skip
-    rows: list[dict[str, Any]] = []
-    by_name = {s.name: s for s in plan.scenarios}
+    earlier = earlier_rows(plan.out) if plan.resume else {}
+    rows: list[dict[str, Any]] = list(earlier.values())  # a resumed search's rows stay, measured once
     nvml, _ = open_nvml(plan.gpu_uuid)
     racing = [c.name for c in candidates if c.name not in pruned]
     launcher = run_launcher(plan, lambda _m: None)
@@ -265,6 +321,8 @@ def _run(
 
     def one(sc: Scenario, repeat: int) -> dict[str, Any]:
         nonlocal interrupted
+        if (sc.name, repeat) in earlier:  # --resume: measured in an earlier sitting
+            return earlier[(sc.name, repeat)]
         reporter.scenario_start(sc, repeat)
         row = usable(run_one(plan, sc, repeat, nvml, gpu["name"] if gpu else None, launcher, ctrl_c))
         rows.append(row)
@@ -281,45 +339,46 @@ def _run(
         return objective_value(row, request.objective)
 
     race_budget = 0.75 * request.budget_s
+    stages: tuple[StageReport, ...] = ()
     with ctrl_c:
         try:
             if request.exhaustive:
                 standing = race(racing, measure, alpha=0.0, min_rounds=10**6, max_rounds=request.exhaustive_rounds)
             else:
-                standing = race(
-                    racing, measure, floor=NOISE_FLOOR, spent=lambda: time.monotonic() - started > race_budget
-                )
+                left = race_budget - (time.monotonic() - started)
+                standing, stages = staged_race(candidates, pruned, measure, budget_s=left, floor=NOISE_FLOOR)
             info(f"race: {standing.rounds} rounds, {standing.stopped}")
             order = sorted((e for e in standing.entries.values() if e.values and not e.out), key=lambda e: -e.mean_log)
             finalists = [e.name for e in order][: request.finalists]
             if finalists and not interrupted:
-                reference = f"{PARITY_PREFIX}{PLAIN}"
-                ref = _parity(by_name[reference], request, cap)
-                scenarios = [*seed_scenarios([ref], reference, PARITY_SEEDS)]
-                scenarios += [_parity(by_name[f"{PARITY_PREFIX}{n}"], request, cap) for n in finalists]
-                for sc in scenarios:
-                    if interrupted:
-                        break
-                    parity_rows.append(one(sc, 0))
-                add_parity(parity_rows, reference)
+                parity_rows += _judge(plan, request, cap, finalists, one, lambda: interrupted)
                 write_results(plan.results_csv, rows)
+            results = [
+                CandidateResult.of(c, standing.entries.get(c.name), pruned.get(c.name), probe_rows, parity_rows)
+                for c in candidates
+            ]
+            answer = build_answer(
+                request.objective, results, space.notes, standing.stopped, proxy, task, plan.device,
+                cap, MEMORY_MARGIN, time.monotonic() - started, stages,
+            )  # fmt: skip
+            recorded = _plain_probes(answer, probe_rows, measure) if request.record and not interrupted else []
+            recorded = [] if interrupted else recorded  # a cut-off plain probe: nothing half recorded
         except BaseException:
             launcher.close(kill=True)
             raise
         finally:
             launcher.close()
             reporter.finish()
-    results = [
-        CandidateResult.of(c, standing.entries.get(c.name), pruned.get(c.name), probe_rows, parity_rows)
-        for c in candidates
-    ]
-    answer = build_answer(
-        request.objective, results, space.notes, standing.stopped, proxy, task, plan.device,
-        cap, MEMORY_MARGIN, time.monotonic() - started,
-    )  # fmt: skip
     write_answer(plan.out, answer)
     atomic_write_text(
-        plan.out / "recommended.toml", certificate_toml(answer, _base(request, request.model or model), plain)
+        plan.out / "recommended.toml", certificate_toml(answer, _certificate_base(request, model, probes[PLAIN]), plain)
     )
+    if request.record is not None:
+        if recorded:
+            record(request.record, plan.out, recorded, warn, info)
+        elif interrupted:
+            warn(f"interrupted, so nothing is recorded in the history: finish with --out {plan.out} --resume --record")
+        else:
+            warn("no recipe recommended, so nothing is recorded in the history")
     code = ExitCode.INTERRUPTED if interrupted else (ExitCode.OK if answer.winner else ExitCode.FAILED)
     return RecommendOutcome(plan.out, answer, rows, code)

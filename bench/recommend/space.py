@@ -21,6 +21,7 @@ from ..families.base import Family
 PLAIN = "plain"  # the reference recipe: bf16 autocast, AdamW, no memory savers (parity's reference)
 OBJECTIVES = ("speed", "energy", "cost")
 ALLOWABLE = ("lora", "qlora")
+EVERY_K = 2  # the every-k-layers form of checkpointing in the space: every other layer (half the recompute)
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ def plain_fields(cuda: bool, global_batch: int) -> dict[str, Any]:
         "tf32": False,
         "optimizer": "adamw",
         "grad_checkpointing": False,
+        "checkpoint_every": 0,
         "compile": False,
         "liger": False,
         "fp8": False,
@@ -135,11 +137,9 @@ def build_space(
     batch: list[tuple[str, Mapping[str, Any]]] = [
         (f"b{m}x{k}", {"batch_size": m, "grad_accum_steps": k}) for m, k in micro_batches(global_batch)
     ]
-    checkpoint: list[tuple[str, Mapping[str, Any]]] = [("", {"grad_checkpointing": False})]
-    checkpoint.append(("ckpt", {"grad_checkpointing": True}))
-    notes.append(
-        AxisNote("checkpointing", "selective or every-k-layers checkpointing: not a scenario field yet (all or none)")
-    )
+    checkpoint: list[tuple[str, Mapping[str, Any]]] = [("", {"grad_checkpointing": False, "checkpoint_every": 0})]
+    checkpoint.append((f"ckpt{EVERY_K}", {"grad_checkpointing": False, "checkpoint_every": EVERY_K}))
+    checkpoint.append(("ckpt", {"grad_checkpointing": True, "checkpoint_every": 0}))
     optimizer: list[tuple[str, Mapping[str, Any]]] = [
         ("adamw_fused" if cuda else "adamw", {"optimizer": "adamw_fused" if cuda else "adamw"}),
         ("adafactor", {"optimizer": "adafactor"}),

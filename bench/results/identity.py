@@ -69,6 +69,7 @@ LATE_SETTINGS: dict[str, Any] = {
     "learning_rate": None,
     "lr_schedule": "linear",
     "lr_warmup_steps": 0,
+    "checkpoint_every": 0,
 }
 GPU_COUNT_KEYS = ("gpus", "world_size", "nnodes")  # a change here is a change of machine
 MEMORY_SOURCE = "peak_mem_source"

@@ -20,6 +20,26 @@ from . import acts as bert_acts
 from .dims import BertDims, bert_dims_from_config, buffer_bytes, param_count, param_tensors
 
 
+# -- checkpoint_every = k (bench/worker/checkpointing.py): its activation term, kept in this one function
+def every_k_layers(d: BertDims, sc: Scenario, tensors: list, layer: int, half: bool) -> tuple[int, int, int]:
+    """(saved activations, the half weight copies autograd keeps, the recompute) when every k-th layer
+    is checkpointed (layers 0, k, 2k, ...): those keep only their fp32 input, the others save what a
+    layer saves (`layer`) and keep their half weight copies. The backward frees each layer as it passes
+    it: the recompute of the highest checkpointed layer c adds to the layers below c only, so the
+    recompute term is what that moment holds beyond the saved layers, and the layer's half copies."""
+    b, s, k = sc.batch_size, sc.seq_len, sc.checkpoint_every
+    one_input = s * b * d.hidden * 4
+    checkpointed = -(-d.layers // k)
+    body = (d.layers - checkpointed) * layer + checkpointed * one_input
+    top = (d.layers - 1) // k * k  # the highest checkpointed layer
+    below = (top - top // k) * layer + (top // k + 1) * one_input
+    acts = body + bert_acts.embedding_activations(d, b, s) + bert_acts.head_activations(d, b, s, half)
+    kept = [t for t in tensors if t.layer is None or t.layer % k != 0]
+    last = [t for t in tensors if t.layer == top]
+    copies = terms.autocast_copies(kept) if half else 0
+    return acts, copies, max(0, below + layer - body) + (terms.autocast_copies(last) if half else 0)
+
+
 def predict_bert(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction:
     """Pure arithmetic on the model's dimensions and the scenario's settings; per GPU for a
     multi-process scenario (sharding.py), gpus = "all" counted as `assumed_gpus`."""
@@ -35,7 +55,9 @@ def predict_bert(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction
     temp = terms.optimizer_temporaries(*terms.as_built(tensors, sc.optimizer, sc.engine))
     ws = terms.workspace()
     layer = bert_acts.layer_activations(d, b, s, half, eager, half_params=sc.strategy in ("fsdp", "deepspeed"))
-    if sc.grad_checkpointing:
+    if sc.checkpoint_every:
+        acts, saved_copies, recompute = every_k_layers(d, sc, tensors, layer, half)
+    elif sc.grad_checkpointing:
         acts = bert_acts.checkpoint_activations(d, b, s, half)
         head_tensors = [t for t in tensors if t.layer is None]
         layer_tensors = [t for t in tensors if t.layer == d.layers - 1]
@@ -51,7 +73,7 @@ def predict_bert(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction
     w, g, states = per_gpu.weights, per_gpu.grads, per_gpu.optimizer
     if not per_gpu.autocast_cached:
         cache = saved_copies = 0
-        recompute = layer if sc.grad_checkpointing else 0
+        recompute = layer if sc.grad_checkpointing or sc.checkpoint_every else 0
     if sc.strategy in ("fsdp", "deepspeed"):
         temp = temp // n if per_gpu.weights else 0  # the step runs on the shard (or on the CPU)
     accumulated = g if sc.grad_accum_steps > 1 else 0

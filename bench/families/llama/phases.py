@@ -40,6 +40,24 @@ def _half_weight_copies(d: DecoderDims, sc: Scenario, trainable: list, layer: in
     return body, head
 
 
+# -- checkpoint_every = k (bench/worker/checkpointing.py): its activation term, kept in this one function
+def every_k_layers(
+    d: DecoderDims, sc: Scenario, one_layer: int, input_bytes: int, body_copies: int, last_copies: int
+) -> tuple[int, int, int]:
+    """(the body's saved activations, the half weight copies autograd keeps, the recompute) when every
+    k-th layer is checkpointed (layers 0, k, 2k, ...): those keep only their input (`input_bytes` each,
+    as every-layer checkpointing keeps), the others save what a layer saves (`one_layer`) and keep their
+    half weight copies. The backward frees each layer as it passes it, so the recompute of the highest
+    checkpointed layer c adds to the saved tensors of the layers below c only: the recompute term is
+    what that moment holds beyond the saved body, if anything, and the layer's half weight copies."""
+    k, layers = sc.checkpoint_every, d.layers
+    checkpointed = -(-layers // k)
+    body = (layers - checkpointed) * one_layer + checkpointed * input_bytes
+    top = (layers - 1) // k * k  # the highest checkpointed layer
+    below = (top - top // k) * one_layer + (top // k + 1) * input_bytes
+    return body, body_copies * (layers - checkpointed) // layers, max(0, below + one_layer - body) + last_copies
+
+
 def predict_decoder(sc: Scenario, d: DecoderDims, assumed_gpus: int = 2) -> Prediction:
     notes: list[str] = []
     tokens, seq = sc.batch_size * sc.seq_len, sc.seq_len
@@ -65,6 +83,10 @@ def predict_decoder(sc: Scenario, d: DecoderDims, assumed_gpus: int = 2) -> Pred
         body = acts.checkpointed(d, f, tokens) // head_split  # the layers' inputs: split by cp only
         saved_copies = head_copy
         recompute = one_layer + last_copies
+    elif sc.checkpoint_every:
+        layer_input = acts.checkpointed(d, f, tokens) // d.layers // head_split
+        body, kept_copies, recompute = every_k_layers(d, sc, one_layer, layer_input, body_copies, last_copies)
+        saved_copies = kept_copies + head_copy
     else:
         body = acts.layers(d, f, tokens, seq) // split
         saved_copies = body_copies + head_copy
@@ -75,7 +97,7 @@ def predict_decoder(sc: Scenario, d: DecoderDims, assumed_gpus: int = 2) -> Pred
     w, g, states = per_gpu.weights, per_gpu.grads, per_gpu.optimizer
     if not per_gpu.autocast_cached:
         cache = saved_copies = 0
-        recompute = one_layer if sc.grad_checkpointing else 0
+        recompute = one_layer if sc.grad_checkpointing or sc.checkpoint_every else 0
     if sc.strategy in ("fsdp", "deepspeed"):
         temp = temp // model_shards(sc, n) if per_gpu.weights else 0
     accumulated = g if sc.grad_accum_steps > 1 else 0

@@ -72,6 +72,7 @@ def shuffled_loader(dataset: Any, sc: Scenario, sampler: Any = None) -> Any:
 def apply_techniques(sc: Scenario, model: Any) -> None:
     """What the hand-written loops do to the model before it is wrapped: Liger's kernels (its fused
     loss kept eager under a whole-model compile), gradient checkpointing, activation offload."""
+    from ..checkpointing import checkpoint_every
     from ..llm import apply_liger, fused_loss_eager
     from ..offload import offload_forward
 
@@ -80,5 +81,7 @@ def apply_techniques(sc: Scenario, model: Any) -> None:
         fused_loss_eager(sc)
     if sc.grad_checkpointing:
         model.gradient_checkpointing_enable()
+    if sc.checkpoint_every:
+        checkpoint_every(model, sc.checkpoint_every)
     if sc.activation_offload:
         offload_forward(model)

@@ -9,6 +9,7 @@ import torch
 
 from ...scenario import OPTIMIZERS
 from .. import parallel
+from ..checkpointing import checkpoint_every
 from ..compiling import compile_layers
 from ..dist import wrapper_name
 from ..llm import LIGER_KERNELS, fused_loss_eager
@@ -90,6 +91,8 @@ def train(inputs: EngineInputs) -> dict[str, Any]:
         disable_tqdm=True,
         **parallel.trainer_arguments(sc, model),
     )
+    if sc.checkpoint_every:
+        checkpoint_every(model, sc.checkpoint_every)
     if sc.compile and sc.compile_scope == "layers":
         compile_layers(model, sc.compile_mode)  # the Trainer's torch_compile would wrap the whole model
     if sc.activation_offload:

@@ -1,0 +1,139 @@
+"""The staged search of `gpubench recommend`: one race per group of axes, not one over the product.
+
+The space is the product of its axes (hundreds of candidates for a Llama-style decoder on CUDA). The
+staged search races one stage at a time (race.py's rule within each stage), with every axis outside
+the stage held at the current leader's choice:
+
+  precision, compile, liger, optimizer, adapters   one stage each, at one memory setting (below)
+  batch x checkpointing                             one stage: micro-batch x accumulation and
+                                                    checkpointing interact through memory, so jointly
+
+The first stages hold the memory axes at the reference: the smallest micro-batch, the first
+checkpointing choice (none, then every k layers, then every layer) whose candidate with every other
+axis at its first choice is not pruned. Each stage's winner is the leader the next stage starts from;
+a stage that measures nothing (every candidate pruned, or the budget spent) keeps the leader. So the
+probes grow with the sum of the axes' sizes (and the product of batch and checkpointing), not with
+their product. The rule is exact for a separable objective (each axis multiplies the figure by its own
+factor, whatever the others are); interactions between stages are not searched: `--exhaustive` measures
+every candidate, the twin a staged answer is checked against. A candidate met again in a later stage
+(the leader) reuses its figures for the rounds already measured. With a budget, each stage may spend
+the time left times its share of the candidates of the stages left (a stage of 12 after one of 3 gets
+12/15 of it), so the first stage cannot spend what the last one needs. Pure: the caller measures.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .race import Entry, Standing, race
+from .space import Candidate
+
+STAGES: tuple[tuple[str, ...], ...] = (
+    ("precision",),
+    ("compile",),
+    ("liger",),
+    ("optimizer",),
+    ("adapters",),
+    ("batch", "checkpointing"),
+)
+MEMORY_AXES = ("batch", "checkpointing")
+
+
+@dataclass(frozen=True)
+class StageReport:
+    axes: tuple[str, ...]
+    candidates: int  # in the stage and not pruned
+    measured: int  # candidates given a new probe in this stage (the leader met again reuses its figures)
+    probes: int  # new probes this stage
+    leader: str | None  # the stage's winner, where the next stage starts
+    stopped: str
+
+
+def reference(candidates: Sequence[Candidate], axes: Sequence[str], pruned: Container[str]) -> dict[str, str]:
+    """The start: every axis at its first choice, the memory axes at the smallest micro-batch and the
+    first checkpointing choice whose candidate is not pruned."""
+    order = {a: _choices(candidates, a) for a in axes}
+    start = {a: labels[0] for a, labels in order.items()}
+    by_axes = {_key(c.axes, axes): c for c in candidates}
+    for ckpt in order.get("checkpointing", [""]):
+        trial = {**start, **({"batch": order["batch"][-1]} if "batch" in order else {})}
+        if "checkpointing" in order:
+            trial["checkpointing"] = ckpt
+        found = by_axes.get(_key(trial, axes))
+        if found is not None and found.name not in pruned:
+            return trial
+    return {**start, **({"batch": order["batch"][-1]} if "batch" in order else {})}
+
+
+def staged_race(
+    candidates: Sequence[Candidate],
+    pruned: Container[str],
+    measure: Callable[[str, int], float | str],
+    stages: Sequence[Sequence[str]] = STAGES,
+    budget_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    **options: Any,
+) -> tuple[Standing, tuple[StageReport, ...]]:
+    """Race stage by stage (`options` go to race()); the merged standing and what each stage did.
+    `budget_s`: each stage may spend the time left times its share of the candidates left to race."""
+    axes = list(candidates[0].axes) if candidates else []
+    plan = [tuple(a for a in s if a in axes) for s in stages]
+    plan = [s for s in plan if s and any(len(_choices(candidates, a)) > 1 for a in s)]
+    sizes = [math.prod(len(_choices(candidates, a)) for a in s) for s in plan]
+    end = None if budget_s is None else clock() + budget_s
+    leader = reference(candidates, axes, pruned)
+    named = {c.name: c for c in candidates}
+    memo = _Memo(measure)
+    entries: dict[str, Entry] = {}
+    reports: list[StageReport] = []
+    winner, stopped, rounds = None, "no stage ran", 0
+    for i, stage in enumerate(plan):
+        if end is not None:
+            deadline = clock() + max(0.0, end - clock()) * sizes[i] / sum(sizes[i:])
+            options["spent"] = lambda d=deadline: clock() > d
+        names = [
+            c.name
+            for c in candidates
+            if c.name not in pruned and all(c.axes[a] == leader[a] for a in axes if a not in stage)
+        ]
+        before = len(memo.fresh)
+        standing = race(names, memo, **options)
+        rounds, stopped = rounds + standing.rounds, standing.stopped
+        entries.update({n: e for n, e in standing.entries.items() if e.values or e.out or n not in entries})
+        if standing.winner is not None:
+            winner, leader = standing.winner, dict(named[standing.winner].axes)
+        new = memo.fresh[before:]
+        reports.append(StageReport(stage, len(names), len({n for n, _ in new}), len(new), standing.winner, stopped))
+    survivors = tuple(n for n, e in entries.items() if not e.out and e.values)
+    return Standing(winner, survivors, entries, rounds, stopped), tuple(reports)
+
+
+class _Memo:
+    """measure(), once per (candidate, round): the leader met again in a later stage reuses its figures."""
+
+    def __init__(self, measure: Callable[[str, int], float | str]) -> None:
+        self.measure = measure
+        self.seen: dict[tuple[str, int], float | str] = {}
+        self.fresh: list[tuple[str, int]] = []
+
+    def __call__(self, name: str, rnd: int) -> float | str:
+        if (name, rnd) not in self.seen:
+            self.seen[(name, rnd)] = self.measure(name, rnd)
+            self.fresh.append((name, rnd))
+        return self.seen[(name, rnd)]
+
+
+def _choices(candidates: Sequence[Candidate], axis: str) -> list[str]:
+    out: list[str] = []
+    for c in candidates:
+        if c.axes[axis] not in out:
+            out.append(c.axes[axis])
+    return out
+
+
+def _key(axes_map: Mapping[str, str], axes: Sequence[str]) -> tuple[str, ...]:
+    return tuple(axes_map[a] for a in axes)
