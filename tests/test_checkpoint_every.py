@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from bench.errors import BadInput
 from bench.families import read_config
-from bench.memory.decoder import DecoderDims
+from bench.families.llama.dims import DecoderDims
 from bench.memory.dispatch import predict
 from bench.results import read_results
 from bench.scenario import Scenario

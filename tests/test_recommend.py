@@ -3,6 +3,7 @@ candidate cannot win; the Pareto front leaves it out), the certificate a matrix 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from bench.recommend.answer import CandidateResult, build_answer, certificate_to
 from bench.recommend.prune import MEMORY_MARGIN, prune_by_memory
 from bench.recommend.session import RecommendRequest, check_request, objective_value
 from bench.recommend.space import PLAIN, Candidate, build_space, micro_batches, plain_fields, valid_candidates
+from bench.recommend.stages import StageReport
 from bench.scenario import Scenario
 
 ALL = frozenset({"bitsandbytes", "liger_kernel", "torchao"})
@@ -164,6 +166,7 @@ def test_the_certificate_is_a_matrix_run_reads(tmp_path: Path) -> None:
 
 def test_recommend_json_reads_back_as_the_answer_written_and_a_foreign_file_is_bad_input(tmp_path: Path) -> None:
     answer = answer_of([result("a", 10.0, mem=200.0), result("b", 8.0, "deviates")])
+    answer = dataclasses.replace(answer, stages=(StageReport(("precision",), 2, 2, 4, "a", "one left"),))
     assert read_answer(tmp_path) is None  # not a recommend directory
     write_answer(tmp_path, answer)
     assert read_answer(tmp_path) == answer

@@ -235,6 +235,7 @@ def read_answer(result_dir: Path) -> Answer | None:
     try:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         data["candidates"] = tuple(CandidateResult(**c) for c in data["candidates"])
+        data["stages"] = tuple(StageReport(**{**s, "axes": tuple(s["axes"])}) for s in data.get("stages", ()))
         for key in ("pareto", "lost", "notes"):
             data[key] = tuple(data[key])
         return Answer(**data)
