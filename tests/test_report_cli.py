@@ -22,9 +22,9 @@ from bench.report import markdown as report_md
 from bench.report import records
 from bench.results import write_results
 from bench.run import session
+from bench.run.outcome import RunOutcome
 from bench.run.plan import RunPlan
 from bench.run.request import RunRequest
-from bench.run.runner import RunOutcome
 from bench.scenario import Scenario
 
 REPO = Path(__file__).resolve().parents[1]

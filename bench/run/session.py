@@ -17,12 +17,13 @@ from ..results import note_harness_time, note_launcher_fallback, read_env, write
 from . import envinfo, interconnect, lanes, shards
 from .childenv import inductor_cache_dir
 from .launcher import Launcher
+from .outcome import RunOutcome
 from .outdir import check_unused, discard_unmeasured, entries, locked, remove_folders, remove_stale_temps
 from .plan import RunPlan, prepare
 from .probe import ceiling_tflops, earlier_ceiling, gemm_shapes, measure_ceiling, probe_torch, resolve_device
 from .request import RunRequest, check_device_name
 from .required import judge_required
-from .runner import Reporter, RunOutcome, execute, run_launcher
+from .runner import Reporter, execute, run_launcher
 
 
 def _gpu(
