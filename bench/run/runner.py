@@ -22,6 +22,7 @@ from ..results.losscurve import write_curve
 from ..results.parity import add_parity
 from ..results.rowcheck import usable
 from ..results.scaling import add_scaling
+from ..rules import needs_cuda
 from ..scenario import Scenario
 from . import command, torchrun
 from .childenv import visible_devices, worker_env
@@ -140,7 +141,7 @@ def run_launcher(plan: RunPlan, warn: Callable[[str], None], scenarios: list[Sce
 
 def worker_imports(plan: RunPlan, sc: Scenario) -> tuple[str, ...]:
     """The CUDA_AT_IMPORT packages the scenario's worker imports (none where it cannot run anyway)."""
-    return () if plan.device == "cpu" and sc.needs_cuda else sc.cuda_at_import
+    return () if plan.device == "cpu" and needs_cuda(sc) else sc.cuda_at_import
 
 
 def _finished_rows(plan: RunPlan) -> list[dict[str, Any]]:
