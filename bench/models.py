@@ -93,10 +93,6 @@ def display_name(model: str) -> str:
     return model
 
 
-def is_preset(name: str) -> bool:
-    return name in PRESETS
-
-
 def has_weights(model: str) -> bool:
     """A checkpoint directory with safetensors weights (else the model is built from its config)."""
     path = Path(model)
