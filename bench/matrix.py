@@ -279,7 +279,7 @@ def apply_overrides(scenarios: tuple[Scenario, ...], overrides: dict[str, Any]) 
         return scenarios
     common = {k: v for k, v in given.items() if k not in PARALLEL_OVERRIDES}
     parallel = {k: v for k, v in given.items() if k in PARALLEL_OVERRIDES}
-    return tuple(s.replace(**common, **(parallel if s.distributed else {})) for s in scenarios)
+    return rules.check_all(s.replace(**common, **(parallel if s.distributed else {})) for s in scenarios)
 
 
 def select(scenarios: tuple[Scenario, ...], only: list[str] | None, origin: str) -> tuple[Scenario, ...]:

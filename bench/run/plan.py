@@ -353,4 +353,4 @@ def command_scenario(request: RunRequest) -> Scenario:
         raise BadInput("--cmd is empty", hint='give the command, e.g. --cmd "python train.py"')
     check_program(argv[0], "--cmd")
     settings = {k: v for k, v in request.overrides.items() if v is not None and k in COMMAND_OVERRIDES}
-    return Scenario(name=request.cmd_name, description=request.cmd, command=tuple(argv), **settings)
+    return rules.check(Scenario(name=request.cmd_name, description=request.cmd, command=tuple(argv), **settings))
