@@ -11,14 +11,32 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .errors import did_you_mean
 from .optimizer_names import OPTIMIZERS
 from .precisions import FABRIC_PRECISIONS, EnginePrecision, half_weights, matmul_format
 
-if TYPE_CHECKING:
-    from .scenario import Scenario
+
+class Scenario(Protocol):
+    """The settings an engine's rules read: a bench.scenario.Scenario, which sits above the
+    registries (this module does not import it; bench/rules.py applies the rules to one)."""
+
+    @property
+    def optimizer(self) -> str: ...
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def grad_accum_steps(self) -> int: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def dp_replicate(self) -> int: ...
+
 
 # How an engine's own whole-loop throughput (`trainer_samples_per_s`) combines over ranks
 # (bench/worker/ranks.py): "global", it already counts every rank's samples (rank 0's figure
@@ -29,9 +47,9 @@ RANK_RULES = ("global", "sum")
 @dataclass(frozen=True)
 class Rule:
     """A scenario the engine cannot run as asked: when `applies(scenario)`, the setting `key` is
-    refused with `why` (a BadInput naming the key and its value, bench/scenario.py); with
+    refused with `why` (a BadInput naming the key and its value, bench/rules.py); with
     `cuda_only`, the scenario is valid but runs only on CUDA (a skip on the CPU saying `why`:
-    Scenario.needs_cuda)."""
+    bench/rules.py needs_cuda)."""
 
     key: str  # the scenario field the message names
     applies: Callable[[Scenario], bool]

@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from . import rules
 from .errors import BadInput, did_you_mean
 from .safetext import check_plain
 from .scenario import SETTING_KEYS, Scenario
@@ -222,7 +223,8 @@ def expand(
         if merged.get("strategy", "none") != "none":
             merged.update({k: v for k, v in given.items() if k in PARALLEL_OVERRIDES})
         try:
-            scenarios.append(Scenario(**merged, origin=origin if not common else f"{origin} with {_options(common)}"))
+            built = Scenario(**merged, origin=origin if not common else f"{origin} with {_options(common)}")
+            scenarios.append(rules.check(built))  # the registries' rules (bench/rules.py)
         except TypeError as exc:  # a value of the wrong type reached a comparison
             raise BadInput(f"{origin}: {where}: bad value: {exc}") from None
     return Matrix(
@@ -277,7 +279,7 @@ def apply_overrides(scenarios: tuple[Scenario, ...], overrides: dict[str, Any]) 
         return scenarios
     common = {k: v for k, v in given.items() if k not in PARALLEL_OVERRIDES}
     parallel = {k: v for k, v in given.items() if k in PARALLEL_OVERRIDES}
-    return tuple(s.replace(**common, **(parallel if s.distributed else {})) for s in scenarios)
+    return rules.check_all(s.replace(**common, **(parallel if s.distributed else {})) for s in scenarios)
 
 
 def select(scenarios: tuple[Scenario, ...], only: list[str] | None, origin: str) -> tuple[Scenario, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from . import datakinds
+from . import datakinds, rules
 from .errors import BadInput
 from .families import for_config, read_config, resolve_task
 from .families import origin as model_origin
@@ -21,7 +21,8 @@ from .scenario import Scenario
 
 def plan_scenarios(scenarios: tuple[Scenario, ...], device: str) -> tuple[tuple[Scenario, ...], list[str]]:
     """(the scenarios with their data files made absolute, the models they resolve to on `device`);
-    BadInput for the first that cannot run as it says."""
+    BadInput for the first that cannot run as it says (the registries' rules first: bench/rules.py)."""
+    scenarios = rules.check_all(scenarios)
     for sc in scenarios:
         if sc.is_command:
             check_program(sc.command[0], f"{sc.origin or 'the matrix'}: scenario '{sc.name}': command")

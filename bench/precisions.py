@@ -38,11 +38,6 @@ FABRIC_PRECISIONS = (
 TO_FABRIC = {p.same_as: p.name for p in FABRIC_PRECISIONS if p.same_as}
 
 
-def engine_only(precision: str, precisions: tuple[EnginePrecision, ...]) -> EnginePrecision | None:
-    """The entry of `precisions` named `precision` that is not one of gpubench's, or None."""
-    return next((p for p in precisions if p.name == precision and p.same_as is None), None)
-
-
 def matmul_format(precision: str, precisions: tuple[EnginePrecision, ...]) -> str:
     """The number format a stored precision runs its matmuls in, before tf32 and fp8 (fp32, fp16,
     bf16, or fp8 for an engine's own fp8 precision)."""

@@ -6,16 +6,10 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from . import datakinds, engines, mesh
 from .checks import MAX_SECONDS, bounded, host_port
 from .errors import BadInput, did_you_mean
-from .families import TASKS, refusal
-from .optimizer_names import OPTIMIZERS  # our name -> the Trainer's `optim`; None: gpubench builds it
-from .precisions import PRECISIONS
 from .safetext import control_char
 
-ENGINES = tuple(engines.ENGINES)  # the registry's names (bench/engines.py)
-BNB_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit", "adam8bit_manual")
 # Decoder LLM techniques (docs/llm.md)
 PEFTS = ("none", "lora")
 QUANTIZE_BASES = ("none", "int8", "nf4")  # bitsandbytes' LLM.int8() and 4-bit NormalFloat base weights
@@ -151,13 +145,19 @@ class Scenario:
     # where the scenario came from, for messages only (not compared, not saved as a setting)
     origin: str = field(default="", compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        def what(key: str, value: Any) -> str:
-            where = f"{self.origin}: " if self.origin else ""
-            return f"{where}scenario '{self.name}': {key} = {value!r}"
+    def what(self, key: str, value: Any) -> str:
+        """Where a message about `key` points: the origin, the scenario, the setting and its value."""
+        where = f"{self.origin}: " if self.origin else ""
+        return f"{where}scenario '{self.name}': {key} = {value!r}"
 
-        def bad(key: str, value: Any, why: str) -> BadInput:
-            return BadInput(f"{what(key, value)} {why}")
+    def bad(self, key: str, value: Any, why: str) -> BadInput:
+        """The one error of a setting this scenario (or a rule of bench/rules.py) refuses."""
+        return BadInput(f"{self.what(key, value)} {why}")
+
+    def __post_init__(self) -> None:
+        """The fields' types, bounds and combinations; what the registries refuse (engines, precisions,
+        data kinds, families, tasks, optimizers, the mesh) is bench/rules.py's, at load and plan time."""
+        what, bad = self.what, self.bad
 
         if isinstance(self.command, list):  # a matrix's TOML array, scenarios.json's list
             object.__setattr__(self, "command", tuple(self.command))
@@ -178,8 +178,6 @@ class Scenario:
                 "file name (NAME-rN.log)",
             )
         for key, choices in (
-            ("engine", ENGINES),
-            ("optimizer", tuple(OPTIMIZERS)),
             ("attn_implementation", ATTENTION),
             ("compile_scope", COMPILE_SCOPES),
             ("data_source", DATA_SOURCES),
@@ -187,7 +185,6 @@ class Scenario:
             ("compile_mode", COMPILE_MODES),
             ("peft", PEFTS),
             ("quantize_base", QUANTIZE_BASES),
-            ("task", ("auto", *TASKS)),
             ("experts_implementation", EXPERTS_IMPLEMENTATIONS),
             ("lr_schedule", LR_SCHEDULES),
         ):
@@ -196,7 +193,6 @@ class Scenario:
                 hint = did_you_mean(str(value), choices)
                 why = f"is not one of {', '.join(choices)}" + (f"; {hint}" if hint else "")
                 raise bad(key, value, why)
-        self._check_precision(bad)
         for key, (least, most) in WHOLE_RANGES.items():
             bounded(getattr(self, key), what(key, getattr(self, key)), least, most, whole=True)
         for key in (
@@ -234,11 +230,7 @@ class Scenario:
             self._check_command(bad)
             return
         self._check_parallel(bad)
-        self._check_data(bad)
         self._check_llm(bad)
-        refused = engines.ENGINES[self.engine].refusal(self)  # the engine's own rules (bench/engines.py)
-        if refused is not None:
-            raise bad(refused.key, getattr(self, refused.key), refused.why)
         if self.optimizer_steps <= self.warmup_steps:
             raise bad(
                 "warmup_steps",
@@ -250,7 +242,7 @@ class Scenario:
         self._check_window(bad)
 
     def _check_checkpoint_every(self, bad: Any) -> None:
-        """checkpoint_every: k >= 2, alone, on a family whose layers can be checkpointed."""
+        """checkpoint_every: k >= 2, alone (the family's layers: bench/rules.py)."""
         k = self.checkpoint_every
         if k == 0:
             return
@@ -259,36 +251,6 @@ class Scenario:
         if self.grad_checkpointing or self.activation_offload:
             other = "grad_checkpointing" if self.grad_checkpointing else "activation_offload"
             raise bad("checkpoint_every", k, f"cannot be combined with {other} = true: choose one")
-        refused = refusal(self.model, {**vars(self), "grad_checkpointing": True})
-        if refused is not None and refused[0] == "grad_checkpointing":  # the family has no layers to checkpoint
-            raise bad("checkpoint_every", k, refused[2])
-
-    def _check_precision(self, bad: Any) -> None:
-        """gpubench's precisions, or the engine's own strings (bench/precisions.py); one of the
-        engine's that is one of gpubench's is stored as gpubench's."""
-        value, row = self.precision, engines.ENGINES[self.engine]
-        if isinstance(value, str) and value in PRECISIONS:
-            return
-        mine = next((p for p in row.precisions if p.name == value), None)
-        if mine is not None:
-            if mine.same_as is not None:
-                object.__setattr__(self, "precision", mine.same_as)
-            return
-        owner = next((e for e in engines.ENGINES.values() for p in e.precisions if p.name == value), None)
-        if owner is not None:
-            theirs = next(p for p in owner.precisions if p.name == value)
-            takes = f'\'s is "{theirs.same_as}"' if theirs.same_as else f" takes {', '.join(PRECISIONS)}"
-            kind = "spelling" if theirs.same_as else "own precision"
-            raise bad("precision", value, f'is {owner.label}\'s {kind} (engine = "{owner.name}"); {row.label}{takes}')
-        choices = (*PRECISIONS, *(p.name for p in engines.ENGINE_PRECISIONS))
-        hint = did_you_mean(str(value), choices)
-        others = "; ".join(
-            f'{", ".join(p.name for p in e.precisions)} with engine = "{e.name}"'
-            for e in engines.ENGINES.values()
-            if e.precisions
-        )
-        why = f"is not one of {', '.join(PRECISIONS)}, nor {others}" + (f"; {hint}" if hint else "")
-        raise bad("precision", value, why)
 
     def _check_command(self, bad: Any) -> None:
         """A command scenario: an argument list; gpubench's model, data and engine settings do not
@@ -340,25 +302,6 @@ class Scenario:
                 f"only {self.optimizer_steps} optimizer steps; raise samples or lower window",
             )
 
-    def _check_data(self, bad: Any) -> None:
-        """The data fields' form (the files and the model's task are checked when the run is planned)."""
-        why = datakinds.syntax_error(self.data)
-        if why:
-            raise bad("data", self.data, why)
-        kind = datakinds.KINDS[datakinds.split(self.data)[0]]
-        held_out = datakinds.held_out_error(self.data) if self.eval_samples else None
-        if held_out:
-            raise bad("eval_samples", self.eval_samples, held_out)
-        for key, applies, default, needs in (
-            ("tokenizer", kind.tokenized, "", "text data (text:PATH or saved:PATH)"),
-            ("data_column", kind.columns, "text", 'data = "saved:PATH"'),
-        ):
-            value = getattr(self, key)
-            if not isinstance(value, str) or (key == "data_column" and not value.strip()):
-                raise bad(key, value, "must be a string" + (" (a column name)" if key == "data_column" else ""))
-            if not applies and value != default:
-                raise bad(key, value, f"needs {needs}; data = {self.data!r} takes none")
-
     def _check_llm(self, bad: Any) -> None:
         """The decoder techniques: each in range, on a model that has them, none contradicting another."""
         if not _whole(self.lora_rank, 1, MAX_LORA_RANK):
@@ -381,13 +324,8 @@ class Scenario:
                     self.quantize_base,
                     'needs peft = "lora": quantized base weights cannot be trained, only adapters on them',
                 )
-        refused = refusal(self.model, vars(self))
-        if refused is not None:
-            raise bad(*refused)
         self._check_checkpoint_every(bad)
-        if self.fp8:
-            if self.precision != "bf16":
-                raise bad("fp8", True, 'needs precision = "bf16" (float8 matmuls inside a bf16 mixed-precision step)')
+        if self.fp8:  # and precision = "bf16": bench/rules.py, where an engine's spelling is resolved
             if self.quantize_base != "none":
                 raise bad("fp8", True, "cannot be combined with quantize_base: the base's matmuls are bitsandbytes'")
             if self.strategy == "deepspeed":
@@ -450,7 +388,6 @@ class Scenario:
                 raise bad("offload", self.offload, why)
         if self.nnodes > 1 and not self.rdzv_endpoint:
             raise bad("nnodes", self.nnodes, 'needs rdzv_endpoint = "HOST:PORT" of node 0 (the same on every node)')
-        self._check_mesh(bad)
         if self.fault_rank >= 0 and self.inject_fault == "none":
             raise bad("fault_rank", self.fault_rank, "needs inject_fault")
         if self.fault_rank >= 0 and isinstance(self.gpus, int) and self.fault_rank >= self.gpus * self.nnodes:
@@ -460,54 +397,6 @@ class Scenario:
                 f"is not a rank of the job: gpus x nnodes = {self.gpus * self.nnodes} ranks (0 to "
                 f"{self.gpus * self.nnodes - 1})",
             )
-
-    def _check_mesh(self, bad: Any) -> None:
-        """tp, cp, dp_replicate, dp_shard: whole numbers, under FSDP2, multiplying to the world size."""
-        for key in ("tp", "cp", "dp_replicate", "dp_shard"):
-            value = getattr(self, key)
-            if not (_whole(value, 1, MAX_GPUS_PER_NODE * MAX_NODES) or (key == "dp_shard" and value == mesh.AUTO)):
-                auto = ' or "auto"' if key == "dp_shard" else ""
-                raise bad(key, value, f"must be a whole number from 1 to {MAX_GPUS_PER_NODE * MAX_NODES}{auto}")
-        asked = [k for k in ("tp", "cp", "dp_replicate") if getattr(self, k) != 1]
-        if self.dp_shard != mesh.AUTO:
-            asked.append("dp_shard")
-        if not asked:
-            return
-        key = asked[0]
-        if self.strategy != "fsdp":
-            raise bad(
-                key,
-                getattr(self, key),
-                "needs strategy = \"fsdp\": the mesh's data-parallel dimensions are FSDP2's (DDP and DeepSpeed "
-                "do not take DTensor parameters)",
-            )
-        if isinstance(self.gpus, int):
-            try:
-                mesh.resolve(vars(self), self.world_size)
-            except ValueError as exc:
-                raise bad(key, getattr(self, key), f"does not fit the job: {exc}") from None
-        if not mesh.asked(vars(self)):
-            return  # dp_shard alone: FSDP's own one-dimensional sharding
-        unwired = {
-            "offload": self.offload != "none",
-            "precision": self.precision == "fp16",  # GradScaler over DTensor gradients: bf16 needs none
-            "peft": self.peft != "none",
-            "fp8": self.fp8,
-        }
-        for other in (k for k, on in unwired.items() if on):
-            raise bad(
-                other, getattr(self, other), f"is not wired through a device mesh here ({key} = {getattr(self, key)})"
-            )
-        if self.cp > 1:
-            if self.attn_implementation == "eager":
-                raise bad("cp", self.cp, "shards SDPA's attention: needs attn_implementation sdpa or default")
-            if self.seq_len % (2 * self.cp):
-                raise bad(
-                    "cp",
-                    self.cp,
-                    f"splits each sequence into 2 x cp = {2 * self.cp} chunks (load-balanced causal attention); "
-                    f"seq_len = {self.seq_len} must be a multiple of {2 * self.cp}",
-                )
 
     # -- derived figures ------------------------------------------------------------------
     @property
@@ -551,31 +440,6 @@ class Scenario:
     def cuda_at_import(self) -> tuple[str, ...]:
         """The packages of CUDA_AT_IMPORT this scenario imports."""
         return cuda_at_import(vars(self))
-
-    @property
-    def needs_cuda(self) -> str | None:
-        """Why this scenario cannot run without CUDA, or None."""
-        if self.tf32:
-            return "tf32 is a CUDA matmul mode (Ampere or newer); it has no meaning on the CPU"
-        if self.cp > 1:
-            return "context parallelism shards attention through torch's CUDA SDPA kernels (context_parallel)"
-        if self.strategy == "deepspeed":
-            return "DeepSpeed's engine needs a GPU here (its CPU accelerator needs Intel's extension for PyTorch)"
-        if why := engines.ENGINES[self.engine].needs_cuda(self):
-            return why
-        if self.offload != "none" or self.activation_offload:
-            return "offloading to the CPU has no meaning when training on the CPU"
-        if self.quantize_base != "none":
-            return f"{self.quantize_base} base weights are bitsandbytes' CUDA kernels"
-        if self.optimizer == "paged_adamw_8bit":
-            return "paged optimizer states live in CUDA unified memory"
-        if self.liger:
-            return "Liger's kernels are Triton kernels for GPUs"
-        if self.fp8:
-            return "float8 matmuls need a GPU with FP8 tensor cores (Ada, Hopper or newer)"
-        if self.compile_mode == "reduce-overhead":
-            return "reduce-overhead captures CUDA graphs"
-        return None
 
     def settings(self) -> dict[str, Any]:
         """The fields that define the run (everything but the origin)."""

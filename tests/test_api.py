@@ -34,7 +34,7 @@ def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(session, "prepare", lambda request, scratch: (plan, {"devices": [{}]}))
     monkeypatch.setattr(
         session,
-        "_gpu",
+        "gpu_in_use",
         lambda uuid, probe, warn=None: (
             {"name": "Fake GPU", "uuid": uuid},
             [{"pid": 123, "used_mb": 500.0}, {"pid": 456, "used_mb": None}],
@@ -80,7 +80,7 @@ def test_a_broken_nvml_is_a_warning_and_the_gpu_comes_from_torch(monkeypatch: py
     monkeypatch.setattr(nvml_mod, "Nvml", broken)
     warnings: list[str] = []
     probe = {"devices": [{"uuid": "GPU-1", "name": "NVIDIA H200", "capability": "9.0", "total_memory_mb": 143771}]}
-    gpu, procs = session._gpu("GPU-1", probe, warnings.append)
+    gpu, procs = session.gpu_in_use("GPU-1", probe, warnings.append)
     assert procs == []
     assert gpu is not None and gpu["name"] == "NVIDIA H200"
     assert gpu["nvml"] == "unavailable: RuntimeError: NVML Shared Library Not Found"
@@ -196,3 +196,25 @@ def test_a_run_interrupted_before_its_first_row_leaves_its_out_folder_as_it_was(
         assert [p.name for p in out.iterdir()] == ["notes.txt"]
     else:
         assert not (tmp_path / "runs").exists()
+
+
+def test_every_command_has_its_library_function_in_the_api() -> None:
+    """bench.api is the one facade: each CLI command (history's subcommands each) names a callable
+    of bench.api.__all__, and every command of the CLI is named (a new command without one fails)."""
+    import typer
+
+    from bench.cli import app
+
+    def names(group: Any, prefix: str = "") -> set[str]:
+        found: set[str] = set()
+        for name, cmd in group.commands.items():
+            if hasattr(cmd, "commands"):  # a group (typer's own click)
+                found |= names(cmd, f"{prefix}{name} ")
+            else:
+                found.add(f"{prefix}{name}")
+        return found
+
+    assert names(typer.main.get_command(app)) == set(api.COMMANDS)
+    for command, function in api.COMMANDS.items():
+        assert function in api.__all__, command
+        assert callable(getattr(api, function)), command

@@ -20,6 +20,7 @@ from bench import datakinds
 from bench.datakinds import KINDS, DataSettings
 from bench.errors import BadInput
 from bench.families import TASKS, read_config
+from bench.rules import check
 from bench.scenario import Scenario
 
 MODEL_OF_TASK = {"causal-lm": "llama-tiny", "sequence-classification": "tiny", "image-classification": "vit-tiny"}
@@ -180,7 +181,7 @@ def test_a_held_out_split_is_other_rows_of_the_same_task(case: tuple[str, str], 
 def test_eval_samples_on_data_without_a_held_out_split_is_refused_by_the_scenario(name: str, samples: int) -> None:
     value = f"{name}:/some/path" if KINDS[name].argument else name
     with pytest.raises(BadInput) as refused:
-        Scenario(name="s", data=value, eval_samples=samples)
+        check(Scenario(name="s", data=value, eval_samples=samples))
     message = refused.value.message
     assert message.startswith(f"scenario 's': eval_samples = {samples} needs data with a held-out split")
     assert all(n in message for n, k in KINDS.items() if k.held_out)
@@ -243,20 +244,20 @@ QUICK = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCh
 @given(name=NAMES.filter(lambda n: n not in KINDS))
 def test_an_unknown_kind_is_refused_naming_the_kinds(name: str) -> None:
     with pytest.raises(BadInput, match=r"data = .* is not a data kind \(random, lm-synthetic"):
-        Scenario(name="s", data=name)
+        check(Scenario(name="s", data=name))
 
 
 def test_a_misspelt_kind_gets_a_did_you_mean_and_arguments_are_checked_by_form() -> None:
     with pytest.raises(BadInput, match="did you mean 'lm-synthetic'"):
-        Scenario(name="s", data="lm-synthetc")
+        check(Scenario(name="s", data="lm-synthetc"))
     with pytest.raises(BadInput, match='needs its PATH: data = "text:PATH"'):
-        Scenario(name="s", data="text:")
+        check(Scenario(name="s", data="text:"))
     with pytest.raises(BadInput, match='takes no argument: data = "cls-synthetic"'):
-        Scenario(name="s", data="cls-synthetic:x")
+        check(Scenario(name="s", data="cls-synthetic:x"))
     with pytest.raises(BadInput, match="tokenizer = 'tok' needs text data"):
-        Scenario(name="s", data="lm-synthetic", tokenizer="tok")
+        check(Scenario(name="s", data="lm-synthetic", tokenizer="tok"))
     with pytest.raises(BadInput, match="data_column = 'body' needs data = \"saved:PATH\""):
-        Scenario(name="s", data="text:x", data_column="body")
+        check(Scenario(name="s", data="text:x", data_column="body"))
 
 
 @QUICK

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from bench import datakinds
 from bench.datakinds import DataSettings
 from bench.errors import BadInput
+from bench.rules import check
 from bench.scenario import Scenario
 
 QUICK = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -76,11 +77,11 @@ def test_the_encoding_is_named_in_brackets_kept_in_the_row_and_checked_by_form(t
     assert datakinds.split("text[latin-1]:/a.txt") == ("text", "/a.txt") and datakinds.encoding("text:/a") == "utf-8"
     assert Scenario(name="s", data="text[cp1252]:x").data == "text[cp1252]:x"
     with pytest.raises(BadInput, match="names an unknown encoding 'klingon'"):
-        Scenario(name="s", data="text[klingon]:x")
+        check(Scenario(name="s", data="text[klingon]:x"))
     with pytest.raises(BadInput, match='takes no encoding: data = "cifar10:DIR"'):
-        Scenario(name="s", data="cifar10[utf-8]:x")
+        check(Scenario(name="s", data="cifar10[utf-8]:x"))
     with pytest.raises(BadInput, match="is not a data kind"):
-        Scenario(name="s", data="text[latin-1:x")
+        check(Scenario(name="s", data="text[latin-1:x"))
     (tmp_path / "c.txt").write_bytes(b"caf\xe9")
     assert datakinds.absolute(f"text[latin-1]:{tmp_path}/./c.txt") == f"text[latin-1]:{tmp_path / 'c.txt'}"
 

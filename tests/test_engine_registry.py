@@ -17,6 +17,7 @@ import pytest
 from bench import engines
 from bench.engines import ENGINES, RANK_RULES, Engine
 from bench.errors import BadInput
+from bench.rules import check, needs_cuda
 from bench.scenario import Scenario
 
 ROWS = list(ENGINES.values())
@@ -58,7 +59,7 @@ CUDA_ONLY: list[tuple[str, dict[str, Any], str | None]] = [
 
 
 def scenario(engine: str, settings: dict[str, Any]) -> Scenario:
-    return Scenario(name="s", engine=engine, **settings)
+    return check(Scenario(name="s", engine=engine, **settings))
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.name)
@@ -78,7 +79,7 @@ def test_an_unknown_engine_is_named_with_the_closest() -> None:
     with pytest.raises(
         BadInput, match="engine = 'trainr' is not one of trainer, accelerate, fabric, torch; did you mean"
     ):
-        Scenario(name="s", engine="trainr")
+        check(Scenario(name="s", engine="trainr"))
 
 
 @pytest.mark.parametrize(("engine", "settings", "refused"), REFUSALS)
@@ -96,7 +97,7 @@ def test_an_engines_rules_refuse_what_it_cannot_run(engine: str, settings: dict[
 
 @pytest.mark.parametrize(("engine", "settings", "reason"), CUDA_ONLY)
 def test_an_engines_cuda_rules_are_skips_on_the_cpu(engine: str, settings: dict[str, Any], reason: str) -> None:
-    why = scenario(engine, settings).needs_cuda
+    why = needs_cuda(scenario(engine, settings))
     assert why is None if reason is None else why is not None and why.startswith(reason)
 
 
@@ -109,7 +110,7 @@ def _fired() -> set[tuple[str, str]]:
                 scenario(engine, settings)
             out |= {(engine, r.why) for r in ENGINES[engine].rules if str(error.value).endswith(r.why)}
     for engine, settings, _ in CUDA_ONLY:
-        why = scenario(engine, settings).needs_cuda
+        why = needs_cuda(scenario(engine, settings))
         out |= {(engine, r.why) for r in ENGINES[engine].rules if r.cuda_only and r.why == why}
     return out
 

@@ -20,6 +20,7 @@ from bench.engines import ENGINE_PRECISIONS, ENGINES, precision_half_weights, pr
 from bench.errors import BadInput
 from bench.measure.flops import precision_class
 from bench.precisions import PRECISIONS, TO_FABRIC
+from bench.rules import check, needs_cuda
 from bench.scenario import Scenario
 
 pytest.importorskip("lightning_fabric")
@@ -106,31 +107,30 @@ def test_fabric_reads_a_torchrun_job_from_its_environment(tmp_path: Path, monkey
 # -- precisions, at plan time ---------------------------------------------------------------------
 @pytest.mark.parametrize(("written", "stored"), [("32-true", "fp32"), ("16-mixed", "fp16"), ("bf16-mixed", "bf16")])
 def test_fabrics_spelling_of_gpubenchs_precisions_is_stored_as_gpubenchs(written: str, stored: str) -> None:
-    assert Scenario(name="s", engine="fabric", precision=written).precision == stored
+    assert check(Scenario(name="s", engine="fabric", precision=written)).precision == stored
     assert TO_FABRIC[stored] == written  # and the loop hands Fabric its own spelling back
-    assert Scenario(name="s", engine="fabric", precision=stored).precision == stored
+    assert check(Scenario(name="s", engine="fabric", precision=stored)).precision == stored
 
 
 def test_fabrics_own_precisions_are_stored_as_written_and_known_downstream() -> None:
-    sc = Scenario(name="s", engine="fabric", precision="bf16-true")
-    assert sc.precision == "bf16-true" and sc.needs_cuda is None  # half weights train on the CPU
+    sc = check(Scenario(name="s", engine="fabric", precision="bf16-true"))
+    assert sc.precision == "bf16-true" and needs_cuda(sc) is None  # half weights train on the CPU
     assert (precision_matmuls("bf16-true"), precision_half_weights("bf16-true")) == ("bf16", True)
     assert (precision_class("16-true", False), precision_class("transformer-engine", False)) == ("fp16", "fp8")
     assert (precision_class("bf16", True), precision_half_weights("bf16")) == ("bf16", False)
-    assert Scenario(name="s", engine="fabric", precision="transformer-engine").needs_cuda.startswith(
-        "transformer-engine's fp8 layers need an NVIDIA GPU"
-    )
+    why = needs_cuda(check(Scenario(name="s", engine="fabric", precision="transformer-engine")))
+    assert why is not None and why.startswith("transformer-engine's fp8 layers need an NVIDIA GPU")
 
 
 def test_fabrics_strings_on_another_engine_are_refused_naming_the_engine() -> None:
     with pytest.raises(BadInput) as mixed:
-        Scenario(name="s", engine="accelerate", precision="bf16-mixed")
+        check(Scenario(name="s", engine="accelerate", precision="bf16-mixed"))
     assert str(mixed.value) == (
         "scenario 's': precision = 'bf16-mixed' is the Fabric loop's spelling (engine = \"fabric\"); "
         'the Accelerate loop\'s is "bf16"'
     )
     with pytest.raises(BadInput) as true:
-        Scenario(name="s", engine="trainer", precision="16-true")
+        check(Scenario(name="s", engine="trainer", precision="16-true"))
     assert str(true.value) == (
         "scenario 's': precision = '16-true' is the Fabric loop's own precision (engine = \"fabric\"); "
         "the Trainer takes fp32, fp16, bf16"
@@ -146,7 +146,7 @@ def test_a_precision_no_engine_knows_is_one_line_naming_every_choice(value: str)
     """(A control character is refused before the choices: tests/test_terminal_text.py.)"""
     for engine in ENGINES:
         with pytest.raises(BadInput) as error:
-            Scenario(name="s", engine=engine, precision=value)
+            check(Scenario(name="s", engine=engine, precision=value))
         message = str(error.value)
         assert "\n" not in message.replace(value, "")
         assert message.startswith(f"scenario 's': precision = {value!r} is not one of fp32, fp16, bf16, nor 32-true")
@@ -156,7 +156,7 @@ def test_a_precision_no_engine_knows_is_one_line_naming_every_choice(value: str)
 def test_a_missing_transformer_engine_is_a_skip_naming_the_package() -> None:
     from bench.worker.skips import optional_packages
 
-    sc = Scenario(name="s", engine="fabric", precision="transformer-engine")
+    sc = check(Scenario(name="s", engine="fabric", precision="transformer-engine"))
     assert ("transformer_engine", 'precision = "transformer-engine"', "transformer-engine") in optional_packages(sc)
     assert ("lightning_fabric", 'engine = "fabric"', "lightning-fabric") in optional_packages(sc)
 
@@ -165,7 +165,7 @@ def test_half_weights_are_not_predicted_but_said_so() -> None:
     from bench.predict.columns import predicted_columns
     from bench.predict.core import prediction_of
 
-    sc = Scenario(name="s", engine="fabric", precision="bf16-true", model="tiny")
+    sc = check(Scenario(name="s", engine="fabric", precision="bf16-true", model="tiny"))
     with pytest.raises(BadInput, match="precision = 'bf16-true' keeps the parameters in half precision"):
         prediction_of(sc, "tiny")
     assert predicted_columns(sc, "tiny", {}) == {}

@@ -19,6 +19,7 @@ from bench.errors import BadInput
 from bench.families.base import TECHNIQUES
 from bench.models import hub_cache_snapshot, resolve_model
 from bench.results import read_results
+from bench.rules import check
 from bench.scenario import Scenario
 
 PRESETS = sorted(families.PRESETS)
@@ -89,7 +90,7 @@ def test_a_technique_is_refused_by_a_family_that_does_not_take_it(preset: str, a
     fam = families.family_of(preset)
     technique = families.techniques_asked(asked)[0][0]
     try:
-        Scenario(name="s", model=preset, **asked)
+        check(Scenario(name="s", model=preset, **asked))
     except BadInput as exc:
         field = next(iter(asked)) if technique != "qlora" else "quantize_base"
         assert f"{field} = " in exc.message

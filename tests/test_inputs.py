@@ -43,8 +43,8 @@ from bench.results import (
     write_results,
 )
 from bench.run import envinfo, plan, runner, session
+from bench.run.outcome import RunOutcome
 from bench.run.plan import RunPlan
-from bench.run.runner import RunOutcome
 from bench.scenario import SETTING_KEYS, Scenario
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from bench.cli import run_cmd
 from bench.errors import BadInput
 from bench.matrix import load_matrix
+from bench.rules import check
 from bench.scenario import CUDA_AT_IMPORT, Scenario
 from bench.worker.__main__ import keep_cuda_imports_out
 from bench.worker.llm import float8_eligible
@@ -219,8 +220,12 @@ def test_gpu_only_packages_are_skips_too(
 
 def test_an_optimizer_the_trainer_refuses_under_fsdp_is_bad_input() -> None:
     with pytest.raises(BadInput, match=r"optimizer = 'adam8bit_manual' is built by gpubench .* refuses under FSDP"):
-        Scenario(name="s", model="llama-tiny", optimizer="adam8bit_manual", strategy="fsdp", gpus=2)
-    Scenario(name="s", model="llama-tiny", optimizer="adam8bit_manual", strategy="fsdp", gpus=2, engine="accelerate")
+        check(Scenario(name="s", model="llama-tiny", optimizer="adam8bit_manual", strategy="fsdp", gpus=2))
+    check(
+        Scenario(
+            name="s", model="llama-tiny", optimizer="adam8bit_manual", strategy="fsdp", gpus=2, engine="accelerate"
+        )
+    )
 
 
 def test_float8_skips_lm_head_and_odd_shapes() -> None:

@@ -25,6 +25,7 @@ from bench.report.html import interconnect_line
 from bench.report.scaling import scaling_lines
 from bench.results import read_results
 from bench.results.scaling import allreduce_busbw
+from bench.rules import check, needs_cuda
 from bench.scenario import Scenario
 from bench.worker.interconnect import OPS, SIZES, bus_factor
 from bench.worker.ranks import combine_ranks
@@ -110,7 +111,9 @@ def test_a_mesh_is_valid_exactly_when_it_multiplies_to_the_world_and_tp_splits_t
     fits = gpus % rest == 0 if shard == "auto" else rest * int(shard) == gpus
     splits = all(n % tp == 0 for n in HEADS[model])
     try:
-        sc = Scenario(name="s", **{**MESH, "model": model, "gpus": gpus, "seq_len": 48, **sizes})  # 2 x cp divides 48
+        sc = check(
+            Scenario(name="s", **{**MESH, "model": model, "gpus": gpus, "seq_len": 48, **sizes})
+        )  # 2 x cp divides 48
     except BadInput as exc:
         assert not (fits and splits), str(exc)
         message = str(exc)
@@ -140,12 +143,12 @@ def test_a_mesh_is_valid_exactly_when_it_multiplies_to_the_world_and_tp_splits_t
 )
 def test_what_a_mesh_cannot_take_is_refused_naming_the_setting(settings_: dict[str, Any], key: str, words: str) -> None:
     with pytest.raises(BadInput, match=rf"scenario 's': {key} = .*{words}"):
-        Scenario(name="s", **{**MESH, "seq_len": 64, **settings_})
+        check(Scenario(name="s", **{**MESH, "seq_len": 64, **settings_}))
 
 
 def test_context_parallel_is_a_cuda_scenario() -> None:
-    assert "CUDA SDPA" in (Scenario(name="s", **{**MESH, "cp": 2}).needs_cuda or "")
-    assert Scenario(name="s", **{**MESH, "tp": 2}).needs_cuda is None
+    assert "CUDA SDPA" in (needs_cuda(check(Scenario(name="s", **{**MESH, "cp": 2}))) or "")
+    assert needs_cuda(check(Scenario(name="s", **{**MESH, "tp": 2}))) is None
 
 
 @given(shape=st.tuples(*(st.integers(1, 4) for _ in mesh.DIMS)))
@@ -171,15 +174,19 @@ def test_model_states_divide_by_the_shards_of_one_replica() -> None:
     dims = load_dims("llama-1b")
 
     def per_param(**s: Any) -> float:
-        p = predict(Scenario(name="s", **{**MESH, "model": "llama-1b", "precision": "bf16", "gpus": 4, **s}), dims)
+        p = predict(
+            check(Scenario(name="s", **{**MESH, "model": "llama-1b", "precision": "bf16", "gpus": 4, **s})), dims
+        )
         return (p.weights + p.grads + p.optimizer) / p.params
 
     assert per_param() == pytest.approx(4, rel=0.01)  # FSDP over 4
     assert per_param(tp=2) == pytest.approx(4, rel=0.01)  # tp 2 x dp_shard 2
     assert per_param(dp_replicate=2) == pytest.approx(8, rel=0.01)  # HSDP 2x2: one copy per replica
     assert per_param(tp=4) == pytest.approx(4, rel=0.01)
-    one = predict(Scenario(name="s", **{**MESH, "model": "llama-1b", "precision": "bf16", "gpus": 4}), dims)
-    tp4 = predict(Scenario(name="s", **{**MESH, "model": "llama-1b", "precision": "bf16", "gpus": 4, "tp": 4}), dims)
+    one = predict(check(Scenario(name="s", **{**MESH, "model": "llama-1b", "precision": "bf16", "gpus": 4})), dims)
+    tp4 = predict(
+        check(Scenario(name="s", **{**MESH, "model": "llama-1b", "precision": "bf16", "gpus": 4, "tp": 4})), dims
+    )
     assert tp4.activations < one.activations  # a layer's activations are split four ways; the head's are not
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,9 +23,9 @@ from bench.report import markdown as report_md
 from bench.report import records
 from bench.results import write_results
 from bench.run import session
+from bench.run.outcome import RunOutcome
 from bench.run.plan import RunPlan
 from bench.run.request import RunRequest
-from bench.run.runner import RunOutcome
 from bench.scenario import Scenario
 
 REPO = Path(__file__).resolve().parents[1]
@@ -199,6 +200,28 @@ def test_run_writes_the_report(fake_run: RunRequest) -> None:
     assert warnings == []
     html = (plan.out / "report.html").read_text(encoding="utf-8")
     assert "<h1>gpubench report: quick on CPU</h1>" in html and "tf32 is a CUDA matmul mode" in html
+
+
+def test_an_interrupted_run_still_gets_the_report_of_what_ran(
+    fake_run: RunRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C after some rows: the session returns them and api.run writes their report (the
+    session itself imports no report writer: bench.api hands it in)."""
+    from bench.run import session
+
+    measured = session.execute
+
+    def interrupted(*args: Any, **kwargs: Any) -> RunOutcome:
+        outcome = measured(*args, **kwargs)
+        return RunOutcome(rows=outcome.rows, exit_code=ExitCode.INTERRUPTED, interrupted=True)
+
+    monkeypatch.setattr(session, "execute", interrupted)
+    plan, outcome = api.run(fake_run)
+    assert outcome.exit_code == ExitCode.INTERRUPTED and len(outcome.rows) == 5
+    assert "<h1>gpubench report: quick on CPU</h1>" in (plan.out / "report.html").read_text(encoding="utf-8")
+    shutil.rmtree(plan.out)
+    plan, outcome = session.run(fake_run)
+    assert outcome.rows and not (plan.out / "report.html").exists()  # no writer handed in: no report
 
 
 def test_a_failing_report_is_only_a_warning(fake_run: RunRequest, monkeypatch: pytest.MonkeyPatch) -> None:

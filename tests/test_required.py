@@ -10,8 +10,8 @@ import pytest
 from harness import SHORT, error_lines, gpubench, gpubench_in_process, results, statuses, write_matrix
 
 from bench.errors import BadInput, ExitCode
+from bench.run.outcome import RunOutcome
 from bench.run.required import check_patterns, judge_required, matches, message, skipped_required
-from bench.run.runner import RunOutcome
 
 TF32_ON_CPU = "tf32 is a CUDA matmul mode (Ampere or newer); it has no meaning on the CPU"
 EIGHT_BIT = 'optimizer = "adamw_8bit" needs the bitsandbytes package (ImportError: no); pip install bitsandbytes'

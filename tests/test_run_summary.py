@@ -16,8 +16,8 @@ from bench.cli import run_cmd
 from bench.errors import ExitCode
 from bench.results import CPU_NOTE, write_results
 from bench.run import envinfo, session
+from bench.run.outcome import RunOutcome
 from bench.run.plan import RunPlan
-from bench.run.runner import RunOutcome
 from bench.scenario import Scenario
 
 STEADY = {"passes": 8, "p10_ms": 10.0, "p90_ms": 11.0, "p90_over_p10": 1.1}

@@ -96,19 +96,19 @@ def compare_command(
       2  bad input (a missing, empty or malformed results file)
       3  incomparable runs (GPU model or count, or a scenario's settings)
     """
-    from ..compare.core import Thresholds, compare  # pandas: only when a command needs it
+    from .. import api  # pandas: only when a command needs it
+    from ..compare.core import Thresholds
     from ..compare.render import gate_line, print_table, render
-    from ..results import load_run
 
     thresholds = Thresholds(speed_pct=threshold, memory_pct=memory_threshold, energy_pct=energy_threshold)
     if detect is not None:
-        _detect(detect, [load_run(p) for p in (base, new) if p is not None], thresholds, fmt, output)
+        _detect(detect, [api.load_run(p) for p in (base, new) if p is not None], thresholds, fmt, output)
         return
     if new is None:
         raise typer.BadParameter("give the new run too (or --detect PCT)", param_hint="NEW")
-    base_run, new_run = load_run(base), load_run(new)
+    base_run, new_run = api.load_run(base), api.load_run(new)
     _verify_changes(base, new, fmt, output)
-    result = compare(
+    result = api.compare(
         base_run.frame,
         new_run.frame,
         base_run.env,
@@ -142,10 +142,10 @@ def _verify_changes(base: Path, new: Path, fmt: OutputFormat, output: Path | Non
 
 
 def _detect(target: float, runs: list[Run], thresholds: Thresholds, fmt: OutputFormat, output: Path | None) -> None:
-    from ..compare.plan import plan
+    from .. import api
     from ..compare.render import print_plan, render_plan
 
-    result = plan([r.frame for r in runs], target, thresholds, [str(r.csv_path) for r in runs])
+    result = api.detect([r.frame for r in runs], target, thresholds, [str(r.csv_path) for r in runs])
     if output is None and fmt is OutputFormat.table:
         print_plan(result, stdout_console())
     else:

@@ -38,10 +38,10 @@ def cost(
 
     Example: gpubench cost results/decoders/llm --train-tokens 2e10 --price-per-gpu-hour 3.5
     """
-    from ..results import load_run
-    from ..results.cost import HEADERS, cell, project, render
+    from .. import api
+    from ..results.cost import HEADERS, cell, render
 
-    rows = project(load_run(results).frame, train_tokens, train_samples, price_per_gpu_hour)
+    rows = api.cost(api.load_run(results).frame, train_tokens, train_samples, price_per_gpu_hour)
     if fmt is not OutputFormat.table:
         emit(render(rows, fmt.value), output)
         return

@@ -33,11 +33,12 @@ def export(
 
     Example: gpubench export results/nightly --mlflow http://127.0.0.1:5000 --experiment nightly
     """
-    from ..export.mlflow import check_tracking, export_dir, redacted_uri
+    from .. import api
+    from ..export.mlflow import check_tracking, redacted_uri
 
     check_tracking(mlflow)
     for folder in dirs:
-        done = export_dir(folder, mlflow, experiment, info=lambda m: print(m, file=sys.stderr))
+        done = api.export(folder, mlflow, experiment, info=lambda m: print(m, file=sys.stderr))
         changed = sum(e.action != "unchanged" for e in done)
         print(
             f"{folder}: {len(done)} scenarios in experiment {experiment!r} at {redacted_uri(mlflow)} "

@@ -73,8 +73,8 @@ def fit(
     Exit codes: 0 every search ended on ok or oom probes; 1 a probe failed otherwise (error,
     crashed, timeout); 2 bad input, nothing ran; 130 interrupted.
     """
+    from .. import api
     from ..fit.session import FitRequest
-    from ..fit.session import fit as run_fit
     from ..fit.summary import TABLE_HEADER, table_rows, text_lines
     from ..run.progress import RichReporter
 
@@ -96,7 +96,7 @@ def fit(
         command=["gpubench", *redact_argv(sys.argv[1:])],  # env.json: no --db password
         report=report,
     )
-    outcome = run_fit(
+    outcome = api.fit(
         request,
         RichReporter(err),
         warn=lambda m: err.print(f"[yellow]warning:[/yellow] {escape(m)}"),

@@ -122,9 +122,10 @@ def list_command(
 
     Example: gpubench history list --limit 10
     """
-    from ..history import api, render
+    from .. import api
+    from ..history import render
 
-    runs = api.list_runs(db_target(db), limit or None)
+    runs = api.history_list(db_target(db), limit or None)
     if fmt is OutputFormat.table:
         table = render.runs_table(runs, f"{len(runs)} runs in {redact_url(db_target(db))}")
         _table(lambda console: console.print(table), output)
@@ -162,7 +163,8 @@ def show_command(
 
     Example: gpubench history show --scenario bf16 --metric samples_per_s --svg bf16.svg
     """
-    from ..history import api, chart, render
+    from .. import api
+    from ..history import chart, render
 
     if output is not None and output.suffix.lower() == ".svg":
         raise BadInput(
@@ -171,7 +173,7 @@ def show_command(
     params = _params(
         window, threshold, memory_threshold, energy_threshold, drift_nights=drift_nights, noise_factor=noise_factor
     )
-    views = api.show(db_target(db), scenario, metric.value, params, gpu=gpu, last=last or None)
+    views = api.history_show(db_target(db), scenario, metric.value, params, gpu=gpu, last=last or None)
     if svg is not None:
         chart.write_svg(views, svg, f"{scenario}: {metric.value}")
         say(f"wrote {svg}")
@@ -219,10 +221,11 @@ def check_command(
     Exit codes: 0 no regression; 1 a regression or new failure; 2 bad input (no store, a
     corrupt or foreign database, an unknown run); 3 the run has no comparable history.
     """
-    from ..history import api, render
+    from .. import api
+    from ..history import render
 
     params = _params(window, threshold, memory_threshold, energy_threshold, consecutive, drift_nights, noise_factor)
-    result = api.check(db_target(db), params, run=run)
+    result = api.history_check(db_target(db), params, run=run)
     for text in result.notes:
         say(f"note: {text}")
     if fmt is OutputFormat.table:
@@ -247,9 +250,9 @@ def import_command(
 
     Example: gpubench history import results/2026-11-29T10-00-00/ results/nightly/
     """
-    from ..history import api
+    from .. import api
 
-    for item in api.import_dirs(db_target(db), dirs):
+    for item in api.history_import(db_target(db), dirs):
         what = "stored" if item.created else "already stored"
         typer.echo(for_terminal(f"run {item.run_id}: {what} {item.path} ({item.scenarios} scenarios)"))
 
@@ -273,9 +276,9 @@ def accept_command(
 
     Example: gpubench history accept --scenario bf16 --note "torch 2.12: new SDPA kernels"
     """
-    from ..history import api
+    from .. import api
 
-    found, steps = api.accept(
+    found, steps = api.history_accept(
         db_target(db), note, scenarios=scenario or (), metric=metric.value if metric else None, run=run
     )
     what = metric.value if metric else "all metrics"

@@ -31,9 +31,9 @@ def merge(
 
     Example: gpubench merge night results/night-host1 results/night-host2
     """
-    from ..results.merge import merge_dirs
+    from .. import api
 
-    merged = merge_dirs(out, dirs)
+    merged = api.merge(out, dirs)
     note = f", {merged.duplicates} duplicate row(s) resolved (final over interrupted, then the later)"
     print(
         f"merged {len(dirs)} directories: {len(merged.rows)} rows in {out}" + (note if merged.duplicates else ""),

@@ -72,9 +72,10 @@ def predict(
 
     Example: gpubench predict --matrix full --model bert-large --gpu-memory 24GB
     """
-    from ..predict import predict_matrix, render  # pandas (a calibration run's results): only when it runs
+    from .. import api
+    from ..predict import render  # pandas (a calibration run's results): only when it runs
 
-    report = predict_matrix(
+    report = api.predict(
         "full" if matrix is None else matrix,
         model=model,
         only=split_names(only),

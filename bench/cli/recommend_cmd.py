@@ -102,9 +102,9 @@ def recommend(
     Exit codes: 0 a recipe is recommended; 1 none measured and judged equivalent; 2 bad input,
     nothing ran; 130 interrupted.
     """
+    from .. import api
     from ..recommend.render import HEADER, as_json, markdown, summary_lines, table_rows
     from ..recommend.session import RecommendRequest
-    from ..recommend.session import recommend as run_recommend
     from ..run.progress import RichReporter
 
     err = Console(stderr=True)
@@ -116,7 +116,7 @@ def recommend(
         axes=tuple(split_names(axes, "--axes") or ()) or None, command=["gpubench", *sys.argv[1:]],
         resume=resume, record=db_target(db) if record else None,
     )  # fmt: skip
-    outcome = run_recommend(
+    outcome = api.recommend(
         request,
         RichReporter(err),
         warn=lambda m: err.print(f"[yellow]warning:[/yellow] {escape(m)}"),

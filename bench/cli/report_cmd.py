@@ -78,21 +78,22 @@ def report_command(
       gpubench report results/multi-gpu/all-gpus results/multi-gpu/one-gpu -o scaling.html
     """
     if fmt is ReportFormat.html:
-        from ..report.html import size_text, write_report
+        from .. import api
+        from ..report.html import size_text
 
         if len(result_dirs) > 1 and output is None:
             raise BadInput(
                 f"{len(result_dirs)} result directories pooled into one HTML report: say where it goes with "
                 "--output FILE (only a single DIR gets DIR/report.html)"
             )
-        path = write_report(result_dirs, output, baseline)
+        path = api.write_report(result_dirs, output, baseline)
         say(f"wrote {path} ({size_text(path)})")
         return
+    from .. import api
     from ..report import markdown, records
-    from ..report.data import load_many
     from ..report.table import summary_table
 
-    report = load_many(result_dirs, baseline)
+    report = api.report(result_dirs, baseline)
     if fmt in (ReportFormat.table, ReportFormat.csv):  # the markdown and the JSON hold their notes
         for text in report.notes:
             say(f"note: {text}")

@@ -53,10 +53,11 @@ def verify_command(
     Exit codes: 0 no claim fails; 1 a claim does not hold; 2 bad input (a bad claim file),
     nothing ran; 130 interrupted.
     """
+    from .. import api
     from ..results import CPU_NOTE
     from ..run.progress import RichReporter
     from ..verify.render import render, table
-    from ..verify.session import VerifyRequest, verify
+    from ..verify.session import VerifyRequest
 
     err = Console(stderr=True)
     request = VerifyRequest(
@@ -68,7 +69,7 @@ def verify_command(
         timeout_s=timeout,
         command=["gpubench", *sys.argv[1:]],
     )
-    outcome = verify(
+    outcome = api.verify(
         request,
         RichReporter(err),
         warn=lambda m: err.print(f"warning: {m}", highlight=False, markup=False),

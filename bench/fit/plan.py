@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import rules
 from ..errors import BadInput, GpubenchError
 from ..families import family_of, read_config
 from ..memory.terms import MB
@@ -31,15 +32,17 @@ class ProbeShape:
         """`sc` at `value`, as a short probe (validated: a bad value is BadInput)."""
         batch = value if self.dimension == "batch_size" else sc.batch_size
         steps = self.warmup_steps + self.steps
-        return sc.replace(
-            name=probe_name(sc.name, self.dimension, value),
-            **{self.dimension: value},
-            samples=batch * sc.grad_accum_steps * steps,
-            warmup_steps=self.warmup_steps,
-            window=self.steps,
-            profile_steps=0,
-            profile_memory=False,
-            memory_cap_mb=self.memory_cap_mb,
+        return rules.check(  # a value the registries refuse (cp over seq_len) is BadInput too
+            sc.replace(
+                name=probe_name(sc.name, self.dimension, value),
+                **{self.dimension: value},
+                samples=batch * sc.grad_accum_steps * steps,
+                warmup_steps=self.warmup_steps,
+                window=self.steps,
+                profile_steps=0,
+                profile_memory=False,
+                memory_cap_mb=self.memory_cap_mb,
+            )
         )
 
 

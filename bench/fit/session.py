@@ -21,13 +21,13 @@ from ..predict.measured import DEFAULT_CONTEXT_MB
 from ..results import SCENARIOS_JSON, write_plan, write_results
 from ..results.rowcheck import usable
 from ..run import envinfo
+from ..run.envinfo import gpu_in_use
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.outdir import check_unused, locked, remove_folders
 from ..run.plan import RunPlan, prepare
 from ..run.proc import Interrupts
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from ..run.runner import NullReporter, Reporter, run_launcher, run_one
-from ..run.session import _gpu
 from ..scenario import Scenario
 from .plan import DIMENSIONS, Prediction, ProbeShape, predict_largest, value_range
 from .search import FITS, OOM, search
@@ -126,7 +126,7 @@ def fit(
     for name, note in plan.notes.items():  # an --engine that left a scenario (bench/matrix.py)
         info(f"scenario '{name}' {note}")
     try:
-        gpu, procs = _gpu(plan.gpu_uuid, probe, warn)
+        gpu, procs = gpu_in_use(plan.gpu_uuid, probe, warn)
         summary, searches, shape = _plan_searches(request, plan, gpu, capacity)
     except BaseException:
         remove_folders(plan.made)  # refused before any work: no result directory is left
@@ -257,13 +257,6 @@ def _run_searches(
             # scenarios.json: the probes that ran, so the directory replays as any run's
             ran = dataclasses.replace(plan, scenarios=tuple(probed) or plan.scenarios, repeats=1)
             atomic_write_json(plan.out / SCENARIOS_JSON, ran.to_json())
-    if rows and request.report:
-        try:
-            from ..report.html import write_report
-
-            write_report(plan.out)
-        except Exception as exc:
-            warn(f"could not write the HTML report in {plan.out}: {exc}")
     stopped_badly = any(r["status"] not in (FITS, OOM, "skipped") for r in rows)  # error, crashed, timeout...
     code = ExitCode.INTERRUPTED if interrupted else (ExitCode.FAILED if stopped_badly else ExitCode.OK)
     return FitOutcome(plan.out, summary, rows, code)

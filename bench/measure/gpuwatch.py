@@ -45,7 +45,6 @@ EVENT_BITS = (
     (0x40, "hw_thermal"),
     (0x80, "hw_power_brake"),
 )
-THROTTLE_EVENTS = frozenset({"hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})  # not the power cap
 
 # GPM metric ids (nvmlGpmMetricId_t) -> the column each fills
 GPM_METRICS = {

@@ -30,6 +30,7 @@ from ..results import write_plan, write_results
 from ..results.parity import add_parity
 from ..results.rowcheck import usable
 from ..run import envinfo
+from ..run.envinfo import gpu_in_use
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.outdir import check_unused, locked, remove_folders, remove_stale_temps
 from ..run.plan import RunPlan, prepare
@@ -37,7 +38,6 @@ from ..run.probe import probe, resolve_device
 from ..run.proc import Interrupts
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from ..run.runner import NullReporter, Reporter, run_launcher, run_one
-from ..run.session import _gpu
 from ..scenario import Scenario
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
 from .prune import MEMORY_MARGIN, prune_by_memory
@@ -155,7 +155,7 @@ def recommend(
         )  # fmt: skip
         plan, seen = prepare(run_request, scratch)  # every candidate validated: a refusal is exit 2 here
     try:
-        gpu, procs = _gpu(plan.gpu_uuid, seen, warn)
+        gpu, procs = gpu_in_use(plan.gpu_uuid, seen, warn)
         total = float((gpu or {}).get("memory_total_mb") or 0) or None
         if capacity is not None and total is not None and capacity > total:
             raise BadInput(f"--gpu-memory {request.gpu_memory}: more than this GPU's {total:,.0f} MB")

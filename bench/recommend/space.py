@@ -60,12 +60,13 @@ def valid_candidates(
 ) -> tuple[list[Candidate], dict[str, str]]:
     """The candidates that are valid scenarios on `model` (a combination the scenario refuses, such as
     fp8 with a quantized base, is left out with the scenario's own reason)."""
+    from ..rules import check
     from ..scenario import Scenario
 
     kept, invalid = [], {}
     for c in candidates:
         try:
-            Scenario(name=c.name, **{**base, "model": model, **c.fields})
+            check(Scenario(name=c.name, **{**base, "model": model, **c.fields}))
         except BadInput as exc:
             invalid[c.name] = f"not a valid combination: {exc}".replace(f"scenario '{c.name}': ", "")
         else:

@@ -7,7 +7,7 @@ import platform
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..measure import cpuspeed
+from ..measure.nvml import open_nvml
 from ..results.columns import RESULTS_FORMAT
 
 PACKAGES = (
@@ -170,3 +171,26 @@ def _topology() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() or None
+
+
+def gpu_in_use(
+    uuid: str | None, probe: dict[str, Any], warn: Callable[[str], None] = lambda _msg: None
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The GPU's description and the processes already on it (NVML; no CUDA context here).
+    Without a working NVML, what torch reported, and a warning: memory then comes from torch."""
+    if not uuid:
+        return None, []
+    nvml, why = open_nvml(uuid)
+    if nvml is None:
+        warn(f"NVML is not usable ({why}); peak memory will come from torch's allocator only")
+        device: dict[str, Any] = next((d for d in probe.get("devices", []) if d.get("uuid") == uuid), {})
+        return {
+            "name": device.get("name"),
+            "uuid": uuid,
+            "driver": None,
+            "capability": device.get("capability"),
+            "memory_total_mb": device.get("total_memory_mb"),
+            "nvml": f"unavailable: {why}",
+        }, []
+    procs = [{"pid": pid, "used_mb": mb} for pid, mb in nvml.processes()]
+    return nvml.describe(), procs

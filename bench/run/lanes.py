@@ -23,9 +23,10 @@ from typing import Any
 from ..errors import ExitCode
 from ..results import FAILED_STATUSES, write_results
 from . import shards
+from .outcome import RunOutcome
 from .plan import RunPlan
 from .proc import Interrupts, start_child, tail
-from .runner import NullReporter, Reporter, RunOutcome, _finished_rows
+from .runner import NullReporter, Reporter, _finished_rows
 
 POLL_S = 0.5
 STARTUP_S = 600.0  # a lane's own probe, ceiling and fork server, on top of its workers' timeouts

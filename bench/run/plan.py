@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import matrix as matrix_mod
+from .. import rules
 from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
 from ..errors import BadInput
 from ..models import display_name
@@ -193,7 +194,7 @@ def resolve_gpus(scenarios: tuple[Scenario, ...], device: str, uuids: tuple[str,
     out = []
     for sc in scenarios:
         if sc.gpus == "all":
-            sc = sc.replace(gpus=have)
+            sc = rules.check(sc.replace(gpus=have))  # the mesh now has a world size to fit
         if device != "cpu" and isinstance(sc.gpus, int) and sc.gpus > have:
             raise BadInput(
                 f"scenario '{sc.name}': gpus = {sc.gpus}, but {device} and the GPUs after it are {have}",
@@ -352,4 +353,4 @@ def command_scenario(request: RunRequest) -> Scenario:
         raise BadInput("--cmd is empty", hint='give the command, e.g. --cmd "python train.py"')
     check_program(argv[0], "--cmd")
     settings = {k: v for k, v in request.overrides.items() if v is not None and k in COMMAND_OVERRIDES}
-    return Scenario(name=request.cmd_name, description=request.cmd, command=tuple(argv), **settings)
+    return rules.check(Scenario(name=request.cmd_name, description=request.cmd, command=tuple(argv), **settings))

@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import BadInput, ExitCode
-
-if TYPE_CHECKING:
-    from .runner import RunOutcome
+from .outcome import RunOutcome
 
 
 def matches(name: str, patterns: Sequence[str]) -> bool:

@@ -7,7 +7,6 @@ import json
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,10 +22,12 @@ from ..results.losscurve import write_curve
 from ..results.parity import add_parity
 from ..results.rowcheck import usable
 from ..results.scaling import add_scaling
+from ..rules import needs_cuda
 from ..scenario import Scenario
 from . import command, torchrun
 from .childenv import visible_devices, worker_env
 from .launcher import Launcher, WorkerJob, open_launcher
+from .outcome import RunOutcome
 from .plan import RunPlan
 from .proc import Interrupts, ProcResult, tail
 
@@ -45,17 +46,6 @@ class NullReporter:
     def scenario_start(self, sc: Scenario, repeat: int) -> None: ...
     def scenario_end(self, row: dict[str, Any]) -> None: ...
     def finish(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    rows: list[dict[str, Any]]
-    exit_code: ExitCode
-    interrupted: bool
-    launcher_fallback: str | None = None  # the fork server gave way to spawn: why
-    time_limited: bool = False  # --time-limit stopped the run before every scenario ran
-    skipped_required: tuple[tuple[str, str], ...] = ()  # (scenario, why): skipped, but --require names it
-    discarded: bool = False  # interrupted before its first row: what the run wrote in --out is gone
 
 
 def over_limit(deadline: float | None, sc: Scenario, rows: list[dict[str, Any]], now: float) -> bool:
@@ -151,7 +141,7 @@ def run_launcher(plan: RunPlan, warn: Callable[[str], None], scenarios: list[Sce
 
 def worker_imports(plan: RunPlan, sc: Scenario) -> tuple[str, ...]:
     """The CUDA_AT_IMPORT packages the scenario's worker imports (none where it cannot run anyway)."""
-    return () if plan.device == "cpu" and sc.needs_cuda else sc.cuda_at_import
+    return () if plan.device == "cpu" and needs_cuda(sc) else sc.cuda_at_import
 
 
 def _finished_rows(plan: RunPlan) -> list[dict[str, Any]]:

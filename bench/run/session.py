@@ -12,40 +12,18 @@ from typing import Any
 
 from .. import cpus
 from ..errors import BadInput
-from ..measure.nvml import open_nvml
 from ..results import note_harness_time, note_launcher_fallback, read_env, write_plan
 from . import envinfo, interconnect, lanes, shards
 from .childenv import inductor_cache_dir
+from .envinfo import gpu_in_use
 from .launcher import Launcher
+from .outcome import RunOutcome
 from .outdir import check_unused, discard_unmeasured, entries, locked, remove_folders, remove_stale_temps
 from .plan import RunPlan, prepare
 from .probe import ceiling_tflops, earlier_ceiling, gemm_shapes, measure_ceiling, probe_torch, resolve_device
 from .request import RunRequest, check_device_name
 from .required import judge_required
-from .runner import Reporter, RunOutcome, execute, run_launcher
-
-
-def _gpu(
-    uuid: str | None, probe: dict[str, Any], warn: Callable[[str], None] = lambda _msg: None
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """The GPU's description and the processes already on it (NVML; no CUDA context here).
-    Without a working NVML, what torch reported, and a warning: memory then comes from torch."""
-    if not uuid:
-        return None, []
-    nvml, why = open_nvml(uuid)
-    if nvml is None:
-        warn(f"NVML is not usable ({why}); peak memory will come from torch's allocator only")
-        device: dict[str, Any] = next((d for d in probe.get("devices", []) if d.get("uuid") == uuid), {})
-        return {
-            "name": device.get("name"),
-            "uuid": uuid,
-            "driver": None,
-            "capability": device.get("capability"),
-            "memory_total_mb": device.get("total_memory_mb"),
-            "nvml": f"unavailable: {why}",
-        }, []
-    procs = [{"pid": pid, "used_mb": mb} for pid, mb in nvml.processes()]
-    return nvml.describe(), procs
+from .runner import Reporter, execute, run_launcher
 
 
 def run(
@@ -55,7 +33,11 @@ def run(
     record_db: str | None = None,
     info: Callable[[str], None] = lambda _msg: None,
     mlflow: tuple[str, str] | None = None,
+    write_report: Callable[[Path], object] | None = None,
 ) -> tuple[RunPlan, RunOutcome]:
+    """Plan, measure and keep one run. `write_report(DIR)` is the command's report writer (bench.api
+    hands in bench/report/html.py's): called under the lock when rows were measured and
+    request.report, before the history record and the MLflow export, which carry the report."""
     started = time.monotonic()  # --time-limit counts from here, the probe included
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         plan, probe = prepare(request, Path(scratch))
@@ -64,7 +46,7 @@ def run(
     made = () if plan.resume else plan.made  # a resumed run's folder is never taken away
     before = entries(plan.out)
     try:
-        gpu, procs = _gpu(plan.gpu_uuid, probe, warn)
+        gpu, procs = gpu_in_use(plan.gpu_uuid, probe, warn)
         if procs:
             listing = ", ".join(f"pid {p['pid']} ({p['used_mb'] or 0:.0f} MB)" for p in procs)
             if request.exclusive:
@@ -83,13 +65,8 @@ def run(
         if outcome.interrupted and not outcome.rows and not plan.resume:  # nothing measured: nothing kept
             discarded = discard_unmeasured(plan.out, before, made)
             return plan, dataclasses.replace(outcome, discarded=discarded)
-        if outcome.rows and request.report:  # DIR/report.html: a failure only warns; results and exit code stand
-            try:
-                from ..report.html import write_report
-
-                write_report(plan.out)
-            except Exception as exc:
-                warn(f"could not write the HTML report in {plan.out}: {exc}")
+        if outcome.rows and request.report and write_report is not None:  # DIR/report.html, before the exports
+            report_or_warn(write_report, plan.out, warn)
         if record_db is not None:  # --record: store the run in the history; a store failure only warns
             from ..history.api import record_after_run
 
@@ -247,5 +224,13 @@ def environment(device: str = "auto") -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         probe = probe_torch(Path(scratch))
     resolved, uuid = resolve_device(device, probe)
-    gpu, procs = _gpu(uuid, probe)
+    gpu, procs = gpu_in_use(uuid, probe)
     return envinfo.collect(device=resolved, probe=probe, gpu=gpu, gpu_processes=procs, command=[], matrix="")
+
+
+def report_or_warn(write_report: Callable[[Path], object], out: Path, warn: Callable[[str], None]) -> None:
+    """DIR/report.html: a failure only warns; the results and the exit code stand."""
+    try:
+        write_report(out)
+    except Exception as exc:
+        warn(f"could not write the HTML report in {out}: {exc}")

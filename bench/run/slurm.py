@@ -26,12 +26,13 @@ from ..fsio import atomic_write_json, atomic_write_text, read_json
 from ..results import ENV_JSON, FAILED_STATUSES, RESULTS_CSV, SCENARIOS_JSON, read_env, read_plan, write_results
 from ..scenario import Scenario
 from . import shards, slurm_jobs
+from .outcome import RunOutcome
 from .outdir import check_unused, discard_unmeasured, entries, locked, missing_folders
 from .plan import RunPlan, _scenarios
 from .proc import Interrupts
 from .request import RunRequest, check_request, check_writable
 from .required import check_patterns
-from .runner import NullReporter, Reporter, RunOutcome
+from .runner import NullReporter, Reporter
 from .slurm_script import PLACEHOLDER_ENDPOINT, SlurmOptions, Step, render
 
 JOBS_JSON = "jobs.json"

@@ -20,7 +20,6 @@ ENDED = frozenset(
 
 
 NEEDED = ("sbatch", "squeue", "scancel")  # submit the job, watch it, cancel it on Ctrl-C
-FALLBACKS = ("sacct", "scontrol")  # asked, where on PATH, for the state of a job squeue no longer lists
 
 
 class SlurmError(GpubenchError):

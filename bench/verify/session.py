@@ -60,12 +60,12 @@ def verify(
     out = request.out or Path("results") / datetime.now().strftime("verify-%Y-%m-%dT%H-%M-%S")
     frame, gpus, device, exit_code = None, 0, "cpu" if on_cpu else request.device, 0
     if plan.scenarios:
-        from .. import api
         from ..results import to_frame
+        from ..run.session import run as run_session
 
         with tempfile.TemporaryDirectory(prefix="gpubench-verify-") as scratch:
             matrix = write_matrix(plan, Path(scratch) / "verify.toml", f"gpubench verify --claims {request.claims}")
-            run_plan, outcome = api.run(
+            run_plan, outcome = run_session(
                 RunRequest(
                     matrix=str(matrix),
                     device=request.device,

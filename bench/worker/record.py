@@ -14,7 +14,6 @@ TEXT_TOKENS = "text tokens"
 PATCHES_AND_CLASS = "image patches + class token"  # and any other token the embeddings add
 PATCHES = "image patches"
 NO_TOKENS = "none"  # samples only (a CNN)
-TOKEN_UNITS = (TEXT_TOKENS, PATCHES_AND_CLASS, PATCHES, NO_TOKENS)
 # parameters (1, n, hidden) that the embeddings put in front of the patches
 ADDED_TOKENS = frozenset({"cls_token", "class_token", "distillation_token", "register_tokens"})
 

@@ -11,6 +11,7 @@ import torch
 
 from .. import datakinds
 from ..engines import ENGINES, precision_matmuls
+from ..rules import needs_cuda
 from ..scenario import Scenario
 
 
@@ -82,8 +83,8 @@ def require_family_package(model: str) -> None:
 def check_runnable(sc: Scenario, device: torch.device, model: str | None = None) -> None:
     """Skip when the scenario cannot run here; `model`: the resolved model, whose family may need
     a package of its own."""
-    if device.type == "cpu" and sc.needs_cuda:
-        raise Skip(sc.needs_cuda)
+    if device.type == "cpu" and (why := needs_cuda(sc)):
+        raise Skip(why)
     if device.type == "cuda" and precision_matmuls(sc.precision) == "bf16" and not torch.cuda.is_bf16_supported():
         raise Skip(f"{sc.precision} is not supported by {torch.cuda.get_device_name(device)}")
     if sc.tf32 and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 8:

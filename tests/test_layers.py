@@ -1,0 +1,194 @@
+"""The package's layering, read from its source: no import cycle between modules of bench/ (imports
+inside functions and under TYPE_CHECKING count: a type-only circle is still a circle), and no
+import from a lower layer to a higher one. The layers are declared below as data, lowest first; a
+module belongs to the layer of its longest listed prefix."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+# Low to high. A module may import its own layer and the ones below it, never one above.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # the leaves: errors, text, numbers, files, the host; the process-tree reaper, which the
+    # worker's fork server and the parent's runner both use, imports nothing of bench
+    (
+        "bench",  # bench/__init__.py: the version
+        "bench.errors",
+        "bench.fmt",
+        "bench.stats",
+        "bench.metrics",
+        "bench.checks",
+        "bench.safetext",
+        "bench.termtable",
+        "bench.fsio",
+        "bench.redact",
+        "bench.cpus",
+        "bench.nodes",
+        "bench.mesh",
+        "bench.optimizer_names",
+        "bench.datareaders",
+        "bench.run.reaper",
+    ),
+    # the registries, as data
+    ("bench.families", "bench.precisions", "bench.engines", "bench.datakinds", "bench.models"),
+    # what to run: the scenario record, the matrix, the registries' rules over them, the plan-time
+    # checks (bench/families/plancheck.py is one: the model can be built and trained as asked)
+    (
+        "bench.scenario",
+        "bench.matrix",
+        "bench.rules",
+        "bench.planning",
+        "bench.families.plancheck",
+    ),
+    ("bench.memory",),
+    ("bench.measure",),
+    ("bench.results",),
+    ("bench.compare", "bench.predict"),
+    ("bench.history",),
+    ("bench.worker",),
+    ("bench.hook", "bench.export"),
+    ("bench.run",),
+    ("bench.fit", "bench.recommend", "bench.verify"),
+    ("bench.report",),
+    ("bench.api",),
+    ("bench.cli", "bench.__main__"),
+)
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(BENCH.rglob("*.py")):
+        parts = list(path.relative_to(BENCH.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the modules of bench it imports (anywhere in its source: a function's body and a
+    TYPE_CHECKING block too); `from PKG import NAME` names the submodule NAME where there is one."""
+    known = modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    source = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    source = node.module or ""
+                targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in known else source for a in node.names]
+            else:
+                continue
+            out |= {t for t in (_resolve(x, known) for x in targets if x.split(".")[0] == "bench") if t}
+        out.discard(name)
+        graph[name] = out
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def layer_of(module: str) -> int:
+    """The layer of the longest declared prefix of `module`; KeyError for a module no layer holds."""
+    best = max(
+        ((len(p), i) for i, layer in enumerate(LAYERS) for p in layer if module == p or module.startswith(p + ".")),
+        default=None,
+    )
+    if best is None:
+        raise KeyError(module)
+    return best[1]
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{a} (layer {layer_of(a)}) imports {b} (layer {layer_of(b)})"
+        for a, targets in graph.items()
+        for b in targets
+        if layer_of(b) > layer_of(a)
+    )
+
+
+def test_no_import_cycle_between_modules_of_bench() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = []
+    for module in import_graph():
+        try:
+            layer_of(module)
+        except KeyError:
+            unplaced.append(module)
+    assert unplaced == [], "declare these in LAYERS"
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    assert upward_arrows(import_graph()) == []
+
+
+# -- the checker itself, on small made-up graphs ---------------------------------------------------
+def test_a_type_only_or_function_level_import_is_an_edge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "bench"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n")
+    (package / "b.py").write_text("def f():\n    from bench import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "BENCH", package)
+    graph = import_graph()
+    assert graph["bench.a"] == {"bench.b"} and graph["bench.b"] == {"bench.a"}
+    assert cycles(graph) == [["bench.a", "bench.b"]]
+
+
+def test_an_arrow_to_a_higher_layer_is_named() -> None:
+    graph = {"bench.run.session": {"bench.report.html"}, "bench.report.html": {"bench.results"}, "bench.results": set()}
+    assert upward_arrows(graph) == ["bench.run.session (layer 10) imports bench.report.html (layer 12)"]
