@@ -11,16 +11,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import matrix as matrix_mod
-from .compare.core import compare
-from .compare.plan import plan as detect
+from .compare.comparison import compare
+from .compare.power import plan as detect
 from .export.mlflow import export_dir as export
-from .fit.session import FitOutcome, FitRequest
-from .fit.session import fit as _fit
-from .planning import plan_scenarios
+from .fit.fitting import FitOutcome, FitRequest
+from .fit.fitting import fit as _fit
 from .predict import predict_matrix as predict
-from .recommend.session import RecommendRequest, recommend
-from .report.data import load_many as report
+from .recommend.searching import RecommendRequest, recommend
+from .report.content import load_many as report
 from .results import load_run
 from .results.cost import project as cost
 from .results.merge import merge_dirs as merge
@@ -31,7 +29,9 @@ from .run.runner import Reporter
 from .run.session import environment, report_or_warn
 from .run.session import run as _run
 from .run.slurm import run_slurm
-from .verify.session import VerifyRequest, verify
+from .spec import matrix as matrix_mod
+from .spec.planning import plan_scenarios
+from .verify.verifying import VerifyRequest, verify
 
 __all__ = [
     "FitRequest",
@@ -93,37 +93,37 @@ def write_report(result_dirs: Path | Sequence[Path], output: Path | None = None,
 # -- the history: SQLAlchemy is imported when a history command runs, not by every command
 def history_list(db: str, limit: int | None = 20) -> list[dict[str, Any]]:
     """`gpubench history list`: the recorded runs, newest first."""
-    from .history import api
+    from .history import library
 
-    return api.list_runs(db, limit)
+    return library.list_runs(db, limit)
 
 
 def history_show(db: str, scenario: str, metric: str, params: Any, **where: Any) -> Any:
-    """`gpubench history show`: one scenario's series of one metric, judged (bench/history/api.py)."""
-    from .history import api
+    """`gpubench history show`: one scenario's series of one metric, judged (bench/history/library.py)."""
+    from .history import library
 
-    return api.show(db, scenario, metric, params, **where)
+    return library.show(db, scenario, metric, params, **where)
 
 
 def history_check(db: str, params: Any, **where: Any) -> Any:
     """`gpubench history check`: every series' verdict on the last run (or --run)."""
-    from .history import api
+    from .history import library
 
-    return api.check(db, params, **where)
+    return library.check(db, params, **where)
 
 
 def history_import(db: str, paths: Sequence[Path], **how: Any) -> list[Any]:
     """`gpubench history import`: result directories into the history."""
-    from .history import api
+    from .history import library
 
-    return api.import_dirs(db, paths, **how)
+    return library.import_dirs(db, paths, **how)
 
 
 def history_accept(db: str, note: str, **which: Any) -> Any:
     """`gpubench history accept`: a run's level as the new normal."""
-    from .history import api
+    from .history import library
 
-    return api.accept(db, note, **which)
+    return library.accept(db, note, **which)
 
 
 def _report_writer(out: Path) -> object:
@@ -160,17 +160,17 @@ def fit(
 
 def list_scenarios(matrix: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:
     """`gpubench list`: each scenario of a matrix with what it changes versus the baseline (or the first
-    scenario), and a note where an override left it; refused as `run` refuses (bench/planning.py)."""
+    scenario), and a note where an override left it; refused as `run` refuses (bench/spec/planning.py)."""
     m = matrix_mod.load_matrix(matrix, overrides=overrides)
     scenarios = m.scenarios
-    plan_scenarios(scenarios, "cpu")  # what `run` refuses, refused here too (bench/planning.py)
+    plan_scenarios(scenarios, "cpu")  # what `run` refuses, refused here too (bench/spec/planning.py)
     reference = next((s for s in scenarios if s.name == "baseline"), scenarios[0])
     return [
         {
             "scenario": s,
             "changes": matrix_mod.diff_from(s, reference),
             "reference": reference.name,
-            "note": m.notes.get(s.name, ""),  # why a command-line setting left it (bench/matrix.py OWN_FIELDS)
+            "note": m.notes.get(s.name, ""),  # why a command-line setting left it (bench/spec/matrix.py OWN_FIELDS)
         }
         for s in scenarios
     ]

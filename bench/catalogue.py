@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .measure.kernels import NAMES as KERNEL_NAMES
-from .scenario import SETTING_KEYS
+from .spec.scenario import SETTING_KEYS
 
 # The groups in the row's order; docs/columns.md's tables are written per group.
 GROUPS = (
     "id",  # what keys the row and how it ended
-    "setting",  # the scenario's settings as the run resolved them (bench/scenario.py SETTING_KEYS)
-    "ran",  # what ran, read off the built model (bench/worker/record.py)
+    "setting",  # the scenario's settings as the run resolved them (bench/spec/scenario.py SETTING_KEYS)
+    "ran",  # what ran, read off the built model (bench/worker/what_ran.py)
     "speed",
     "parallel",  # multi-process scenarios (docs/multi-gpu.md); samples_per_s is then the job's
     "memory",
@@ -46,7 +46,10 @@ RANK_RULES: dict[str, tuple[str | None, str]] = {
     "union": (None, "every event any rank saw, ';'-joined"),
     # the job's own arithmetic (bench/worker/ranks.py job_figures names each column)
     "replicas": ("sum", "the data-parallel replicas' work over the job's one window"),
-    "engine": ("sum", "the replicas' sum where the engine's figure is per rank, else rank 0's (bench/engines.py)"),
+    "engine": (
+        "sum",
+        "the replicas' sum where the engine's figure is per rank, else rank 0's (bench/spec/engine_registry.py)",
+    ),
     "job": (None, "the job's, from every rank"),
     # the parent's own measurement, not combine_ranks'
     "parent-max": ("max", "the parent's reading of the largest GPU"),

@@ -14,7 +14,7 @@ from bench.run import runner, session
 from bench.run.launcher import SpawnLauncher
 from bench.run.plan import RunPlan
 from bench.run.request import RunRequest
-from bench.scenario import Scenario
+from bench.spec.scenario import Scenario
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 from report_fixtures import H200_ENV, cpu_set, gpu_set, write_set
 
 from bench.report import charts
-from bench.report import data as report_data
-from bench.report.data import Report
+from bench.report import content as report_data
+from bench.report.content import Report
 
 CHARTS = (charts.speed_chart, charts.memory_chart, charts.speed_memory_map)
 

@@ -18,7 +18,8 @@ from bench.families import read_config
 from bench.families.llama.dims import DecoderDims
 from bench.memory.dispatch import predict
 from bench.results import read_results
-from bench.scenario import Scenario
+from bench.spec.rules import check
+from bench.spec.scenario import Scenario
 
 
 def llama(layers: int, **fields: object) -> Scenario:
@@ -66,8 +67,9 @@ def test_the_scenario_takes_k_of_two_or_more_alone() -> None:
 
 
 def test_a_family_without_layers_to_checkpoint_refuses_it_at_plan_time() -> None:
+    sc = Scenario(name="t", model="tv-vit-tiny", checkpoint_every=2)  # a plain value: the rules step refuses it
     with pytest.raises(BadInput, match="checkpoint_every"):
-        Scenario(name="t", model="tv-vit-tiny", checkpoint_every=2)
+        check(sc)
 
 
 def test_it_trains_on_the_cpu_and_its_predicted_peak_lies_between_none_and_every_layer(tmp_path: Path) -> None:

@@ -114,7 +114,7 @@ def test_with_no_warmup_the_window_opens_after_the_probe(monkeypatch: pytest.Mon
 def test_on_step_time_counts_inside_the_window(monkeypatch: pytest.MonkeyPatch, warmup_steps: int) -> None:
     """inject_fault = "slow" sleeps in on_step: every timed step is that much longer, and the
     window's samples/s falls by the matching share."""
-    from bench.worker import run as run_module  # transformers: only in the process that runs this test
+    from bench.worker import train_one as run_module  # transformers: only in the process that runs this test
 
     now = [0.0]
     monkeypatch.setattr(clock_module.time, "perf_counter", lambda: now[0])
@@ -135,7 +135,7 @@ def test_on_step_time_counts_inside_the_window(monkeypatch: pytest.MonkeyPatch, 
 
 def test_slow_is_a_fault_a_scenario_may_inject() -> None:
     from bench.errors import BadInput
-    from bench.scenario import Scenario
+    from bench.spec.scenario import Scenario
 
     assert Scenario(name="s", inject_fault="slow").inject_fault == "slow"
     with pytest.raises(BadInput, match="inject_fault"):

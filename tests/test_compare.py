@@ -14,7 +14,7 @@ from harness import write_run
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.compare.core import ROW_COLUMNS, CompareResult, Thresholds, compare
+from bench.compare.comparison import ROW_COLUMNS, CompareResult, Thresholds, compare
 from bench.compare.env import EnvDifference, host_speed_note
 from bench.errors import BadInput, IncomparableRuns
 from bench.results import CPU_NOTE, load_run

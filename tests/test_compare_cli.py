@@ -15,7 +15,7 @@ from compare_support import BAD_RESULT_FILES, env
 from typer.testing import CliRunner
 
 from bench.cli import compare_cmd
-from bench.compare.core import ROW_COLUMNS
+from bench.compare.comparison import ROW_COLUMNS
 from bench.errors import IncomparableRuns
 from bench.results import CPU_NOTE
 

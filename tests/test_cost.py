@@ -62,7 +62,7 @@ def test_the_command_projects_a_run_and_refuses_bad_input(tmp_path: Path) -> Non
 
 
 def test_the_report_s_cost_columns_agree_with_the_cost_command(tmp_path: Path) -> None:
-    from bench.report import data as report_data
+    from bench.report import content as report_data
     from bench.report.markdown import render
 
     rows = frame().to_dict("records")

@@ -1,4 +1,4 @@
-"""The data-kind registry (bench/datakinds.py) and its builders (bench/worker/data*.py): every kind
+"""The data-kind registry (bench/spec/datakinds.py) and its builders (bench/worker/data*.py): every kind
 builds for a tiny model of each task it serves, deterministically; packing and token counting; the
 plan-time refusals of bad input; the learnable kinds are learnt."""
 
@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench import datakinds
-from bench.datakinds import KINDS, DataSettings
 from bench.errors import BadInput
 from bench.families import TASKS, read_config
-from bench.rules import check
-from bench.scenario import Scenario
+from bench.spec import datakinds
+from bench.spec.datakinds import KINDS, DataSettings
+from bench.spec.rules import check
+from bench.spec.scenario import Scenario
 
 MODEL_OF_TASK = {"causal-lm": "llama-tiny", "sequence-classification": "tiny", "image-classification": "vit-tiny"}
 CASES = [(name, task) for name, kind in KINDS.items() for task in kind.tasks]
@@ -69,7 +69,7 @@ def build(
     name: str, task: str, files: dict[str, Path], samples: int = SAMPLES, seed: int = 0, split: str = "train"
 ) -> Any:
     from bench.families.build import model_config
-    from bench.worker.data import dataset_for
+    from bench.worker.dataset import dataset_for
 
     config = model_config(MODEL_OF_TASK[task])
     return config, dataset_for(config, task, samples, SEQ_LEN, seed, "memory", data_value(name, files), split=split)
@@ -77,7 +77,7 @@ def build(
 
 def test_every_kind_names_a_builder_tasks_and_the_argument_its_check_reads() -> None:
     assert {"random", "lm-synthetic", "cls-synthetic", "vision-synthetic", "text", "saved", "cifar10"} <= set(KINDS)
-    from bench.worker.data import builder
+    from bench.worker.dataset import builder
 
     for kind in KINDS.values():
         assert kind.tasks and set(kind.tasks) <= set(TASKS), kind.name
@@ -220,15 +220,15 @@ def test_packing_joins_documents_with_eos_and_cuts_blocks() -> None:
 
 
 def test_the_byte_fallback_maps_bytes_below_the_vocabulary(files: dict[str, Path]) -> None:
-    from bench.worker.data import DataRequest
     from bench.worker.datafiles import tokenise
+    from bench.worker.dataset import DataRequest
 
     ids, eos = tokenise(["é!"], DataRequest(None, "causal-lm", 1, 4, 0))
     assert ids == [[0xC3 + 1, 0xA9 + 1, ord("!") + 1]] and eos == 0
 
 
 def test_a_cifar_batch_unpickles_arrays_only(tmp_path: Path) -> None:
-    from bench.datareaders import read_cifar_batch
+    from bench.spec.datareaders import read_cifar_batch
 
     (tmp_path / "data_batch_1").write_bytes(pickle.dumps({b"data": [1], b"labels": Path("x")}))
     with pytest.raises(BadInput, match="not a CIFAR-10 batch \\(it holds pathlib.PosixPath: only arrays"):
@@ -360,7 +360,7 @@ def test_a_tiny_llama_learns_lm_synthetic_in_a_few_dozen_steps() -> None:
     from transformers import AutoModelForCausalLM
 
     from bench.families.build import model_config
-    from bench.worker.data import dataset_for
+    from bench.worker.dataset import dataset_for
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model: more threads only wait on each other
@@ -397,15 +397,15 @@ def test_random_images_depend_on_the_seed_alone_not_the_threads_that_draw_them(
     whatever the thread count, a prefix of a longer set, standard normal, another seed another set."""
     import torch
 
-    from bench.worker import data
+    from bench.worker import dataset
 
-    monkeypatch.setattr(data, "MAX_DRAW_THREADS", 1)
-    one = data.random_images(samples, (2, 3, 3), seed)
-    monkeypatch.setattr(data, "MAX_DRAW_THREADS", threads)
-    monkeypatch.setattr(data.cpus, "available", lambda: set(range(threads)))
-    assert torch.equal(data.random_images(samples, (2, 3, 3), seed), one)
-    assert torch.equal(data.random_images(samples + 70, (2, 3, 3), seed)[:samples], one)
-    assert not torch.equal(data.random_images(samples, (2, 3, 3), seed + 1), one)
+    monkeypatch.setattr(dataset, "MAX_DRAW_THREADS", 1)
+    one = dataset.random_images(samples, (2, 3, 3), seed)
+    monkeypatch.setattr(dataset, "MAX_DRAW_THREADS", threads)
+    monkeypatch.setattr(dataset.cpus, "available", lambda: set(range(threads)))
+    assert torch.equal(dataset.random_images(samples, (2, 3, 3), seed), one)
+    assert torch.equal(dataset.random_images(samples + 70, (2, 3, 3), seed)[:samples], one)
+    assert not torch.equal(dataset.random_images(samples, (2, 3, 3), seed + 1), one)
     assert one.dtype == torch.float32 and one.shape == (samples, 2, 3, 3) and torch.isfinite(one).all()
     if samples >= 100:
         assert abs(float(one.mean())) < 0.15 and 0.85 < float(one.std()) < 1.15

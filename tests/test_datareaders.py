@@ -1,4 +1,4 @@
-"""The readers of the data files (bench/datareaders.py): every malformed file of each kind is refused
+"""The readers of the data files (bench/spec/datareaders.py): every malformed file of each kind is refused
 at plan time, before any worker, in one line naming the file; a text file's encoding is named in the
 data field. Property tests generate the malformed files; the CLI tests are the defects as a user met
 them (a CIFAR batch of 20 images and 5 labels trained `ok` on 5)."""
@@ -17,11 +17,11 @@ from harness import gpubench_in_process, write_matrix
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench import datakinds
-from bench.datakinds import DataSettings
 from bench.errors import BadInput
-from bench.rules import check
-from bench.scenario import Scenario
+from bench.spec import datakinds
+from bench.spec.datakinds import DataSettings
+from bench.spec.rules import check
+from bench.spec.scenario import Scenario
 
 QUICK = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 VOCAB = 4096
@@ -88,7 +88,7 @@ def test_the_encoding_is_named_in_brackets_kept_in_the_row_and_checked_by_form(t
 
 def test_the_worker_reads_the_named_encoding_as_the_plan_did(tmp_path: Path) -> None:
     from bench.families.build import model_config
-    from bench.worker.data import dataset_for
+    from bench.worker.dataset import dataset_for
 
     (tmp_path / "latin.txt").write_bytes("café crème\n\nüber".encode("latin-1"))
     (tmp_path / "utf8.txt").write_text("café crème\n\nüber", encoding="utf-8")

@@ -12,9 +12,9 @@ from harness import SHORT, gpubench, gpubench_in_process, results, write_matrix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench import matrix as matrix_mod
-from bench.engines import ENGINES
 from bench.errors import BadInput
+from bench.spec import matrix as matrix_mod
+from bench.spec.engine_registry import ENGINES
 
 # how a scenario's name or description names an engine
 NAMED = {

@@ -1,4 +1,4 @@
-"""Every engine of the registry (bench/engines.py) trains the tiny BERT and Llama presets and ends
+"""Every engine of the registry (bench/spec/engine_registry.py) trains the tiny BERT and Llama presets and ends
 its epoch when the clock's window closes (bench/worker/engines/): in this process, a few seconds
 each. This is the registry's training contract (tests/test_engine_registry.py holds the rest)."""
 
@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from bench.engines import ENGINES
-from bench.scenario import Scenario
+from bench.spec.engine_registry import ENGINES
+from bench.spec.scenario import Scenario
 from bench.worker import window
 
 TINY_MODELS = ("tiny", "llama-tiny")  # one preset of each family
 
 
 def train(tmp_path: Path, engine: str, model: str = "tiny", **settings: Any) -> dict[str, Any]:
-    from bench.worker import run as run_module  # torch and transformers: only for these tests
+    from bench.worker import train_one as run_module  # torch and transformers: only for these tests
 
     # SGD: the tiny model's 30522-token embedding makes AdamW's step the slowest part on a busy CPU
     sc = Scenario(name="s", model=model, engine=engine, seq_len=16, optimizer="sgd", **settings)

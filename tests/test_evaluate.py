@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from bench.worker.data import IGNORE, InMemoryDataset
+from bench.worker.dataset import IGNORE, InMemoryDataset
 from bench.worker.evaluate import held_out, score
 
 

@@ -1,5 +1,5 @@
 """The Lightning Fabric engine (bench/worker/engines/fabric.py) and its precisions
-(bench/precisions.py): Fabric and the Accelerate loop train the same recipe to the same losses at
+(bench/spec/precisions.py): Fabric and the Accelerate loop train the same recipe to the same losses at
 a comparable rate; Fabric reads a torchrun job from its environment and wraps the model in DDP;
 Fabric's precision strings are taken, stored and refused at plan time. That it trains the tiny
 presets and stops with the window is the registry's contract (tests/test_engines.py)."""
@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.engines import ENGINE_PRECISIONS, ENGINES, precision_half_weights, precision_matmuls
 from bench.errors import BadInput
-from bench.measure.flops import precision_class
-from bench.precisions import PRECISIONS, TO_FABRIC
-from bench.rules import check, needs_cuda
-from bench.scenario import Scenario
+from bench.measure.mfu import precision_class
+from bench.spec.engine_registry import ENGINE_PRECISIONS, ENGINES, precision_half_weights, precision_matmuls
+from bench.spec.precisions import PRECISIONS, TO_FABRIC
+from bench.spec.rules import check, needs_cuda
+from bench.spec.scenario import Scenario
 
 pytest.importorskip("lightning_fabric")
 
@@ -29,7 +29,7 @@ RECIPE: dict[str, Any] = {"model": "llama-tiny", "seq_len": 16, "optimizer": "sg
 
 
 def train(tmp_path: Path, engine: str, **fields: Any) -> dict[str, Any]:
-    from bench.worker import run as run_module  # torch and transformers: only for these tests
+    from bench.worker import train_one as run_module  # torch and transformers: only for these tests
 
     sc = Scenario(name="s", engine=engine, **{**RECIPE, **fields})
     spec = {"scenario": sc.settings(), "device": "cpu", "model": sc.model, "launched_at": time.time()}
@@ -45,7 +45,7 @@ def test_fabric_and_accelerate_train_the_same_recipe_alike(tmp_path: Path) -> No
     compared side by side in a benchmark, not here: a timed assertion fails on a loaded machine."""
     import torch
 
-    from bench.worker import run as run_module
+    from bench.worker import train_one as run_module
     from bench.worker.engines import accelerate, fabric
 
     loops = {}
@@ -69,7 +69,7 @@ def test_fabric_hands_backward_the_loss_itself_unless_it_accumulates(tmp_path: P
     with it, the loss scaled by 1/accumulation, as accelerate's backward scales it."""
     import torch
 
-    from bench.worker import run as run_module
+    from bench.worker import train_one as run_module
     from bench.worker.engines import fabric
 
     sc = Scenario(name="s", engine="fabric", **RECIPE, samples=16, grad_accum_steps=accumulation, warmup_steps=1)
@@ -162,8 +162,8 @@ def test_a_missing_transformer_engine_is_a_skip_naming_the_package() -> None:
 
 
 def test_half_weights_are_not_predicted_but_said_so() -> None:
-    from bench.predict.columns import predicted_columns
-    from bench.predict.core import prediction_of
+    from bench.predict.pred_columns import predicted_columns
+    from bench.predict.predictions import prediction_of
 
     sc = check(Scenario(name="s", engine="fabric", precision="bf16-true", model="tiny"))
     with pytest.raises(BadInput, match="precision = 'bf16-true' keeps the parameters in half precision"):
@@ -173,7 +173,7 @@ def test_half_weights_are_not_predicted_but_said_so() -> None:
 
 
 def test_the_fabric_vit_matrix_is_the_talks_table() -> None:
-    from bench.matrix import load_matrix
+    from bench.spec.matrix import load_matrix
 
     rows = {sc.name: sc for sc in load_matrix("fabric-vit").scenarios}
     assert {n: (sc.engine, sc.precision, sc.compile, sc.strategy) for n, sc in rows.items()} == {

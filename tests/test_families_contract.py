@@ -16,7 +16,7 @@ from bench import families
 from bench.families.base import Family, load
 from bench.memory import dispatch
 from bench.memory.prediction import MemoryModel
-from bench.scenario import Scenario
+from bench.spec.scenario import Scenario
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 FAMILIES_DIR = BENCH / "families"
@@ -150,7 +150,7 @@ TOY_MATH = """
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bench.memory.generic import predict_states_only
+from bench.memory.states import predict_states_only
 from bench.memory.prediction import MemoryModel
 from bench.memory.tensors import ParamTensor
 
@@ -195,11 +195,11 @@ def test_a_family_with_its_own_math_is_one_folder_and_one_line(tmp_path: Path, m
     monkeypatch.setitem(families.PRESETS, "toy-tiny", dict(toy.presets["toy-tiny"]))
     assert unresolved(toy) == []
 
-    from bench.measure import flops
-    from bench.predict.core import prediction_of
+    from bench.measure import mfu
+    from bench.predict.predictions import prediction_of
 
     sc = Scenario(name="s", model="toy-tiny", seq_len=16, samples=64, warmup_steps=1)
-    assert flops.flops_per_sample(sc, "toy-tiny", None) == (6.0 * 3 * 64 * 16, "analytic: toyfam")
+    assert mfu.flops_per_sample(sc, "toy-tiny", None) == (6.0 * 3 * 64 * 16, "analytic: toyfam")
     p = prediction_of(sc, "toy-tiny")
     assert p.params == 3 * 64 and p.peak > 0
     assert isinstance(dispatch.model_of(toy.memory or ""), MemoryModel)

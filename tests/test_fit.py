@@ -15,15 +15,24 @@ from harness import gpubench, gpubench_in_process, results
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.fit.plan import ProbeShape, predict_largest, value_range
+from bench.fit.capacity_summary import (
+    FitSummary,
+    ProbeRecord,
+    ScenarioFit,
+    front,
+    headline,
+    ranked,
+    read_summary,
+    write_summary,
+)
+from bench.fit.dimensions import ProbeShape, predict_largest, value_range
 from bench.fit.search import search
-from bench.fit.summary import FitSummary, ProbeRecord, ScenarioFit, front, headline, ranked, read_summary, write_summary
 from bench.memory.terms import MB
-from bench.predict.core import prediction_of
-from bench.report import fit as fit_section
+from bench.predict.predictions import prediction_of
+from bench.report import capacity as fit_section
 from bench.report import markdown
-from bench.report.data import load
-from bench.scenario import Scenario
+from bench.report.content import load
+from bench.spec.scenario import Scenario
 
 
 # -- the search --------------------------------------------------------------------------------

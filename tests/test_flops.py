@@ -9,9 +9,9 @@ import pytest
 
 from bench.families.llama import flops as llama_flops
 from bench.families.llama.dims import DecoderDims
-from bench.measure import flops
+from bench.measure import mfu
 from bench.memory.dispatch import load_dims
-from bench.scenario import Scenario
+from bench.spec.scenario import Scenario
 
 S = 2048
 
@@ -57,12 +57,12 @@ def test_lora_counts_4_for_the_base_and_6_for_the_adapters() -> None:
 
 
 def test_fp8_rows_use_the_fp8_peak() -> None:
-    fig = flops.figures(sc(fp8=True), "llama-1b", None, 10.0, "NVIDIA H200", tf32=False)
+    fig = mfu.figures(sc(fp8=True), "llama-1b", None, 10.0, "NVIDIA H200", tf32=False)
     assert fig["peak_tflops"] == 1979.0 and "FP8" in fig["peak_source"]
     assert fig["mfu"] == pytest.approx(fig["flops_per_sample"] * 10.0 / 1e12 / 1979.0)
-    bf16 = flops.figures(sc(), "llama-1b", None, 10.0, "NVIDIA H200", tf32=False)
+    bf16 = mfu.figures(sc(), "llama-1b", None, 10.0, "NVIDIA H200", tf32=False)
     assert bf16["peak_tflops"] == 989.4 and bf16["flops_per_sample"] == fig["flops_per_sample"]
-    qlora = flops.figures(sc(peft="lora", quantize_base="nf4"), "llama-1b", None, 10.0, "NVIDIA H200", False)
+    qlora = mfu.figures(sc(peft="lora", quantize_base="nf4"), "llama-1b", None, 10.0, "NVIDIA H200", False)
     assert qlora["peak_tflops"] == 989.4  # the base's matmuls run in bf16 after dequantizing
 
 
@@ -77,7 +77,7 @@ def test_fp8_rows_use_the_fp8_peak() -> None:
     ],
 )
 def test_no_known_peak_leaves_mfu_empty_with_the_reason(gpu: str | None, why: str) -> None:
-    fig = flops.figures(sc(fp8=True), "llama-1b", None, 10.0, gpu, tf32=False)
+    fig = mfu.figures(sc(fp8=True), "llama-1b", None, 10.0, gpu, tf32=False)
     assert fig["mfu"] is None and fig["peak_tflops"] is None
     assert why in fig["peak_source"]
     assert fig["flops_per_sample"] is not None  # the FLOPs are still counted
@@ -85,7 +85,7 @@ def test_no_known_peak_leaves_mfu_empty_with_the_reason(gpu: str | None, why: st
 
 def test_bert_keeps_its_bidirectional_count() -> None:
     bert = Scenario(name="b", model="bert-large", seq_len=512, samples=64, warmup_steps=1)
-    fig = flops.figures(bert, "bert-large", 335_143_938, 1.0, "NVIDIA H200", tf32=False)
+    fig = mfu.figures(bert, "bert-large", 335_143_938, 1.0, "NVIDIA H200", tf32=False)
     embeddings = (30522 + 512 + 2) * 1024
     assert fig["flops_per_sample"] == 6 * (335_143_938 - embeddings) * 512 + 12 * 24 * 1024 * 512**2
     assert fig["peak_tflops"] == 67.0  # fp32 without tf32

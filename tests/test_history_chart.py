@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BadInput
-from bench.history.api import SeriesView
 from bench.history.chart import marker_line, sparkline, write_svg
-from bench.history.judge import Mark, Point, Series
+from bench.history.check import Mark, Point, Series
+from bench.history.library import SeriesView
 
 
 def test_sparkline_scales_from_lowest_to_highest() -> None:

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from bench.cli import history_cmd
 from bench.errors import BadInput
-from bench.history import api
-from bench.history.judge import CHECK_COLUMNS
-from bench.history.render import POINT_COLUMNS, RUN_COLUMNS
+from bench.history import library
+from bench.history.check import CHECK_COLUMNS
+from bench.history.show import POINT_COLUMNS, RUN_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
 STEADY = {"bf16": [100.0, 100.5, 99.5], "fp16": [200.0, 201.0, 199.0]}
@@ -57,7 +57,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def regressed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite store of 8 nights: bf16 20% slower in the last two (importing them: ~1.5 s of CPU)."""
     tmp = tmp_path_factory.mktemp("regressed")
-    api.import_dirs(str(tmp / "history.sqlite"), nights(tmp / "nights", [STEADY] * 6 + [SLOWER] * 2))
+    library.import_dirs(str(tmp / "history.sqlite"), nights(tmp / "nights", [STEADY] * 6 + [SLOWER] * 2))
     return tmp / "history.sqlite"
 
 
@@ -189,7 +189,7 @@ def test_check_fails_on_two_slow_nights_with_exit_1(regressed: str) -> None:
 
 def test_check_passes_after_one_slow_night_unless_consecutive_is_1(tmp_path: Path) -> None:
     target = str(tmp_path / "history.sqlite")
-    api.import_dirs(target, nights(tmp_path / "nights", [STEADY] * 6 + [SLOWER]))
+    library.import_dirs(target, nights(tmp_path / "nights", [STEADY] * 6 + [SLOWER]))
     code, out = cli("check", "--db", target, "--format", "json")
     data = json.loads(out)
     assert code == 0 and data["gate"] == "pass" and data["counts"]["watch"] == 3  # samples/s, step time, energy
@@ -236,8 +236,8 @@ def test_accept_names_an_unknown_scenario(regressed: str) -> None:
 
 def test_check_on_a_new_gpu_with_other_gpus_in_the_store_is_incomparable(tmp_path: Path) -> None:
     target = str(tmp_path / "history.sqlite")
-    api.import_dirs(target, nights(tmp_path / "h200", [STEADY] * 2))
-    api.import_dirs(target, [write_run(tmp_path / "a100", reps("bf16", [50.0]), env(5, gpu="NVIDIA A100"))])
+    library.import_dirs(target, nights(tmp_path / "h200", [STEADY] * 2))
+    library.import_dirs(target, [write_run(tmp_path / "a100", reps("bf16", [50.0]), env(5, gpu="NVIDIA A100"))])
     done = gpubench("history", "check", "--db", target)
     assert done.returncode == 3
     assert done.stderr.startswith("gpubench: error: run 3 (NVIDIA A100) has no history")
@@ -276,7 +276,9 @@ def test_record_after_run_only_warns_when_the_store_fails(tmp_path: Path) -> Non
     corrupt.write_bytes(b"garbage " * 100)
     warnings: list[str] = []
     infos: list[str] = []
-    stored = api.record_after_run(str(corrupt), directory, unfinished=False, warn=warnings.append, info=infos.append)
+    stored = library.record_after_run(
+        str(corrupt), directory, unfinished=False, warn=warnings.append, info=infos.append
+    )
     assert stored is None and infos == []
     assert warnings == [
         f"the run was not recorded in the history (history database {corrupt}: file is not a database); its "
@@ -284,13 +286,13 @@ def test_record_after_run_only_warns_when_the_store_fails(tmp_path: Path) -> Non
     ]
     warnings.clear()
     assert (
-        api.record_after_run(
+        library.record_after_run(
             str(tmp_path / "h.sqlite"), directory, unfinished=True, warn=warnings.append, info=infos.append
         )
         is None
     )
     assert "did not finish" in warnings[0] and not (tmp_path / "h.sqlite").exists()
-    stored = api.record_after_run(
+    stored = library.record_after_run(
         str(tmp_path / "h.sqlite"), directory, unfinished=False, warn=warnings.append, info=infos.append
     )
     assert stored is not None and infos == [f"history: recorded run 1 in {tmp_path / 'h.sqlite'}"]

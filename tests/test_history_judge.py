@@ -1,4 +1,4 @@
-"""bench.history.judge: baselines, thresholds, confirmation by repeats, consecutive runs, accepted steps."""
+"""bench.history.check: baselines, thresholds, confirmation by repeats, consecutive runs, accepted steps."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from bench.compare.core import Thresholds
+from bench.compare.comparison import Thresholds
 from bench.errors import BadInput, IncomparableRuns
-from bench.history.judge import (
+from bench.history.check import (
     ACCEPTED,
     BEYOND,
     CHECK_COLUMNS,

@@ -15,7 +15,7 @@ import pytest
 from harness import gpubench, gpubench_in_process
 from history_support import BACKENDS, env, execute, reps, store_target, write_run
 
-from bench.history import api, ingest, migrate, queries, schema
+from bench.history import ingest, library, migrate, queries, schema
 from bench.history.store import open_store
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -146,19 +146,19 @@ def test_an_sqlite_without_drop_column_keeps_the_old_columns_empty(
     assert execute(target, "SELECT COUNT(samples_per_s), COUNT(mfu) FROM repeats") == [(0, 0)]
     assert printed("check", target) == expected("check")
     later = write_run(tmp_path / "later", reps("bf16", [100.0, 100.5, 99.5], precision="bf16"), env(5))
-    assert api.import_dirs(target, [later])[0].created
+    assert library.import_dirs(target, [later])[0].created
 
 
 def test_a_metric_judged_later_needs_no_migration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A figure added to the history's metrics is stored and read back by a store made before it:
     its name is a value in the figure tables, and the schema version stays."""
     target = str(tmp_path / "history.sqlite")
-    api.import_dirs(target, [write_run(tmp_path / "before", reps("bf16", [100.0]), env(1))])
+    library.import_dirs(target, [write_run(tmp_path / "before", reps("bf16", [100.0]), env(1))])
     added = (*schema.FIGURES, "tokens_per_s")
     monkeypatch.setattr(schema, "FIGURES", added)
     monkeypatch.setattr(ingest, "FIGURES", added)
     rows = [{**r, "tokens_per_s": 51200.0 + i} for i, r in enumerate(reps("bf16", [100.0, 101.0, 99.0]))]
-    api.import_dirs(target, [write_run(tmp_path / "after", rows, env(2))])
+    library.import_dirs(target, [write_run(tmp_path / "after", rows, env(2))])
     assert execute(target, "SELECT version FROM schema_version") == [(schema.SCHEMA_VERSION,)]
     with open_store(target, write=False) as store:
         [series] = store.read(lambda conn: queries.load_series(conn, scenario="bf16"))

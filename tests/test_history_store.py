@@ -30,9 +30,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.errors import BadInput
-from bench.history import api, schema, store
+from bench.history import library, schema, store
+from bench.history.check import Params
 from bench.history.ingest import read_result_dir
-from bench.history.judge import Params
 from bench.history.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def figure(alias: str, metric: str) -> str:
 def test_a_run_is_stored_with_its_environment_results_and_repeats(db: str, tmp_path: Path) -> None:
     rows = reps("baseline", [100.0, 110.0, 90.0]) + reps("fp16", [0.0], status="oom")
     directory = write_run(tmp_path / "run", rows, env(3))
-    [stored] = api.import_dirs(db, [directory])
+    [stored] = library.import_dirs(db, [directory])
     assert (stored.run_id, stored.created, stored.scenarios) == (1, True, 2)
     run = execute(
         db,
@@ -109,8 +109,8 @@ def test_a_run_is_stored_with_its_environment_results_and_repeats(db: str, tmp_p
 
 def test_a_real_h200_run_is_stored_and_importing_it_again_stores_nothing(db: str, tmp_path: Path) -> None:
     copy = shutil.copytree(H200_RUN, tmp_path / "elsewhere")  # same run, another path
-    first = api.import_dirs(db, [H200_RUN])[0]
-    again = api.import_dirs(db, [H200_RUN, copy])
+    first = library.import_dirs(db, [H200_RUN])[0]
+    again = library.import_dirs(db, [H200_RUN, copy])
     assert first.created and first.scenarios == 11
     assert [(i.run_id, i.created) for i in again] == [(first.run_id, False), (first.run_id, False)]
     assert (count(db, "runs"), count(db, "results"), count(db, "repeats")) == (1, 11, 11)
@@ -126,7 +126,7 @@ def test_a_changed_results_file_is_another_run(db: str, tmp_path: Path) -> None:
     copy = shutil.copytree(H200_RUN, tmp_path / "edited")
     text = (copy / "results.csv").read_text()
     (copy / "results.csv").write_text(text.replace("33.786536661515704", "30.0"))
-    ids = [i.run_id for i in api.import_dirs(db, [H200_RUN, copy])]
+    ids = [i.run_id for i in library.import_dirs(db, [H200_RUN, copy])]
     assert ids == [1, 2]
 
 
@@ -180,7 +180,7 @@ def test_importing_a_resaved_results_csv_stores_nothing(db: str, tmp_path: Path)
     how = {"numeric": True, "quoting": csv.QUOTE_NONNUMERIC, "lineterminator": "\r\n", "float_format": "%.17e"}
     copy = resaved(H200_RUN, tmp_path / "resaved", how, list(range(width))[::-1], list(range(length))[::-1])
     assert (copy / "results.csv").read_bytes() != (H200_RUN / "results.csv").read_bytes()
-    first, again = api.import_dirs(db, [H200_RUN, copy])
+    first, again = library.import_dirs(db, [H200_RUN, copy])
     assert (first.created, again.created, again.run_id) == (True, False, first.run_id)
     assert (count(db, "runs"), count(db, "repeats")) == (1, 11)
 
@@ -188,7 +188,7 @@ def test_importing_a_resaved_results_csv_stores_nothing(db: str, tmp_path: Path)
 def test_version_1_keys_are_made_again_from_the_stored_rows(db: str, tmp_path: Path) -> None:
     """A store written by version 1 (run_key: the sha256 of the file's bytes) is migrated: the
     unchanged file and a re-saved copy are both the run it holds."""
-    api.import_dirs(db, [H200_RUN])
+    library.import_dirs(db, [H200_RUN])
     created_at, host, sha = execute(db, "SELECT created_at, host, results_sha256 FROM runs")[0]
     moment = created_at if isinstance(created_at, datetime) else datetime.fromisoformat(str(created_at))
     old_key = hashlib.sha256(f"{moment.isoformat()}|{host}|{sha}".encode()).hexdigest()
@@ -202,7 +202,7 @@ def test_version_1_keys_are_made_again_from_the_stored_rows(db: str, tmp_path: P
         list(range(len(pd.read_csv(H200_RUN / "results.csv").columns))),
         list(range(11)),
     )
-    again = api.import_dirs(db, [copy, H200_RUN])
+    again = library.import_dirs(db, [copy, H200_RUN])
     assert [(i.run_id, i.created) for i in again] == [(1, False), (1, False)]
     assert execute(db, "SELECT run_key FROM runs") == [(read_result_dir(H200_RUN).run_key,)]
     assert execute(db, "SELECT version FROM schema_version") == [(schema.SCHEMA_VERSION,)]
@@ -216,11 +216,11 @@ def test_version_2_gains_energy_per_sample_filled_from_the_stored_rows(db: str, 
     rows = reps("bf16", [100.0, 50.0])
     for row, joules in zip(rows, (700.0, 1400.0), strict=True):
         row["energy_per_sample_j"] = joules
-    api.import_dirs(db, [write_run(tmp_path / "run", rows, env(1))])
+    library.import_dirs(db, [write_run(tmp_path / "run", rows, env(1))])
     for table in ("result_figures", "repeat_figures"):
         execute(db, f"DELETE FROM {table} WHERE metric = 'energy_per_sample_j'")
     execute(db, "UPDATE schema_version SET version = 2")
-    api.import_dirs(db, [write_run(tmp_path / "later", reps("bf16", [100.0]), env(2))])
+    library.import_dirs(db, [write_run(tmp_path / "later", reps("bf16", [100.0]), env(2))])
     assert execute(db, "SELECT version FROM schema_version") == [(schema.SCHEMA_VERSION,)]
     got = execute(
         db, f"SELECT e.median, e.spread_pct FROM results r {figure('e', 'energy_per_sample_j')} ORDER BY r.run_id"
@@ -234,10 +234,10 @@ def test_version_2_gains_energy_per_sample_filled_from_the_stored_rows(db: str, 
 def test_an_unchanged_file_is_its_stored_run_whatever_its_stored_rows_give(db: str) -> None:
     """A run stored by a gpubench whose reader read the file otherwise (other rows, so another
     key after the migration) is still found by the file's bytes."""
-    api.import_dirs(db, [H200_RUN])
+    library.import_dirs(db, [H200_RUN])
     execute(db, 'UPDATE repeats SET row_json = \'{"read": "otherwise"}\'')
     execute(db, "UPDATE schema_version SET version = 1")
-    [again] = api.import_dirs(db, [H200_RUN])
+    [again] = library.import_dirs(db, [H200_RUN])
     assert (again.run_id, again.created) == (1, False)
     assert execute(db, "SELECT run_key FROM runs") != [(read_result_dir(H200_RUN).run_key,)]
 
@@ -249,7 +249,7 @@ def test_the_series_key_ignores_software_versions_but_not_settings_or_gpu(db: st
         write_run(tmp_path / "c", reps("bf16", [100.0], batch_size=8), env(3)),
         write_run(tmp_path / "d", reps("bf16", [100.0]), env(4, gpu="NVIDIA A100-SXM4-80GB")),
     ]
-    api.import_dirs(db, dirs)
+    library.import_dirs(db, dirs)
     keys = [k for (k,) in execute(db, "SELECT series_key FROM results ORDER BY run_id")]
     assert keys[0] == keys[1]
     assert len({keys[0], keys[2], keys[3]}) == 3
@@ -264,7 +264,7 @@ def test_a_setting_added_later_keeps_the_keys_of_series_recorded_before_it(db: s
     ]
     old = pd.read_csv(dirs[0] / "results.csv")  # as written before the column existed
     old.drop(columns="compile_scope").to_csv(dirs[0] / "results.csv", index=False)
-    api.import_dirs(db, dirs)
+    library.import_dirs(db, dirs)
     keys = [k for (k,) in execute(db, "SELECT series_key FROM results ORDER BY run_id")]
     assert keys[0] == keys[1] != keys[2]
 
@@ -273,26 +273,26 @@ def test_a_directory_without_env_json_is_refused_before_anything_is_stored(db: s
     good = write_run(tmp_path / "good", reps("baseline", [100.0]), env(1))
     bad = write_run(tmp_path / "bad", reps("baseline", [100.0]), None)
     with pytest.raises(BadInput, match="no env.json"):
-        api.import_dirs(db, [good, bad])
+        library.import_dirs(db, [good, bad])
     with pytest.raises(BadInput, match="no history database|empty"):
-        api.list_runs(db)
+        library.list_runs(db)
 
 
 # -- judging through the store ---------------------------------------------------------------------
 def test_check_and_accept_through_the_store(db: str, tmp_path: Path) -> None:
     steady = {"bf16": [100.0, 100.5, 99.5], "fp16": [200.0, 201.0, 199.0]}
     slower = {"bf16": [80.0, 80.5, 79.5], "fp16": [200.0, 201.0, 199.0]}
-    api.import_dirs(db, nights(tmp_path, [steady] * 6 + [slower] * 2))
-    result = api.check(db, Params())
+    library.import_dirs(db, nights(tmp_path, [steady] * 6 + [slower] * 2))
+    result = library.check(db, Params())
     verdicts = {(r["scenario"], r["metric"]): r["verdict"] for r in result.rows.to_dict("records")}
     assert result.exit_code == 1 and result.run["id"] == 8
     assert verdicts[("bf16", "samples_per_s")] == "regression"
     assert verdicts[("fp16", "samples_per_s")] == "unchanged"
-    run, steps = api.accept(db, "new attention kernel: slower on purpose", scenarios=["bf16"], run="7")
+    run, steps = library.accept(db, "new attention kernel: slower on purpose", scenarios=["bf16"], run="7")
     assert run["id"] == 7 and [s["scenario"] for s in steps] == ["bf16"]
-    assert api.check(db, Params()).exit_code == 0
+    assert library.check(db, Params()).exit_code == 0
     assert (
-        api.check(db, Params(), run="7")
+        library.check(db, Params(), run="7")
         .rows.set_index(["scenario", "metric"])
         .loc[("bf16", "samples_per_s"), "verdict"]
         == "accepted"
@@ -309,8 +309,8 @@ def test_check_reads_the_cpu_probe_of_each_stored_repeat(db: str, tmp_path: Path
         rows = [{**r, "cpu_loop_start_ms": loop[0], "cpu_loop_end_ms": loop[1]} for r in reps("bf16", speeds)]
         rows += reps("fp16", speeds)  # made before the probe existed
         dirs.append(write_run(tmp_path / f"night{night}", rows, env(night)))
-    api.import_dirs(db, dirs)
-    rows = api.check(db, Params()).rows.set_index(["scenario", "metric"])
+    library.import_dirs(db, dirs)
+    rows = library.check(db, Params()).rows.set_index(["scenario", "metric"])
     assert rows.loc[("bf16", "samples_per_s"), "verdict"] == "regression"
     assert "(a fixed Python loop: 16.5 vs 12.0 ms, +38%)" in rows.loc[("bf16", "samples_per_s"), "note"]
     assert rows.loc[("fp16", "samples_per_s"), "verdict"] == "regression"
@@ -319,20 +319,20 @@ def test_check_reads_the_cpu_probe_of_each_stored_repeat(db: str, tmp_path: Path
 
 def test_check_picks_a_run_by_its_result_directory(db: str, tmp_path: Path) -> None:
     dirs = nights(tmp_path, [{"bf16": [100.0, 100.0, 100.0]}] * 3)
-    api.import_dirs(db, dirs)
-    assert api.check(db, Params(), run=str(dirs[1])).run["id"] == 2
+    library.import_dirs(db, dirs)
+    assert library.check(db, Params(), run=str(dirs[1])).run["id"] == 2
     stray = write_run(tmp_path / "stray", reps("bf16", [1.0]), env(9))
     with pytest.raises(BadInput, match="not in"):
-        api.check(db, Params(), run=str(stray))
+        library.check(db, Params(), run=str(stray))
     with pytest.raises(BadInput, match="no run 42"):
-        api.check(db, Params(), run="42")
+        library.check(db, Params(), run="42")
 
 
 # -- two writers at once ---------------------------------------------------------------------------
 WRITER = """
 import sys, time
 from pathlib import Path
-from bench.history.api import import_dirs
+from bench.history.library import import_dirs
 db, go, dirs = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
 deadline = time.monotonic() + 60
 while not go.exists() and time.monotonic() < deadline:
@@ -387,9 +387,9 @@ def test_a_corrupt_sqlite_file_is_refused_untouched(tmp_path: Path) -> None:
     before = digest(path)
     directory = write_run(tmp_path / "run", reps("baseline", [100.0]), env(1))
     with pytest.raises(BadInput, match="file is not a database"):
-        api.import_dirs(str(path), [directory])
+        library.import_dirs(str(path), [directory])
     with pytest.raises(BadInput, match="file is not a database"):
-        api.list_runs(str(path))
+        library.list_runs(str(path))
     assert digest(path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history.sqlite", "run"]
 
@@ -399,7 +399,7 @@ def test_a_foreign_database_is_refused_untouched(db: str, tmp_path: Path) -> Non
     execute(db, "INSERT INTO invoices (id, amount) VALUES (1, 9.5)")
     directory = write_run(tmp_path / "run", reps("baseline", [100.0]), env(1))
     with pytest.raises(BadInput, match=r"not a gpubench history database \(it holds other tables: invoices\)"):
-        api.import_dirs(db, [directory])
+        library.import_dirs(db, [directory])
     assert execute(db, "SELECT * FROM invoices") == [(1, 9.5)]
     assert count(db, "invoices") == 1 and "runs" not in str(execute_tables(db))
 
@@ -416,10 +416,14 @@ def execute_tables(db: str) -> list[str]:
 
 
 def test_a_schema_from_a_newer_release_is_refused_untouched(db: str, tmp_path: Path) -> None:
-    api.import_dirs(db, [write_run(tmp_path / "run", reps("baseline", [100.0]), env(1))])
+    library.import_dirs(db, [write_run(tmp_path / "run", reps("baseline", [100.0]), env(1))])
     execute(db, "UPDATE schema_version SET version = 99")
     later = write_run(tmp_path / "later", reps("baseline", [100.0]), env(2))
-    for attempt in (lambda: api.import_dirs(db, [later]), lambda: api.list_runs(db), lambda: api.check(db, Params())):
+    for attempt in (
+        lambda: library.import_dirs(db, [later]),
+        lambda: library.list_runs(db),
+        lambda: library.check(db, Params()),
+    ):
         with pytest.raises(
             BadInput,
             match=rf"newer gpubench \(schema version 99; this release reads up to {schema.SCHEMA_VERSION}\)",
@@ -430,18 +434,18 @@ def test_a_schema_from_a_newer_release_is_refused_untouched(db: str, tmp_path: P
 
 
 def test_an_older_schema_is_migrated_by_a_writer(db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    api.import_dirs(db, [write_run(tmp_path / "run", reps("baseline", [100.0]), env(1))])
+    library.import_dirs(db, [write_run(tmp_path / "run", reps("baseline", [100.0]), env(1))])
     from sqlalchemy import text
 
     now = schema.SCHEMA_VERSION
     monkeypatch.setattr(schema, "SCHEMA_VERSION", now + 1)
     monkeypatch.setitem(store.MIGRATIONS, now, lambda conn: conn.execute(text("ALTER TABLE runs ADD COLUMN note TEXT")))
     with pytest.raises(BadInput, match=f"schema version {now} is older than {now + 1}"):
-        api.list_runs(db)
-    api.import_dirs(db, [write_run(tmp_path / "later", reps("baseline", [100.0]), env(2))])
+        library.list_runs(db)
+    library.import_dirs(db, [write_run(tmp_path / "later", reps("baseline", [100.0]), env(2))])
     assert execute(db, "SELECT version FROM schema_version") == [(now + 1,)]
     assert execute(db, "SELECT COUNT(note) FROM runs") == [(0,)]
-    assert len(api.list_runs(db)) == 2
+    assert len(library.list_runs(db)) == 2
 
 
 @pytest.mark.parametrize(
@@ -462,5 +466,5 @@ def test_a_wrong_url_is_one_clear_error(target: str, message: str) -> None:
 def test_reading_a_missing_sqlite_file_creates_nothing(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "history.sqlite"
     with pytest.raises(BadInput, match="no history database here"):
-        api.list_runs(str(path))
+        library.list_runs(str(path))
     assert not path.parent.exists()

@@ -18,12 +18,12 @@ from harness import gpubench, gpubench_in_process, results
 import bench.hook as gpubench_hook
 from bench.errors import BadInput
 from bench.hook import protocol
-from bench.matrix import load_matrix
 from bench.run import command
 from bench.run.plan import command_scenario
 from bench.run.proc import ProcResult
 from bench.run.request import RunRequest
-from bench.scenario import Scenario
+from bench.spec.matrix import load_matrix
+from bench.spec.scenario import Scenario
 
 LOOP = """
 import torch
@@ -50,7 +50,7 @@ def session_env(tmp_path: Path, warmup: int, window: str) -> dict[str, str]:
 def test_the_session_times_the_window_and_counts_only_its_samples_and_tokens(tmp_path: Path) -> None:
     import torch
 
-    from bench.hook.session import Session
+    from bench.hook.state import Session
 
     session = Session(session_env(tmp_path, warmup=2, window="3"))
     stops = []
@@ -73,7 +73,7 @@ def test_the_session_times_the_window_and_counts_only_its_samples_and_tokens(tmp
 
 
 def test_with_window_epoch_the_loops_end_closes_the_window_and_a_short_loop_says_why(tmp_path: Path) -> None:
-    from bench.hook.session import Session
+    from bench.hook.state import Session
 
     long = Session(session_env(tmp_path / "a", warmup=1, window="epoch"))
     (tmp_path / "a").mkdir()
@@ -204,7 +204,7 @@ def test_a_step_that_raised_is_not_counted_and_the_next_is_not_nested(
 
 
 def test_the_error_that_ends_a_process_is_its_rank_files_and_torchruns_error_files(tmp_path: Path) -> None:
-    from bench.hook.session import Session
+    from bench.hook.state import Session
 
     environ = {protocol.DIR_VAR: str(tmp_path), "RANK": "1", "WORLD_SIZE": "2"}
     error_file = tmp_path / "error.json"

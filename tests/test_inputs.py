@@ -31,7 +31,6 @@ from rich.console import Console
 from bench import fsio
 from bench.cli import run_cmd
 from bench.errors import BadInput
-from bench.matrix import expand, load_matrix
 from bench.report.table import summary_table
 from bench.results import (
     NUMERIC_COLUMNS,
@@ -45,7 +44,8 @@ from bench.results import (
 from bench.run import envinfo, plan, runner, session
 from bench.run.outcome import RunOutcome
 from bench.run.plan import RunPlan
-from bench.scenario import SETTING_KEYS, Scenario
+from bench.spec.matrix import expand, load_matrix
+from bench.spec.scenario import SETTING_KEYS, Scenario
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 WEEK_S = 7 * 24 * 3600
@@ -574,9 +574,9 @@ def history_db(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     "tamper",
     [
-        "UPDATE results SET samples_per_s = 9e999",
-        "UPDATE repeats SET peak_mem_mb = -5",
-        "UPDATE results SET step_time_median_ms = 'fast'",
+        "UPDATE result_figures SET median = 9e999 WHERE metric = 'samples_per_s'",
+        "UPDATE repeat_figures SET value = -5 WHERE metric = 'peak_mem_mb'",
+        "UPDATE result_figures SET median = 'fast' WHERE metric = 'step_time_median_ms'",
     ],
 )
 def test_a_damaged_history_row_stops_the_gate(history_db: Path, tamper: str) -> None:

@@ -17,7 +17,7 @@ from harness import BASE, SHORT, gpubench, results, write_matrix
 
 from bench.run.childenv import worker_env
 from bench.run.launcher import DEFAULT_LAUNCHER, ForkLauncher, WorkerJob, open_launcher
-from bench.scenario import Scenario
+from bench.spec.scenario import Scenario
 
 # A spawned worker costs ~9 s of CPU: the crash, killed at its first step, imports the lighter engine.
 SCENARIOS = {"a": {}, "crash": {"inject_fault": "sigkill", "engine": "accelerate"}}
@@ -263,7 +263,7 @@ def test_a_server_with_packages_imports_its_engines_with_the_capability_from_nvm
     (tmp_path / "asks.py").write_text(ASKS)
     (tmp_path / "clean.py").write_text(FAKE_PACKAGES["clean"])
     code = (
-        "import importlib, json; from bench.worker import cudafree, forkserver; import bench.worker.run as r; "
+        "import importlib, json; from bench.worker import cudafree, forkserver; import bench.worker.train_one as r; "
         "cudafree.nvml_capability = lambda: (lambda device=None: (9, 0)); engine = r.preload; "
         "r.preload = lambda e, f=None: (engine(e), importlib.import_module('asks')); "
         f"print(json.dumps(forkserver._preload(['accelerate'], {extras!r})))"

@@ -20,33 +20,43 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "bench",  # bench/__init__.py: the version
         "bench.errors",
-        "bench.fmt",
         "bench.stats",
-        "bench.metrics",
         "bench.checks",
         "bench.safetext",
         "bench.termtable",
         "bench.fsio",
         "bench.redact",
         "bench.cpus",
-        "bench.nodes",
-        "bench.mesh",
-        "bench.optimizer_names",
-        "bench.datareaders",
+        "bench.spec.nodes",
+        "bench.spec.mesh",
+        "bench.spec.optimizer_names",
+        "bench.spec.datareaders",
         "bench.run.reaper",
+        "bench.measure.kernels",  # the kernel categories' names (data), read by the column catalogue
     ),
     # the registries, as data
-    ("bench.families", "bench.precisions", "bench.engines", "bench.datakinds", "bench.models"),
+    (
+        "bench.families",
+        "bench.spec.precisions",
+        "bench.spec.engine_registry",
+        "bench.spec.datakinds",
+        "bench.spec.models",
+    ),
     # what to run: the scenario record, the matrix, the registries' rules over them, the plan-time
     # checks (bench/families/plancheck.py is one: the model can be built and trained as asked)
     (
-        "bench.scenario",
-        "bench.matrix",
-        "bench.rules",
-        "bench.planning",
+        "bench.spec.scenario",
+        "bench.spec.matrix",
+        "bench.spec.rules",
+        "bench.spec.planning",
         "bench.families.plancheck",
     ),
-    ("bench.memory",),
+    # the results' columns: the catalogue (its settings are the scenario's), the judged metrics read
+    # off it, and the number formatting that labels them
+    ("bench.catalogue", "bench.metrics", "bench.fmt"),
+    # the memory model: family-free arithmetic, and each family folder's math (bench/families/NAME/:
+    # dims, acts, phases, flops), loaded by the family row's "module:function" strings
+    ("bench.memory", "bench.families.*.*"),
     ("bench.measure",),
     ("bench.results",),
     ("bench.compare", "bench.predict"),
@@ -141,12 +151,18 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def layer_of(module: str) -> int:
     """The layer of the longest declared prefix of `module`; KeyError for a module no layer holds."""
     best = max(
-        ((len(p), i) for i, layer in enumerate(LAYERS) for p in layer if module == p or module.startswith(p + ".")),
+        ((len(p), i) for i, layer in enumerate(LAYERS) for p in layer if _held(module, p)),
         default=None,
     )
     if best is None:
         raise KeyError(module)
     return best[1]
+
+
+def _held(module: str, prefix: str) -> bool:
+    """`module` is `prefix` or inside it; a `*` in the prefix stands for one name."""
+    parts, want = module.split("."), prefix.split(".")
+    return len(parts) >= len(want) and all(w in ("*", p) for w, p in zip(want, parts, strict=False))
 
 
 def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
@@ -191,4 +207,34 @@ def test_a_type_only_or_function_level_import_is_an_edge(tmp_path: Path, monkeyp
 
 def test_an_arrow_to_a_higher_layer_is_named() -> None:
     graph = {"bench.run.session": {"bench.report.html"}, "bench.report.html": {"bench.results"}, "bench.results": set()}
-    assert upward_arrows(graph) == ["bench.run.session (layer 10) imports bench.report.html (layer 12)"]
+    assert upward_arrows(graph) == ["bench.run.session (layer 11) imports bench.report.html (layer 13)"]
+
+
+def module_names(paths: list[Path]) -> dict[str, list[str]]:
+    """Each module or package name of bench/ -> where it is, leaving out a family folder's own files
+    (bench/families/NAME/dims.py, acts.py, ...: the same shape in every folder, by design)."""
+    named: dict[str, list[str]] = {}
+    for path in paths:
+        rel = path.relative_to(BENCH.parent)
+        if rel.parts[:2] == ("bench", "families") and len(rel.parts) == 4 and rel.name != "__init__.py":
+            continue
+        stem = rel.parent.name if rel.name == "__init__.py" else rel.stem
+        if stem != "__main__":
+            named.setdefault(stem, []).append(str(rel))
+    return named
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A name says which module it is: `session.py` in three packages made every traceback and
+    search ambiguous. A family folder's files are the exception (one shape per family)."""
+    repeated = {n: where for n, where in module_names(sorted(BENCH.rglob("*.py"))).items() if len(where) > 1}
+    assert repeated == {}
+
+
+def test_a_repeated_name_is_found(tmp_path: Path) -> None:
+    paths = [BENCH / "run" / "plan.py", BENCH / "fit" / "plan.py", BENCH / "families" / "bert" / "dims.py"]
+    paths += [BENCH / "families" / "llama" / "dims.py", BENCH / "report" / "__init__.py", BENCH / "cli" / "report.py"]
+    assert {n: w for n, w in module_names(paths).items() if len(w) > 1} == {
+        "plan": ["bench/run/plan.py", "bench/fit/plan.py"],
+        "report": ["bench/report/__init__.py", "bench/cli/report.py"],
+    }

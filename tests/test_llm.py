@@ -23,9 +23,9 @@ from typer.testing import CliRunner
 
 from bench.cli import run_cmd
 from bench.errors import BadInput
-from bench.matrix import load_matrix
-from bench.rules import check
-from bench.scenario import CUDA_AT_IMPORT, Scenario
+from bench.spec.matrix import load_matrix
+from bench.spec.rules import check
+from bench.spec.scenario import CUDA_AT_IMPORT, Scenario
 from bench.worker.__main__ import keep_cuda_imports_out
 from bench.worker.llm import float8_eligible
 from bench.worker.model import count_parameters, count_trainable
@@ -243,7 +243,7 @@ def test_a_4bit_weight_counts_as_its_unpacked_size() -> None:
 
 
 def test_causal_lm_labels_are_the_tokens() -> None:
-    from bench.worker.data import make_dataset
+    from bench.worker.dataset import make_dataset
 
     row = make_dataset(4, 16, 4096, 0, "memory", causal=True)[0]
     assert torch.equal(row["labels"], row["input_ids"]) and int(row["input_ids"].max()) < 4096

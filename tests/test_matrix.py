@@ -8,7 +8,7 @@ import pytest
 from harness import BASE, write_matrix
 
 from bench.errors import BadInput
-from bench.matrix import (
+from bench.spec.matrix import (
     apply_overrides,
     available_matrices,
     diff_from,
@@ -17,7 +17,7 @@ from bench.matrix import (
     resolve_matrix_path,
     select,
 )
-from bench.scenario import Scenario
+from bench.spec.scenario import Scenario
 
 
 def load_error(path: Path) -> str:

@@ -14,9 +14,9 @@ from bench.families.llama.dims import DecoderDims, param_count, param_tensors
 from bench.families.llama.weights import adapter_tensors, weight_bytes
 from bench.memory import terms
 from bench.memory.dispatch import load_dims, predict
-from bench.models import preset_config
 from bench.predict import predicted_columns
-from bench.scenario import Scenario
+from bench.spec.models import preset_config
+from bench.spec.scenario import Scenario
 
 
 def sc(**settings_: Any) -> Scenario:

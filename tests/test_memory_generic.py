@@ -1,5 +1,5 @@
 """The family-free memory arithmetic: any list of parameter tensors -> parameters, gradients and
-optimizer states, tensor by tensor (generic.py, tensors.py), and a Prediction that says its
+optimizer states, tensor by tensor (states.py, tensors.py), and a Prediction that says its
 activations are not predicted. Property-based where a rule holds for every tensor list."""
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 from bench.families.bert import dims as bert
 from bench.families.llama import dims as decoder
 from bench.families.llama.weights import adapter_tensors, decoder_states
-from bench.memory import generic, terms
+from bench.memory import states as model_states_mod
+from bench.memory import terms
 from bench.memory.dispatch import load_dims, predict
 from bench.memory.prediction import ACTIVATIONS_NOT_PREDICTED, Prediction
 from bench.memory.tensors import ParamTensor, from_named_parameters, layer_index
-from bench.scenario import Scenario
+from bench.spec.scenario import Scenario
 
 OPTIMIZERS = ("adamw", "adamw_fused", "adamw_foreach", "adafactor", "adamw_8bit", "paged_adamw_8bit", "sgd")
 OPTIMIZERS += ("adam8bit_manual",)
@@ -45,8 +46,8 @@ def frozen_split(draw: Any) -> tuple[list[ParamTensor], set[str]]:
     return tensors, frozen
 
 
-def states(tensors: list[ParamTensor], optimizer: str, engine: str, **kw: Any) -> generic.ModelStates:
-    return generic.model_states(tensors, optimizer, engine, **kw)
+def states(tensors: list[ParamTensor], optimizer: str, engine: str, **kw: Any) -> model_states_mod.ModelStates:
+    return model_states_mod.model_states(tensors, optimizer, engine, **kw)
 
 
 # -- model states --------------------------------------------------------------------------------
@@ -137,11 +138,11 @@ def test_paged_states_leave_the_allocator() -> None:
 def test_bad_arguments_are_named() -> None:
     tensors = [ParamTensor("a.weight", (4, 4), 0)]
     with pytest.raises(ValueError, match="frozen names no tensor of the model: b.weight"):
-        generic.model_states(tensors, "adamw", frozen={"b.weight"})
+        model_states_mod.model_states(tensors, "adamw", frozen={"b.weight"})
     with pytest.raises(ValueError, match="unknown optimizer 'lion'"):
-        generic.model_states(tensors, "lion")
+        model_states_mod.model_states(tensors, "lion")
     with pytest.raises(ValueError, match="frozen_bytes 0"):
-        generic.model_states(tensors, "adamw", frozen_bytes=0)
+        model_states_mod.model_states(tensors, "adamw", frozen_bytes=0)
 
 
 def test_lora_states_are_the_decoder_paths() -> None:
@@ -151,7 +152,7 @@ def test_lora_states_are_the_decoder_paths() -> None:
     assert isinstance(d, decoder.DecoderDims)
     base, adapters = decoder.param_tensors(d), adapter_tensors(d, sc)
     buffers = decoder.buffer_bytes(d)
-    s = generic.model_states(
+    s = model_states_mod.model_states(
         base + adapters, sc.optimizer, sc.engine, frozen={t.name for t in base}, frozen_bytes=2, buffers=buffers
     )
     want = decoder_states(d, sc, buffers)
@@ -199,7 +200,7 @@ def test_states_only_says_activations_are_not_predicted(settings: dict[str, Any]
     s = sc(**settings)
     d = load_dims("bert-base")
     assert isinstance(d, bert.BertDims)
-    p = generic.predict_states_only(s, bert.param_tensors(d), buffers=bert.buffer_bytes(d))
+    p = states.predict_states_only(s, bert.param_tensors(d), buffers=bert.buffer_bytes(d))
     full = predict(s, d)
     assert not p.activations_predicted and ACTIVATIONS_NOT_PREDICTED in p.notes
     assert p.term("activations") is None and p.term("autocast_copies") is None

@@ -17,17 +17,17 @@ from harness import BASE, error_lines, gpubench, gpubench_in_process, write_matr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench import mesh
 from bench.errors import BadInput
 from bench.fmt import fmt_num
 from bench.memory.dispatch import load_dims, predict
 from bench.report.html import interconnect_line
-from bench.report.scaling import scaling_lines
+from bench.report.scaling_curves import scaling_lines
 from bench.results import read_results
 from bench.results.scaling import allreduce_busbw
-from bench.rules import check, needs_cuda
-from bench.scenario import Scenario
-from bench.worker.interconnect import OPS, SIZES, bus_factor
+from bench.spec import mesh
+from bench.spec.rules import check, needs_cuda
+from bench.spec.scenario import Scenario
+from bench.worker.collectives import OPS, SIZES, bus_factor
 from bench.worker.ranks import combine_ranks
 
 MESH = {**BASE, "model": "llama-tiny", "engine": "accelerate", "gpus": 2, "strategy": "fsdp", "timeout_s": 90}

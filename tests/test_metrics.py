@@ -16,10 +16,10 @@ from history_support import env, reps, write_run
 
 from bench.catalogue import CATALOGUE, PARENT_RULES
 from bench.cli import history_cmd
-from bench.compare.core import Thresholds, compare
-from bench.history import ingest, judge, schema
+from bench.compare.comparison import Thresholds, compare
+from bench.history import check, ingest, schema
 from bench.metrics import BY_NAME, DIRECTIONS, METRICS, THRESHOLD_GROUPS, Metric, in_group
-from bench.report import data as report_data
+from bench.report import content as report_data
 from bench.results import COLUMNS, load_run, summarize, to_frame
 from bench.worker.ranks import combine_ranks
 
@@ -162,19 +162,19 @@ def test_history_stores_shows_and_judges_it_where_the_row_says(sides: dict[str, 
     judged = stored and metric.threshold is not None
     assert (metric.name in schema.FIGURES) is stored
     assert (metric.name in {m.value for m in history_cmd.Metric}) is stored
-    assert (metric.name in judge.METRICS) is judged
+    assert (metric.name in check.METRICS) is judged
     assert (metric.name in {m.value for m in history_cmd.AcceptMetric}) is judged
     record = ingest.read_result_dir(sides["base"].csv_path.parent)
     assert (metric.name in record.results[0].figures) is stored
     assert metric.name in record.results[0].repeat_figures[0] or not stored
 
 
-def series_of(metric: Metric, values: list[float], last: float) -> judge.Series:
+def series_of(metric: Metric, values: list[float], last: float) -> check.Series:
     """Three nights at the values, then a night of three repeats at `last`."""
     start = datetime(2026, 11, 1, 2)
     nights = [*values, last]
     points = tuple(
-        judge.Point(
+        check.Point(
             run_id=i + 1,
             created_at=start + timedelta(days=i),
             status="ok",
@@ -183,14 +183,14 @@ def series_of(metric: Metric, values: list[float], last: float) -> judge.Series:
         )
         for i, v in enumerate(nights)
     )
-    return judge.Series("k", "baseline", "NVIDIA H200", "bert-large", {}, points)
+    return check.Series("k", "baseline", "NVIDIA H200", "bert-large", {}, points)
 
 
 @pytest.mark.parametrize("metric", [m for m in METRICS if "history" in m.judged_in], ids=lambda m: m.name)
 def test_history_check_flags_a_move_the_wrong_way_only_for_a_judged_metric(metric: Metric) -> None:
     series = series_of(metric, [100.0, 100.2, 99.8], worse(metric, 100.0))
-    last = judge.marks(series, metric.name, judge.Params())[-1]
-    assert last.flag == (judge.BEYOND if metric.threshold is not None else judge.WITHIN)
+    last = check.marks(series, metric.name, check.Params())[-1]
+    assert last.flag == (check.BEYOND if metric.threshold is not None else check.WITHIN)
 
 
 # -- summary and report --------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import pytest
 
 from bench.families.bert import flops as bert_flops
 from bench.families.llama import flops as llama_flops
-from bench.measure import flops
-from bench.scenario import Scenario
+from bench.measure import mfu
+from bench.spec.scenario import Scenario
 
 GENERIC = 2.5e9  # a worker's generic count per sample
 
@@ -27,8 +27,8 @@ def inline(model_type: str, **cfg: Any) -> str:
 
 
 def test_two_gpus_double_the_peak_and_the_ceiling_not_the_mfu() -> None:
-    one = flops.figures(sc(), "llama-tiny", None, 1000.0, "NVIDIA H100 80GB HBM3", tf32=False, ceiling={"bf16": 600.0})
-    two = flops.figures(
+    one = mfu.figures(sc(), "llama-tiny", None, 1000.0, "NVIDIA H100 80GB HBM3", tf32=False, ceiling={"bf16": 600.0})
+    two = mfu.figures(
         sc(), "llama-tiny", None, 2000.0, "NVIDIA H100 80GB HBM3", tf32=False, gpus=2, ceiling={"bf16": 600.0}
     )
     assert one["peak_tflops"] == 989.4 and two["peak_tflops"] == 2 * 989.4
@@ -44,12 +44,12 @@ def test_two_gpus_double_the_peak_and_the_ceiling_not_the_mfu() -> None:
 
 
 def test_a_ceiling_of_another_format_or_without_a_gpu_gives_no_ceiling_share() -> None:
-    other = flops.figures(sc(), "llama-tiny", None, 10.0, "NVIDIA H100", tf32=False, ceiling={"fp32": 50.0})
+    other = mfu.figures(sc(), "llama-tiny", None, 10.0, "NVIDIA H100", tf32=False, ceiling={"fp32": 50.0})
     assert other["ceiling_tflops"] is None and other["mfu_ceiling"] is None
-    cpu = flops.figures(sc(), "llama-tiny", None, 10.0, None, tf32=False, ceiling={"bf16": 600.0})
+    cpu = mfu.figures(sc(), "llama-tiny", None, 10.0, None, tf32=False, ceiling={"bf16": 600.0})
     assert cpu["ceiling_tflops"] is None and cpu["mfu_ceiling"] is None and cpu["mfu"] is None
     assert cpu["achieved_tflops"] == pytest.approx(cpu["flops_per_sample"] * 10.0 / 1e12)
-    still = flops.figures(sc(), "llama-tiny", None, None, "NVIDIA H100", tf32=False, ceiling={"bf16": 600.0})
+    still = mfu.figures(sc(), "llama-tiny", None, None, "NVIDIA H100", tf32=False, ceiling={"bf16": 600.0})
     assert still["ceiling_tflops"] == 600.0 and still["achieved_tflops"] is None and still["mfu_ceiling"] is None
 
 
@@ -64,25 +64,25 @@ def test_a_ceiling_of_another_format_or_without_a_gpu_gives_no_ceiling_share() -
     ],
 )
 def test_every_other_family_takes_the_workers_generic_count(model: str) -> None:
-    fig = flops.figures(
+    fig = mfu.figures(
         sc(model), model, 123, 4.0, "NVIDIA A100-SXM4-80GB", tf32=True, worker={"flops_generic_per_sample": GENERIC}
     )
     assert fig["flops_per_sample"] == GENERIC and fig["flops_source"].startswith("generic:")
     assert fig["mfu"] == pytest.approx(GENERIC * 4.0 / 1e12 / 312.0)
-    none = flops.figures(sc(model), model, 123, 4.0, "NVIDIA A100-SXM4-80GB", tf32=True)
+    none = mfu.figures(sc(model), model, 123, 4.0, "NVIDIA A100-SXM4-80GB", tf32=True)
     assert none["flops_per_sample"] is None and none["mfu"] is None and none["achieved_tflops"] is None
     assert none["flops_source"] == none["peak_source"]
     assert none["flops_source"].startswith("no FLOP count: the ") and "gave no generic count" in none["flops_source"]
 
 
 def test_unreadable_or_unusable_dimensions_name_why() -> None:
-    assert flops.flops_per_sample(sc(), "/no/such/model", 10) == (None, "model dimensions unknown")
+    assert mfu.flops_per_sample(sc(), "/no/such/model", 10) == (None, "model dimensions unknown")
     assert bert_flops.model_dims(json.loads(inline("bert", hidden_size=8))) is None  # no num_hidden_layers
     bert = inline("bert", hidden_size=8, num_hidden_layers=2, vocab_size=10)
-    assert flops.flops_per_sample(sc(), bert, None) == (None, "model dimensions unknown")  # no parameter count
-    assert flops.flops_per_sample(sc(), bert, 0) == (None, "model dimensions unknown")
+    assert mfu.flops_per_sample(sc(), bert, None) == (None, "model dimensions unknown")  # no parameter count
+    assert mfu.flops_per_sample(sc(), bert, 0) == (None, "model dimensions unknown")
     llama = inline("llama", hidden_size=8)
-    per_sample, why = flops.flops_per_sample(sc(), llama, 10)
+    per_sample, why = mfu.flops_per_sample(sc(), llama, 10)
     assert per_sample is None and why.startswith("model dimensions unusable: ")
 
 
@@ -119,9 +119,9 @@ def test_bert_dims_count_only_the_embedding_tables_given() -> None:
     ],
 )
 def test_the_precision_class(precision: str, tf32: bool, fp8: bool, cls: str) -> None:
-    assert flops.precision_class(precision, tf32, fp8) == cls
+    assert mfu.precision_class(precision, tf32, fp8) == cls
     if not fp8:
-        assert flops.precision_class(precision, tf32) == cls  # fp8 is off unless asked
+        assert mfu.precision_class(precision, tf32) == cls  # fp8 is off unless asked
 
 
 @pytest.mark.parametrize(
@@ -138,22 +138,22 @@ def test_the_precision_class(precision: str, tf32: bool, fp8: bool, cls: str) ->
     ],
 )
 def test_the_first_matching_peak_wins(gpu: str, precision: str, tf32: bool, peak: float) -> None:
-    found, source = flops.peak_tflops(gpu, precision, tf32)
+    found, source = mfu.peak_tflops(gpu, precision, tf32)
     assert found == peak
     assert "(FP8)" not in source
 
 
 def test_the_cross_check_note() -> None:
-    assert flops.check_note(5.0, None) == "" and flops.check_note(-5.0, None) == ""
-    assert flops.check_note(None, None) == ""
-    assert flops.check_note(5.1, None) == "FlopCounterMode counts +5.1% against the generic count of the dense step"
-    assert flops.check_note(-7.25, None).startswith("FlopCounterMode counts -7.2")
-    assert flops.check_note(50.0, "not run: no CUDA") == "not run: no CUDA"
-    fig = flops.figures(sc(), "llama-tiny", None, 1.0, None, False, worker={"flops_check_per_sample": 1.0})
+    assert mfu.check_note(5.0, None) == "" and mfu.check_note(-5.0, None) == ""
+    assert mfu.check_note(None, None) == ""
+    assert mfu.check_note(5.1, None) == "FlopCounterMode counts +5.1% against the generic count of the dense step"
+    assert mfu.check_note(-7.25, None).startswith("FlopCounterMode counts -7.2")
+    assert mfu.check_note(50.0, "not run: no CUDA") == "not run: no CUDA"
+    fig = mfu.figures(sc(), "llama-tiny", None, 1.0, None, False, worker={"flops_check_per_sample": 1.0})
     assert fig["flops_check_note"] == ""
-    fig = flops.figures(sc(), "llama-tiny", None, 1.0, None, False, worker={"flops_check_note": "skipped"})
+    fig = mfu.figures(sc(), "llama-tiny", None, 1.0, None, False, worker={"flops_check_note": "skipped"})
     assert fig["flops_check_note"] == "skipped"
-    assert "flops_check_note" not in flops.figures(sc(), "llama-tiny", None, 1.0, None, False)
+    assert "flops_check_note" not in mfu.figures(sc(), "llama-tiny", None, 1.0, None, False)
 
 
 def test_lora_flops_take_the_adapters_from_the_scenarios_rank() -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from bench.compare.core import Thresholds
-from bench.history.judge import (
+from bench.compare.comparison import Thresholds
+from bench.history.check import (
     MIN_NOISE_NIGHTS,
     Mark,
     Params,
@@ -211,7 +211,7 @@ def test_a_small_floor_still_tells_an_improvement() -> None:
 
 
 def test_a_p_exactly_at_alpha_confirms(monkeypatch: pytest.MonkeyPatch) -> None:
-    import bench.history.judge as judge
+    import bench.history.check as judge
 
     monkeypatch.setattr(judge, "mann_whitney_p", lambda own, nights, alternative: 0.05 + 5e-13)
     assert marks(speeds(100.0, 100.0, 100.0, 80.0), "samples_per_s", Params())[-1].flag == "beyond"

@@ -20,13 +20,13 @@ from compare_support import env as cpu_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.compare.core import Thresholds, compare
-from bench.compare.render import to_data as compare_data
+from bench.compare.comparison import Thresholds, compare
+from bench.compare.tables import to_data as compare_data
 from bench.fmt import MINUS, fmt_num, pct
-from bench.history import api as history
-from bench.history.judge import Params
+from bench.history import library as history
+from bench.history.check import Params
 from bench.report import markdown, records
-from bench.report.data import load_many
+from bench.report.content import load_many
 from bench.report.html import _summary as html_summary  # the table that shows the figures (no charts)
 from bench.report.table import summary_table
 from bench.results import load_run, read_results, summarize, write_results

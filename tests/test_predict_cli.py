@@ -12,9 +12,9 @@ from harness import gpubench
 from typer.testing import CliRunner
 
 from bench.cli import predict_cmd
-from bench.matrix import load_matrix
-from bench.predict import render
+from bench.predict import printout
 from bench.results import write_results
+from bench.spec.matrix import load_matrix
 
 FULL = load_matrix("full").names()
 
@@ -49,7 +49,7 @@ def test_table_has_a_row_per_scenario() -> None:
 def test_csv_and_markdown_hold_a_record_per_scenario(tmp_path: Path) -> None:
     args = ("--matrix", "full", "--model", "bert-large", "--only", "baseline,fp16", "--gpu-memory", "24GB")
     table = invoke(*args, "--format", "csv").stdout.splitlines()
-    assert table[0] == ",".join(render.RECORD_COLUMNS)
+    assert table[0] == ",".join(printout.RECORD_COLUMNS)
     assert [line.split(",")[0] for line in table[1:]] == ["baseline", "fp16"]
     assert table[1].endswith(",backward,activations,7906.5,True")
     out = tmp_path / "predict.md"
@@ -191,14 +191,14 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
 
 
 def test_a_prediction_without_activations_says_so_in_every_format() -> None:
-    """A family with no activation model (bench.memory.generic): the terms it leaves out read
+    """A family with no activation model (bench.memory.states): the terms it leaves out read
     "not predicted" (null, empty), the peak is marked as a lower bound, and fitting is unknown."""
     from bench.families.bert.dims import BertDims, buffer_bytes, param_tensors
     from bench.memory.dispatch import load_dims
-    from bench.memory.generic import predict_states_only
-    from bench.predict.core import PredictReport, ScenarioMemory, fits_in
+    from bench.memory.states import predict_states_only
     from bench.predict.measured import assumed, predicted_counterparts
-    from bench.scenario import Scenario
+    from bench.predict.predictions import PredictReport, ScenarioMemory, fits_in
+    from bench.spec.scenario import Scenario
     from bench.termtable import stdout_console
 
     sc = Scenario(name="states-only", model="bert-base", samples=64, warmup_steps=1)
@@ -209,16 +209,16 @@ def test_a_prediction_without_activations_says_so_in_every_format() -> None:
     row = ScenarioMemory(sc, "bert-base", p, need, fits_in(need, 81559.0, False), {}, predicted_counterparts(p))
     report = PredictReport("m", assumed(), 81559.0, (row,))
     assert row.fits is None and fits_in(need, 1.0, False) is False and fits_in(need, 81559.0, True) is True
-    (record,) = render.records(report)
+    (record,) = printout.records(report)
     assert record["activations_mb"] is None and record["autocast_copies_mb"] is None
     assert record["weights_mb"] > 0
-    csv_row = render.to_csv(report).splitlines()[1].split(",")
-    assert csv_row[render.RECORD_COLUMNS.index("activations_mb")] == ""
-    (data,) = render.to_data(report)["scenarios"]
+    csv_row = printout.to_csv(report).splitlines()[1].split(",")
+    assert csv_row[printout.RECORD_COLUMNS.index("activations_mb")] == ""
+    (data,) = printout.to_data(report)["scenarios"]
     assert data["terms_mb"]["activations"] is None and data["predicted_counterparts_mb"] == {}
     assert any(note.startswith("activations not predicted") for note in data["notes"])
     console = stdout_console(200)
     with console.capture() as captured:
-        render.print_report(report, console)
+        printout.print_report(report, console)
     line = next(text for text in captured.get().splitlines() if "states-only" in text)
     assert line.count("not predicted") == 2 and f">={p.peak / 2**20:,.0f}" in line and "unknown" in line

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from bench.run.progress import RichReporter
-from bench.scenario import Scenario
+from bench.spec.scenario import Scenario
 
 
 def lines_of(rows: list[dict], total: int, done: int = 0) -> list[str]:

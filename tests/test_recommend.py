@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 
 from bench.errors import BadInput
 from bench.families import by_name, family_of
-from bench.matrix import load_matrix
 from bench.recommend.answer import CandidateResult, build_answer, certificate_toml, pareto, read_answer, write_answer
 from bench.recommend.prune import MEMORY_MARGIN, prune_by_memory
-from bench.recommend.session import RecommendRequest, check_request, objective_value
+from bench.recommend.searching import RecommendRequest, check_request, objective_value
 from bench.recommend.space import PLAIN, Candidate, build_space, micro_batches, plain_fields, valid_candidates
 from bench.recommend.stages import StageReport
-from bench.scenario import Scenario
+from bench.spec.matrix import load_matrix
+from bench.spec.scenario import Scenario
 
 ALL = frozenset({"bitsandbytes", "liger_kernel", "torchao"})
 
@@ -103,7 +103,7 @@ def test_the_plain_recipe_trains_the_same_global_batch() -> None:
 def test_the_memory_model_prunes_only_beyond_its_margin() -> None:
     small = Scenario(name="b2", model="llama-tiny", batch_size=2, seq_len=32)
     big = Scenario(name="b64", model="llama-tiny", batch_size=64, seq_len=512, warmup_steps=1)
-    from bench.predict.core import prediction_of
+    from bench.predict.predictions import prediction_of
 
     small_mb = prediction_of(small, "llama-tiny").peak / 2**20
     big_mb = prediction_of(big, "llama-tiny").peak / 2**20
@@ -116,7 +116,7 @@ def test_the_memory_model_prunes_only_beyond_its_margin() -> None:
 
 
 def test_a_lower_bound_prunes_only_when_it_alone_exceeds_the_cap() -> None:
-    from bench.predict.core import prediction_of
+    from bench.predict.predictions import prediction_of
 
     sc = Scenario(name="b2", model="vit-tiny", batch_size=2, warmup_steps=1)
     low = prediction_of(sc, "vit-tiny")

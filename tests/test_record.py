@@ -1,4 +1,4 @@
-"""A row's record of what ran (bench/worker/record.py, bench/run/command.py): the class built, its
+"""A row's record of what ran (bench/worker/what_ran.py, bench/run/command.py): the class built, its
 task, family and token unit; a vision model's tokens and FLOPs from its own config and build (no
 text seq_len); a FLOP gap as a note and no MFU past 25%; a command row without gpubench's defaults;
 a model column, and no "vs base" across models."""
@@ -16,10 +16,10 @@ import pytest
 from harness import gpubench, results, write_matrix
 
 import bench.hook as gpubench_hook
-from bench.measure import flops
+from bench.measure import mfu
 from bench.report.table import summary_table
 from bench.results import summarize
-from bench.scenario import Scenario
+from bench.spec.scenario import Scenario
 from bench.termtable import FitTable
 
 
@@ -76,7 +76,7 @@ def test_a_vision_transformers_tokens_are_its_patches_and_class_token_not_seq_le
     assert row["token_unit"] == "image patches + class token"
     assert row["tokens_per_s"] / row["samples_per_s"] == pytest.approx((64 // 8) ** 2 + 1)  # not 512
     # the count from the model's own tokens agrees with FlopCounterMode's (it was 746M vs 48M at 512 tokens)
-    assert abs(row["flops_check_gap_pct"]) < flops.CHECK_NOTE_PCT
+    assert abs(row["flops_check_gap_pct"]) < mfu.CHECK_NOTE_PCT
     assert row["flops_per_sample"] == pytest.approx(row["flops_generic_per_sample"])
     assert abs(row["flops_per_sample"] / row["flops_check_per_sample"] - 1) < 0.05
 
@@ -85,7 +85,7 @@ def test_a_cnn_has_no_tokens_and_its_flops_are_counted_from_the_built_model(visi
     row = vision["rows"]["cnn"]
     assert row["status"] == "ok" and row["model_class"] == "ConvNextForImageClassification"
     assert row["token_unit"] == "none" and math.isnan(row["tokens_per_s"])
-    assert row["flops_source"] == flops.COUNTED_SOURCE
+    assert row["flops_source"] == mfu.COUNTED_SOURCE
     assert row["flops_per_sample"] == row["flops_check_per_sample"] > 0
 
 
@@ -135,10 +135,10 @@ def test_vs_base_compares_only_rows_of_the_baselines_model() -> None:
 def test_a_flop_gap_over_5_percent_is_a_note_and_over_25_percent_leaves_mfu_empty() -> None:
     sc = Scenario(name="s", model="tiny", seq_len=32)
     worker = {"flops_check_per_sample": 1.1e9, "flops_check_gap_pct": 10.0, "model_params": 1000}
-    near = flops.figures(sc, "tiny", 4_000_000, 100.0, "NVIDIA H100 80GB HBM3", False, 1, worker)
+    near = mfu.figures(sc, "tiny", 4_000_000, 100.0, "NVIDIA H100 80GB HBM3", False, 1, worker)
     assert near["mfu"] is not None and near["mfu_note"] == ""
     assert near["flops_check_note"].startswith("FlopCounterMode counts +10.0%")
-    far = flops.figures(
+    far = mfu.figures(
         sc, "tiny", 4_000_000, 100.0, "NVIDIA H100 80GB HBM3", False, 1, {**worker, "flops_check_gap_pct": -93.6}
     )
     assert far["flops_per_sample"] is not None and far["peak_tflops"] is not None
@@ -152,7 +152,7 @@ def test_a_flop_gap_over_5_percent_is_a_note_and_over_25_percent_leaves_mfu_empt
     text = " ".join(rendered(summary_table(summarize(frame))).split())
     assert "FLOP counts differ by +10.0%" in text and "FLOP counts differ by -93.6%" in text
     assert "+1.0%" not in text
-    from bench.report.data import build
+    from bench.report.content import build
 
     notes = " ".join(build(frame, None, Path("results.csv")).notes)
     assert "baseline (FLOP counts differ by +10.0%" in notes and "far (FLOP counts differ by -93.6%" in notes
@@ -230,7 +230,7 @@ def test_an_image_models_tokens_are_its_patches_and_the_tokens_its_embeddings_ad
     import torch
     import transformers
 
-    from bench.worker import record
+    from bench.worker import what_ran
 
     dims = (
         {"hidden_sizes": [8, 16, 32, 64], "depths": [1, 1, 1, 1]}
@@ -243,8 +243,8 @@ def test_an_image_models_tokens_are_its_patches_and_the_tokens_its_embeddings_ad
         cfg.num_register_tokens = 4
     with torch.device("meta"):
         model = transformers.AutoModelForImageClassification.from_config(cfg)
-    assert record.tokens(model, "image-classification", 512) == (unit, tokens)
-    assert record.tokens(model, "causal-lm", 512) == ("text tokens", 512)
+    assert what_ran.tokens(model, "image-classification", 512) == (unit, tokens)
+    assert what_ran.tokens(model, "causal-lm", 512) == ("text tokens", 512)
 
 
 def test_ranks_without_tokens_give_no_token_figure_not_zero() -> None:

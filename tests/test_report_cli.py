@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from bench import api
 from bench.cli import report_cmd
 from bench.errors import ExitCode
-from bench.report import data as report_data
+from bench.report import content as report_data
 from bench.report import markdown as report_md
 from bench.report import records
 from bench.results import write_results
@@ -26,7 +26,7 @@ from bench.run import session
 from bench.run.outcome import RunOutcome
 from bench.run.plan import RunPlan
 from bench.run.request import RunRequest
-from bench.scenario import Scenario
+from bench.spec.scenario import Scenario
 
 REPO = Path(__file__).resolve().parents[1]
 

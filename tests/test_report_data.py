@@ -9,8 +9,8 @@ import pytest
 from report_fixtures import CRASH_ERROR, H200_ENV, OOM_ERROR, SKIP_REASON, cpu_set, gpu_row, gpu_set, write_set
 
 from bench.errors import BadInput
-from bench.report import data as report_data
-from bench.report.data import findings, pareto_front
+from bench.report import content as report_data
+from bench.report.content import findings, pareto_front
 from bench.results import CPU_NOTE
 
 NAN = math.nan

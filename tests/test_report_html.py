@@ -22,7 +22,7 @@ from report_fixtures import (
     write_set,
 )
 
-from bench.report.data import load_many
+from bench.report.content import load_many
 from bench.report.html import REPORT_HTML, write_report
 from bench.results import CPU_NOTE
 

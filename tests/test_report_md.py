@@ -7,7 +7,7 @@ from pathlib import Path
 
 from report_fixtures import CPU_ENV, H200_ENV, cpu_set, gpu_set, write_set
 
-from bench.report import data as report_data
+from bench.report import content as report_data
 from bench.report import markdown as report_md
 from bench.results import CPU_NOTE
 

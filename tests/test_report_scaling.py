@@ -1,4 +1,4 @@
-"""Scaling lines (bench.report.scaling): rows in, one line per strategy and workload out."""
+"""Scaling lines (bench.report.scaling_curves): rows in, one line per strategy and workload out."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.report.scaling import ScalingLine, ScalingPoint, scaling_lines, strategy_label, workloads
+from bench.report.scaling_curves import ScalingLine, ScalingPoint, scaling_lines, strategy_label, workloads
 
 STRATEGIES: dict[str, dict[str, Any]] = {  # label -> the row's strategy settings
     "ddp": {"strategy": "ddp"},

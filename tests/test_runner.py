@@ -16,7 +16,7 @@ from bench.results import read_results, write_results
 from bench.run import runner
 from bench.run.plan import RunPlan
 from bench.run.proc import ProcResult
-from bench.scenario import Scenario
+from bench.spec.scenario import Scenario
 
 
 def scenario(name: str, **settings: Any) -> Scenario:

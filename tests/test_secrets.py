@@ -13,7 +13,7 @@ from harness import SHORT, error_lines, gpubench, gpubench_in_process, write_mat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.history import DB_ENV, api
+from bench.history import DB_ENV, library
 from bench.redact import redact_arg, redact_url
 
 MARK = "Zq7"  # every password starts with it, so that no other text contains it by chance
@@ -93,8 +93,8 @@ def test_a_recorded_run_keeps_no_password_in_env_json_report_or_logs(tmp_path: P
 
 
 def test_the_recorded_line_names_the_store_without_its_password(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(api, "import_dirs", lambda *_a, **_k: [api.Imported(tmp_path, 3, True, 1)])
+    monkeypatch.setattr(library, "import_dirs", lambda *_a, **_k: [library.Imported(tmp_path, 3, True, 1)])
     said: list[str] = []
-    api.record_after_run("postgresql://u:Zq7secret@h/db", tmp_path, unfinished=False, warn=said.append,
+    library.record_after_run("postgresql://u:Zq7secret@h/db", tmp_path, unfinished=False, warn=said.append,
                          info=said.append)  # fmt: skip
     assert said == ["history: recorded run 3 in postgresql://u:***@h/db"]

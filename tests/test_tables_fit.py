@@ -22,14 +22,14 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from bench.compare.core import Thresholds, compare
-from bench.compare.plan import plan
-from bench.compare.render import compare_table, plan_table
-from bench.history import api as history_api
-from bench.history.judge import Params
-from bench.history.render import check_table, runs_table
+from bench.compare.comparison import Thresholds, compare
+from bench.compare.power import plan
+from bench.compare.tables import compare_table, plan_table
+from bench.history import library as history_api
+from bench.history.check import Params
+from bench.history.show import check_table, runs_table
 from bench.predict import predict_matrix
-from bench.predict.render import breakdown_table
+from bench.predict.printout import breakdown_table
 from bench.report.table import summary_table
 from bench.results import load_run, summarize, to_frame
 from bench.termtable import FitTable

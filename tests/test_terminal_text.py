@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from bench.history import api
+from bench.history import library
 from bench.run.progress import RichReporter
 from bench.safetext import CONTROL, for_terminal
 from bench.termtable import Column, FitTable
@@ -66,7 +66,7 @@ def test_an_error_line_shows_no_escape_from_the_value_it_names(tmp_path: Path) -
 def test_a_history_note_is_shown_stripped_and_stored_as_given(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("COLUMNS", "200")
     db = str(tmp_path / "history.sqlite")
-    api.import_dirs(db, nights(tmp_path / "nights", [{"bf16": [100.0, 100.5, 99.5]}] * 3))
+    library.import_dirs(db, nights(tmp_path / "nights", [{"bf16": [100.0, 100.5, 99.5]}] * 3))
     note = "faster\x1b[2J\x1b]0;owned\x07 kernel"
     accepted = gpubench_in_process("history", "accept", "--db", db, "-s", "bf16", "--run", "2", "--note", note)
     assert accepted.code == 0, accepted.err

@@ -23,16 +23,16 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from bench.compare.core import CompareResult, Thresholds, compare
-from bench.compare.plan import Plan, plan
-from bench.compare.render import compare_table, plan_table, print_table
+from bench.compare.comparison import CompareResult, Thresholds, compare
+from bench.compare.power import Plan, plan
+from bench.compare.tables import compare_table, plan_table, print_table
 from bench.fmt import METRIC_LABELS
-from bench.history import api as history_api
-from bench.history.judge import CheckResult, Params
-from bench.history.render import check_table, print_series
+from bench.history import library as history_api
+from bench.history.check import CheckResult, Params
+from bench.history.show import check_table, print_series
 from bench.report.table import summary_table
 from bench.results import load_run, summarize, to_frame
-from bench.scenario import MAX_NAME_BYTES
+from bench.spec.scenario import MAX_NAME_BYTES
 from bench.termtable import NAME_MIN, Column, FitTable, folded, footnoted, note_parts
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.scenario import Scenario
+from bench.spec.scenario import Scenario
 
 RECIPE: dict[str, Any] = {"model": "llama-tiny", "seq_len": 16, "optimizer": "adamw", "batch_size": 2}
 
@@ -29,7 +29,7 @@ def fresh_accelerator_state() -> Any:
 def loops(tmp_path: Path, **fields: Any) -> dict[str, Any]:
     import torch
 
-    from bench.worker import run as run_module
+    from bench.worker import train_one as run_module
     from bench.worker.engines import accelerate, plain
 
     out = {}

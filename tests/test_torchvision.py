@@ -68,12 +68,12 @@ def test_vit_b16_has_torchvisions_shape_and_its_flops_agree_with_the_counter(tor
 
     from bench.families.build import build_on_meta
     from bench.measure.flopcount import counted_flops_per_sample, dense_flops_full_attention, matmul_weights
-    from bench.worker import record
+    from bench.worker import what_ran
 
     b16 = build_on_meta("tv-vit-b16")
     assert sum(p.numel() for p in b16.parameters()) == VIT_B_16_AT_10_CLASSES
     assert (b16.config.num_hidden_layers, b16.config.hidden_size, b16.config.num_attention_heads) == (12, 768, 12)
-    assert record.tokens(b16, "image-classification", 512) == ("image patches + class token", 197)
+    assert what_ran.tokens(b16, "image-classification", 512) == ("image patches + class token", 197)
     assert matmul_weights(b16, 1.0)["head"]["trained"] == 768 * 10
     meta = torch.device("meta")
     inputs = {
@@ -81,7 +81,7 @@ def test_vit_b16_has_torchvisions_shape_and_its_flops_agree_with_the_counter(tor
         "labels": torch.zeros(1, dtype=torch.long, device=meta),
     }
     counted = counted_flops_per_sample(lambda: build_on_meta(TINY, attn_implementation="eager"), inputs)
-    tokens = record.tokens(build_on_meta(TINY), "image-classification", 0)[1]
+    tokens = what_ran.tokens(build_on_meta(TINY), "image-classification", 0)[1]
     assert tokens == (32 // 8) ** 2 + 1
     assert counted == pytest.approx(dense_flops_full_attention(build_on_meta(TINY), tokens, vision=True), rel=1e-6)
 
@@ -166,7 +166,7 @@ def test_a_checkpoint_directory_of_the_family_is_refused(tmp_path: Path) -> None
     assert done.code == 2 and len(error_lines(done.err)) == 1, done.err
     assert "the torchvision family trains random weights only" in done.err
     (folder / "model.safetensors").unlink()  # config.json alone: random weights, accepted at plan time
-    from bench.models import check_model
+    from bench.spec.models import check_model
 
     check_model(str(folder))
 

@@ -28,8 +28,8 @@ from workflow_support import (
 )
 
 from bench.cli import app
-from bench.history import api
-from bench.history.judge import Params
+from bench.history import library
+from bench.history.check import Params
 from bench.run.request import DEFAULT_TIMEOUT_S
 
 ACTIONS = {  # the actions the workflow may use, pinned to a major version
@@ -549,7 +549,7 @@ def test_two_nights_from_a_fresh_fork_the_first_records_the_second_compares(tmp_
     assert "The first night: no earlier green night to compare with yet." in first.summary
     assert "<details><summary>The run: every scenario</summary>" in first.summary
     assert first.summary.rstrip().endswith("- pass")
-    [run] = api.list_runs(str(store))
+    [run] = library.list_runs(str(store))
     assert (run["gpu_model"], run["status"], run["scenarios"]) == ("CPU", "ok", 1)
     assert run["command"].startswith("gpubench run --matrix quick --repeats 1") and "--record" in run["command"]
     assert run["source"] == str(out.resolve())
@@ -566,7 +566,7 @@ def test_two_nights_from_a_fresh_fork_the_first_records_the_second_compares(tmp_
     assert "## gpubench compare against the last green night" in second.summary
     assert (out / "compare.md").read_text() in second.summary
     assert second.steps["Verdict"].returncode == 0
-    check = api.check(str(store), Params())
+    check = library.check(str(store), Params())
     assert set(check.rows["baseline_n"]) == {1} and check.run["id"] == 2
 
     accepting = runner(
@@ -601,7 +601,7 @@ def test_a_night_stopped_at_its_time_limit_is_resumed_by_hand_and_a_required_ski
     assert statuses(results(out)) == {"baseline": "ok", "tf32": "skipped"}
     assert not (state / "unfinished").exists()  # finished: nothing is left to resume
     assert resumed.steps["history"].outputs == {"code": "0"}  # the rows that ran are judged
-    [stored] = api.list_runs(str(state / "history.sqlite"))
+    [stored] = library.list_runs(str(state / "history.sqlite"))
     assert stored["scenarios"] == 2 and "--require *" in stored["command"]  # env.json: the first part's command
     assert resumed.steps["Keep a green night"].outcome == "skipped"
     verdict = resumed.steps["Verdict"]

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # module (a file, or a package: each of its files) -> its fast unit tests (no subprocess runs)
 MODULES: dict[str, tuple[str, ...]] = {
-    "bench/measure/flops.py": ("tests/test_flops.py", "tests/test_mutation_flops.py"),
+    "bench/measure/mfu.py": ("tests/test_flops.py", "tests/test_mutation_flops.py"),
     "bench/results/parity.py": ("tests/test_parity.py", "tests/test_mutation_parity.py"),
     "bench/results/summary.py": (
         "tests/test_results.py::test_summarize_medians_ok_repeats_and_reports_the_worst_status",
@@ -57,7 +57,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "bench/results/bound.py": ("tests/test_gpuwatch.py", "tests/test_mutation_summary.py"),
     "bench/compare/gate.py": ("tests/test_compare_gate.py", "tests/test_mutation_gate.py"),
     "bench/stats.py": ("tests/test_stats.py", "tests/test_mutation_stats.py"),
-    "bench/history/judge.py": ("tests/test_history_judge.py", "tests/test_mutation_judge.py"),
+    "bench/history/check.py": ("tests/test_history_judge.py", "tests/test_mutation_judge.py"),
     "bench/memory": (
         "tests/test_memory_model.py",
         "tests/test_memory_decoder.py",
@@ -108,7 +108,7 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     "only when |change| > the floor >= 0, so the product is never 0",
     ("bench/compare/gate.py", "noise_limit_pct: rule.direction > 0 -> (rule.direction >= 0)"): "a rule's "
     "direction is +1 or -1, never 0",
-    ("bench/history/judge.py", "_metric_mark: change > 0 -> (change >= 0)"): "reached only when |change| > "
+    ("bench/history/check.py", "_metric_mark: change > 0 -> (change >= 0)"): "reached only when |change| > "
     "the threshold >= 0, so the change is never 0",
     ("bench/families/llama/dims.py", "module_name: 2 -> (3)"): "rsplit with at most 2 or 3 splits leaves the "
     "same last two pieces: [-2] is the module's name either way",

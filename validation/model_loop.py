@@ -23,12 +23,12 @@ from typing import Any
 
 import torch
 
-from bench import matrix as matrix_mod
-from bench.models import resolve_model
-from bench.scenario import Scenario
+from bench.spec import matrix as matrix_mod
+from bench.spec.models import resolve_model
+from bench.spec.scenario import Scenario
 from bench.worker.clock import step_time_ms
-from bench.worker.data import dataset_for
-from bench.worker.engines.base import shuffled_loader
+from bench.worker.dataset import dataset_for
+from bench.worker.engines.inputs import shuffled_loader
 from bench.worker.llm import apply_liger, build_trained
 from bench.worker.precision import set_tf32
 from validation.window import timed_window
@@ -60,7 +60,7 @@ def fabric_of(sc: Scenario, device: torch.device) -> Any:
     """A Fabric on the one device, in the scenario's precision (Fabric's spelling), as the talk's scripts."""
     from lightning_fabric import Fabric
 
-    from bench.precisions import TO_FABRIC
+    from bench.spec.precisions import TO_FABRIC
     from bench.worker.engines.fabric import no_precision_hint
 
     no_precision_hint()  # its TF32 hint fails in torch 2.11 once the precision was set per backend

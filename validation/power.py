@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.compare.core import MEMORY_METRIC, SPEED_METRIC, Thresholds
+from bench.compare.comparison import MEMORY_METRIC, SPEED_METRIC, Thresholds
 from bench.compare.gate import Sample, judge, pooled_spread
 from bench.fmt import md_table
 from bench.results import load_run

@@ -24,7 +24,7 @@ from .options import (
 from .output import emit, say
 
 if TYPE_CHECKING:
-    from ..compare.core import Thresholds
+    from ..compare.comparison import Thresholds
     from ..results import Run
 
 
@@ -97,8 +97,8 @@ def compare_command(
       3  incomparable runs (GPU model or count, or a scenario's settings)
     """
     from .. import api  # pandas: only when a command needs it
-    from ..compare.core import Thresholds
-    from ..compare.render import gate_line, print_table, render
+    from ..compare.comparison import Thresholds
+    from ..compare.tables import gate_line, print_table, render
 
     thresholds = Thresholds(speed_pct=threshold, memory_pct=memory_threshold, energy_pct=energy_threshold)
     if detect is not None:
@@ -143,7 +143,7 @@ def _verify_changes(base: Path, new: Path, fmt: OutputFormat, output: Path | Non
 
 def _detect(target: float, runs: list[Run], thresholds: Thresholds, fmt: OutputFormat, output: Path | None) -> None:
     from .. import api
-    from ..compare.render import print_plan, render_plan
+    from ..compare.tables import print_plan, render_plan
 
     result = api.detect([r.frame for r in runs], target, thresholds, [str(r.csv_path) for r in runs])
     if output is None and fmt is OutputFormat.table:

@@ -74,8 +74,8 @@ def fit(
     crashed, timeout); 2 bad input, nothing ran; 130 interrupted.
     """
     from .. import api
-    from ..fit.session import FitRequest
-    from ..fit.summary import TABLE_HEADER, table_rows, text_lines
+    from ..fit.capacity_summary import TABLE_HEADER, table_rows, text_lines
+    from ..fit.fitting import FitRequest
     from ..run.progress import RichReporter
 
     err = Console(stderr=True)

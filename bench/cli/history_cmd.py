@@ -37,7 +37,7 @@ from .options import (
 from .output import emit, plain, say
 
 if TYPE_CHECKING:
-    from ..history.judge import Params
+    from ..history.check import Params
 
 
 # the choices of --metric, from bench.metrics: what the history stores (show), what it judges (accept);
@@ -100,8 +100,8 @@ def _params(
     drift_nights: int = 10,
     noise_factor: float = 3.0,
 ) -> Params:
-    from ..compare.core import Thresholds
-    from ..history.judge import Params
+    from ..compare.comparison import Thresholds
+    from ..history.check import Params
 
     return Params(
         window=window,
@@ -123,14 +123,14 @@ def list_command(
     Example: gpubench history list --limit 10
     """
     from .. import api
-    from ..history import render
+    from ..history import show
 
     runs = api.history_list(db_target(db), limit or None)
     if fmt is OutputFormat.table:
-        table = render.runs_table(runs, f"{len(runs)} runs in {redact_url(db_target(db))}")
+        table = show.runs_table(runs, f"{len(runs)} runs in {redact_url(db_target(db))}")
         _table(lambda console: console.print(table), output)
     else:
-        emit(render.render_records(render.run_rows(runs), render.RUN_COLUMNS, fmt.value), output)
+        emit(show.render_records(show.run_rows(runs), show.RUN_COLUMNS, fmt.value), output)
 
 
 def show_command(
@@ -164,7 +164,7 @@ def show_command(
     Example: gpubench history show --scenario bf16 --metric samples_per_s --svg bf16.svg
     """
     from .. import api
-    from ..history import chart, render
+    from ..history import chart, show
 
     if output is not None and output.suffix.lower() == ".svg":
         raise BadInput(
@@ -178,9 +178,9 @@ def show_command(
         chart.write_svg(views, svg, f"{scenario}: {metric.value}")
         say(f"wrote {svg}")
     if fmt is OutputFormat.table:
-        _table(lambda console: render.print_series(views, console), output)
+        _table(lambda console: show.print_series(views, console), output)
     else:
-        emit(render.render_records(render.point_rows(views), render.POINT_COLUMNS, fmt.value), output)
+        emit(show.render_records(show.point_rows(views), show.POINT_COLUMNS, fmt.value), output)
 
 
 def check_command(
@@ -222,17 +222,17 @@ def check_command(
     corrupt or foreign database, an unknown run); 3 the run has no comparable history.
     """
     from .. import api
-    from ..history import render
+    from ..history import show
 
     params = _params(window, threshold, memory_threshold, energy_threshold, consecutive, drift_nights, noise_factor)
     result = api.history_check(db_target(db), params, run=run)
     for text in result.notes:
         say(f"note: {text}")
     if fmt is OutputFormat.table:
-        table = render.check_table(result)
-        _table(lambda console: console.print(table), output, render.gate_line(result))
+        table = show.check_table(result)
+        _table(lambda console: console.print(table), output, show.gate_line(result))
     else:
-        emit(render.render_check(result, fmt.value), output, render.gate_line(result))
+        emit(show.render_check(result, fmt.value), output, show.gate_line(result))
     raise typer.Exit(result.exit_code)
 
 

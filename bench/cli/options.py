@@ -9,11 +9,11 @@ from typing import Annotated
 import typer
 
 from ..checks import ascii_digits
-from ..engines import ENGINES
 from ..errors import BadInput
 from ..history import DB_ENV, DEFAULT_DB
 from ..metrics import default_threshold_pct, in_group, names
 from ..safetext import control_char
+from ..spec.engine_registry import ENGINES
 
 
 class OutputFormat(StrEnum):

@@ -73,7 +73,7 @@ def predict(
     Example: gpubench predict --matrix full --model bert-large --gpu-memory 24GB
     """
     from .. import api
-    from ..predict import render  # pandas (a calibration run's results): only when it runs
+    from ..predict import printout  # pandas (a calibration run's results): only when it runs
 
     report = api.predict(
         "full" if matrix is None else matrix,
@@ -83,15 +83,15 @@ def predict(
         gpu_memory=gpu_memory,
         calibrate_dir=calibrate,
     )
-    for text in render.notes(report):
+    for text in printout.notes(report):
         say(f"note: {text}")
     if fmt is OutputFormat.table and output is None:
-        render.print_report(report, stdout_console(PREDICT_WIDTH))
+        printout.print_report(report, stdout_console(PREDICT_WIDTH))
         return
     renderers = {
-        OutputFormat.json: render.to_json,
-        OutputFormat.csv: render.to_csv,
-        OutputFormat.markdown: render.to_markdown,
-        OutputFormat.table: lambda r: plain(lambda console: render.print_report(r, console), PREDICT_WIDTH),
+        OutputFormat.json: printout.to_json,
+        OutputFormat.csv: printout.to_csv,
+        OutputFormat.markdown: printout.to_markdown,
+        OutputFormat.table: lambda r: plain(lambda console: printout.print_report(r, console), PREDICT_WIDTH),
     }
     emit(renderers[fmt](report), output)

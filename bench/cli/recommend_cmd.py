@@ -103,8 +103,8 @@ def recommend(
     nothing ran; 130 interrupted.
     """
     from .. import api
-    from ..recommend.render import HEADER, as_json, markdown, summary_lines, table_rows
-    from ..recommend.session import RecommendRequest
+    from ..recommend.answer_text import HEADER, as_json, markdown, summary_lines, table_rows
+    from ..recommend.searching import RecommendRequest
     from ..run.progress import RichReporter
 
     err = Console(stderr=True)

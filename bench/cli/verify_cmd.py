@@ -57,7 +57,7 @@ def verify_command(
     from ..results import CPU_NOTE
     from ..run.progress import RichReporter
     from ..verify.render import render, table
-    from ..verify.session import VerifyRequest
+    from ..verify.verifying import VerifyRequest
 
     err = Console(stderr=True)
     request = VerifyRequest(

@@ -10,6 +10,6 @@ render.py    the CompareResult (and the plan) as a terminal table, markdown, JSO
 Files are read by bench.results.load_run.
 """
 
-from .core import CompareResult, Thresholds, compare
+from .comparison import CompareResult, Thresholds, compare
 
 __all__ = ["CompareResult", "Thresholds", "compare"]

@@ -37,7 +37,7 @@ class Family:
     """One model family. `flops`: "module:function" of its analytic FLOP count per sample,
     `flops(sc, cfg, origin, total_params) -> float | None` (None: the config's dimensions are not
     enough; GpubenchError: they are unusable), else None and the generic count from the built model
-    (bench/measure/flops.py). `memory`: "module:attribute" of its memory model, a
+    (bench/measure/mfu.py). `memory`: "module:attribute" of its memory model, a
     bench.memory.prediction.MemoryModel (its dimensions from a config, and their prediction with
     activations), else None: model states from the built model's tensors, "activations not
     predicted" (bench/memory/dispatch.py)."""

@@ -1,5 +1,5 @@
 """Plan-time checks of a model for the task a scenario trains, made before any worker starts
-(bench/planning.py runs them for `run`, `fit`, `predict` and `list`): the task is one gpubench
+(bench/spec/planning.py runs them for `run`, `fit`, `predict` and `list`): the task is one gpubench
 trains (a seq2seq architecture is not, yet), transformers has a class for it, the config's pad id
 lies inside its vocabulary, an image classifier's config gives the size of its images, the model
 builds on the meta device, and LoRA has a layer to adapt.
@@ -15,7 +15,7 @@ import warnings
 from typing import Any
 
 from ..errors import BadInput
-from ..scenario import Scenario
+from ..spec.scenario import Scenario
 from . import PRESETS, TASK_CLASSES, for_config, origin, read_config, resolve_task
 
 # task -> the name of transformers' registry of the model types its Auto class builds
@@ -109,7 +109,7 @@ def _check_pad_id(config: Any, given: bool, where: str) -> None:
 
 
 def _check_image_size(config: Any, where: str) -> None:
-    """An image classifier is fed images of the config's image_size (bench/worker/data.py)."""
+    """An image classifier is fed images of the config's image_size (bench/worker/dataset.py)."""
     size = getattr(config, "image_size", None)
     square = isinstance(size, int) and not isinstance(size, bool) and size > 0
     pair = isinstance(size, list | tuple) and len(size) == 2 and all(isinstance(s, int) and s > 0 for s in size)

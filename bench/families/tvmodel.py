@@ -50,7 +50,7 @@ class TorchvisionClassifier(torch.nn.Module):
 
     @property
     def built_class(self) -> str:
-        """The class the row names in model_class (bench/worker/record.py): torchvision's own."""
+        """The class the row names in model_class (bench/worker/what_ran.py): torchvision's own."""
         return f"torchvision.models.{type(self.model).__name__}"
 
     def forward(

@@ -1,6 +1,6 @@
 """Trend charts of a series: a unicode sparkline for the terminal, an SVG file with matplotlib.
 
-Both mark accepted steps and flagged points (bench.history.judge marks); matplotlib is imported
+Both mark accepted steps and flagged points (bench.history.check marks); matplotlib is imported
 only when an SVG is asked for.
 """
 
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import BadInput
 from ..fsio import atomic_write_text
-from .judge import ACCEPTED, BEYOND, DRIFT, FAILED, NO_VALUE, NOISY, Mark
+from .check import ACCEPTED, BEYOND, DRIFT, FAILED, NO_VALUE, NOISY, Mark
 
 if TYPE_CHECKING:
-    from .api import SeriesView
+    from .library import SeriesView
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 MARKERS = {BEYOND: "!", DRIFT: "!", FAILED: "!", NOISY: "?", ACCEPTED: "|", NO_VALUE: "x"}

@@ -1,4 +1,4 @@
-"""Read the history database: runs, and series of points ready for bench.history.judge."""
+"""Read the history database: runs, and series of points ready for bench.history.check."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..checks import is_finite
 from ..errors import BadInput
 from ..results import FAILED_STATUSES, row_cpu_loop_ms
 from . import schema
-from .judge import Point, Series, Step
+from .check import Point, Series, Step
 
 if TYPE_CHECKING:
     from .ingest import RunRecord

@@ -30,7 +30,7 @@ from .protocol import DIR_VAR, check_settings
 
 __all__ = ["Step", "begin", "close", "done", "enabled", "end", "settings", "step", "tokens_from_labels"]
 
-_session: Any = None  # the Session (bench/hook/session.py) once a step was seen under gpubench
+_session: Any = None  # the Session (bench/hook/state.py) once a step was seen under gpubench
 
 
 def enabled() -> bool:
@@ -41,7 +41,7 @@ def enabled() -> bool:
 def _current() -> Any:
     global _session
     if _session is None:
-        from .session import Session
+        from .state import Session
 
         _session = Session(dict(os.environ))
         atexit.register(close)

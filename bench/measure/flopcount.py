@@ -7,7 +7,7 @@ nn.Linear layers and a mixture-of-experts layer's expert tensors scaled to the e
 routed to (num_experts_per_tok of them); a ViT's patch projection (a convolution) once per patch and
 its classifier once per image; embedding tables are lookups, not matmuls. Attention's score and
 value matmuls add 12 x layers x tokens^2 x (heads x head_dim) per sample, half that under a causal
-mask (bench/measure/flops.py says why).
+mask (bench/measure/mfu.py says why).
 
 The cross-check: torch.utils.flop_counter.FlopCounterMode over one dense training step (batch 1)
 of the same model built on the meta device, with eager attention (its SDPA formula refuses

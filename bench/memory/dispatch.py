@@ -2,7 +2,7 @@
 MemoryModel in the family's folder: bench/families/), found by config.json's model_type.
 
 Family-free: the families with a memory model are read from the registry, never named here. A
-family without one is predicted from its built model's tensors (generic.py, bench/predict/core.py).
+family without one is predicted from its built model's tensors (generic.py, bench/predict/predictions.py).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 from ..errors import BadInput
 from ..families import BY_TYPE, FAMILIES, origin, read_config
 from ..families.base import load
-from ..models import PRESETS, resolve_model
-from ..scenario import Scenario
+from ..spec.models import PRESETS, resolve_model
+from ..spec.scenario import Scenario
 from .prediction import MemoryModel, Prediction
 
 Dims = Any  # a family's own dimensions (its MemoryModel's), with the config's model_type as a class variable

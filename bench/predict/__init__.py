@@ -12,7 +12,7 @@ render.py   the `gpubench predict` table, CSV, markdown and JSON
 bench.memory imports nothing from here.
 """
 
-from .columns import predicted_columns
-from .core import PredictReport, ScenarioMemory, parse_memory, predict_matrix
+from .pred_columns import predicted_columns
+from .predictions import PredictReport, ScenarioMemory, parse_memory, predict_matrix
 
 __all__ = ["PredictReport", "ScenarioMemory", "parse_memory", "predict_matrix", "predicted_columns"]

@@ -26,7 +26,7 @@ from ..errors import BadInput
 from ..memory.prediction import Prediction
 from ..memory.terms import MB
 from ..results import read_env, read_results
-from ..scenario import Scenario
+from ..spec.scenario import Scenario
 
 DEFAULT_CONTEXT_MB = 750.0  # assumed without a calibration run: an H200, CUDA 13, torch 2.11 measured 742-758
 

@@ -12,14 +12,14 @@ from collections.abc import Mapping
 
 from ..errors import GpubenchError
 from ..memory.terms import MB
-from ..scenario import Scenario
+from ..spec.scenario import Scenario
 
 MEMORY_MARGIN = 0.15  # the memory model's error target (docs/memory.md)
 
 
 def prune_by_memory(probes: Mapping[str, Scenario], model: str, cap_mb: float) -> dict[str, str]:
     """name -> why, for each candidate predicted not to fit `cap_mb` beyond the margin."""
-    from ..predict.core import prediction_of
+    from ..predict.predictions import prediction_of
 
     pruned = {}
     for name, sc in probes.items():

@@ -4,7 +4,7 @@ gates it from the next night on.
 The search's own directory holds every candidate's probes; the history is given only the answer:
 DIR/record/, a result directory of the winner's probe rows and the plain recipe's (probed as many
 times as the winner, at the same probe settings), with the search's env.json. It is stored like
-`gpubench history import DIR/record` (bench.history.api.import_dirs). The certificate
+`gpubench history import DIR/record` (bench.history.library.import_dirs). The certificate
 (DIR/recommended.toml) holds the same settings, so `gpubench run --matrix DIR/recommended.toml
 --record` each night adds to the same two series. A store failure only warns: the answer is on disk."""
 
@@ -34,7 +34,7 @@ def record(
     db: str, out: Path, rows: Sequence[dict[str, Any]], warn: Callable[[str], None], info: Callable[[str], None]
 ) -> int | None:
     """Store DIR/record/ in the history; the run's id there, or None (warned) when the store failed."""
-    from ..history.api import import_dirs
+    from ..history.library import import_dirs
 
     folder = write_record_dir(out, rows)
     try:

@@ -11,12 +11,12 @@ from typing import Any
 
 from ..fmt import md_cell, md_table
 from ..recommend.answer import Answer, read_answer
-from ..recommend.render import HEADER as CANDIDATE_HEADER
-from ..recommend.render import ordered as ordered_candidates
-from ..recommend.render import row_cells, summary_lines
+from ..recommend.answer_text import HEADER as CANDIDATE_HEADER
+from ..recommend.answer_text import ordered as ordered_candidates
+from ..recommend.answer_text import row_cells, summary_lines
 from ..verify.render import claimed_text, figure, interval_text, read_verify
 from ..verify.verdict import VERDICTS
-from .data import Report
+from .content import Report
 
 VERIFY_HEADER = ("claim", "source", "claimed", "measured", "interval", "verdict", "why")
 CANDIDATE_NUMERIC = ("samples/s", "peak MB", "pred MB", "J/sample")

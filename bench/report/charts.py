@@ -21,9 +21,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..fmt import fmt_num, fmt_pct, missing, noise_tag
-from .data import MEMORY_SERIES, Report, front_scope
+from .content import MEMORY_SERIES, Report, front_scope
 from .labels import place_labels
-from .scaling import ScalingLine
+from .scaling_curves import ScalingLine
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 BLUE, ORANGE, GREEN, VERMILLION, SKY, GREY = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#8c8c8c")
@@ -271,7 +271,8 @@ def speed_memory_map(report: Report) -> str:
 
 
 def fit_chart(points: list[dict[str, Any]], dimension: str) -> str:
-    """Horizontal bars, fastest first: each recipe's samples/s at the largest value that fits (bench/report/fit.py)."""
+    """Horizontal bars, fastest first: each recipe's samples/s at the largest value that fits
+    (bench/report/capacity.py)."""
     with _figure(len(points), per_row=0.38) as (fig, ax):
         if not points:
             ax.text(

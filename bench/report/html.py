@@ -19,7 +19,9 @@ from ..results import NOISE_COLUMNS
 from ..results.scaling import allreduce_busbw
 from ..results.summary import mixed_models
 from .answers import html_sections as answer_sections
-from .data import (
+from .capacity import chart_points, fit_of
+from .capacity import html_section as fit_section
+from .content import (
     Problem,
     Report,
     accuracy_cell,
@@ -31,9 +33,7 @@ from .data import (
     load_many,
     loss_cells,
 )
-from .fit import chart_points, fit_of
-from .fit import html_section as fit_section
-from .scaling import ScalingLine, workloads
+from .scaling_curves import ScalingLine, workloads
 
 REPORT_HTML = "report.html"
 TAIL_CHARS = 3000  # of a failed scenario's stderr, shown folded
@@ -97,7 +97,7 @@ footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
 
 
 def write_report(result_dir: Path | Sequence[Path], output: Path | None = None, baseline: str | None = None) -> Path:
-    """Read a result set (or several, pooled: bench.report.data.load_many) and write its HTML report,
+    """Read a result set (or several, pooled: bench.report.content.load_many) and write its HTML report,
     atomically; by default into the (first) result directory, as report.html."""
     dirs = [Path(result_dir)] if isinstance(result_dir, str | Path) else [Path(d) for d in result_dir]
     report = load_many(dirs, baseline)

@@ -11,8 +11,8 @@ from ..fmt import fmt_date, fmt_num, md_table, md_text, missing, noise_legend, n
 from ..results import NOISE_COLUMNS
 from ..results.summary import mixed_models
 from .answers import markdown_lines as answer_lines
-from .data import Report, accuracy_cell, device_name, env_part, findings, front_scope, gpu_cells, loss_cells
-from .fit import fit_of, markdown_lines
+from .capacity import fit_of, markdown_lines
+from .content import Report, accuracy_cell, device_name, env_part, findings, front_scope, gpu_cells, loss_cells
 
 BASE_MARK, FRONT_MARK = "★", "◆"
 

@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from .data import Report
+from .content import Report
 
 JSON_SCHEMA = "gpubench.report/1"
 SUMMARY_COLUMNS = [

@@ -160,8 +160,8 @@ def _training_note(ok: pd.DataFrame) -> str:
 
 def flops_note(gap_pct: float) -> str:
     """The run table's and the report's note of a FLOP cross-check gap over CHECK_NOTE_PCT (the
-    median over the ok repeats of flops_check_gap_pct, bench/measure/flops.py); "" within it."""
-    from ..measure.flops import CHECK_NOTE_PCT, mfu_note
+    median over the ok repeats of flops_check_gap_pct, bench/measure/mfu.py); "" within it."""
+    from ..measure.mfu import CHECK_NOTE_PCT, mfu_note
 
     if math.isnan(gap_pct) or abs(gap_pct) <= CHECK_NOTE_PCT:
         return ""

@@ -22,7 +22,7 @@ from ..hook import protocol
 from ..measure import hostmem
 from ..measure.nvml import MemoryPeaks, Nvml, TreeSampler, open_nvml
 from ..results import FINAL_STATUSES
-from ..scenario import Scenario
+from ..spec.scenario import Scenario
 from ..worker.ranks import combine_ranks, loss_outcome
 from . import torchrun
 from .childenv import visible_devices

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..safetext import for_terminal
-from ..scenario import Scenario
+from ..spec.scenario import Scenario
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "interrupted": "magenta"}
 

@@ -14,16 +14,16 @@ from typing import Any, Protocol
 from .. import predict
 from ..errors import BadInput, CannotWrite, ExitCode
 from ..fsio import atomic_write_json, read_json
-from ..measure import flops, gpuwatch, hostmem
+from ..measure import gpuwatch, hostmem, mfu
 from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, TreeSampler, open_nvml
-from ..models import resolve_model
 from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, bound, read_results, write_results
 from ..results.losscurve import write_curve
 from ..results.parity import add_parity
 from ..results.rowcheck import usable
 from ..results.scaling import add_scaling
-from ..rules import needs_cuda
-from ..scenario import Scenario
+from ..spec.models import resolve_model
+from ..spec.rules import needs_cuda
+from ..spec.scenario import Scenario
 from . import command, torchrun
 from .childenv import visible_devices, worker_env
 from .launcher import Launcher, WorkerJob, open_launcher
@@ -328,7 +328,7 @@ def _finish_row(
     gpus = int(figures.get("world_size") or 1) if row.get("device") != "cpu" else 1
     if not sc.is_command:  # a command's model is the script's own: no FLOPs, no memory prediction
         row.update(
-            flops.figures(
+            mfu.figures(
                 sc, model, figures.get("model_params"), row.get("samples_per_s"), gpu_name, tf32, gpus, figures, ceiling
             )
         )

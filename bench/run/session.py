@@ -68,7 +68,7 @@ def run(
         if outcome.rows and request.report and write_report is not None:  # DIR/report.html, before the exports
             report_or_warn(write_report, plan.out, warn)
         if record_db is not None:  # --record: store the run in the history; a store failure only warns
-            from ..history.api import record_after_run
+            from ..history.library import record_after_run
 
             unfinished = outcome.interrupted or outcome.time_limited
             record_after_run(record_db, plan.out, unfinished=unfinished, warn=warn, info=info)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..fsio import read_json
-from ..nodes import NODES_DIFFER
-from ..scenario import Scenario
+from ..spec.nodes import NODES_DIFFER
+from ..spec.scenario import Scenario
 from .proc import Interrupts, ProcResult, run_subprocess
 
 
@@ -56,7 +56,7 @@ def _torchrun(processes: int) -> list[str]:
 
 
 def interconnect_command(processes: int, device_type: str, out: Path) -> list[str]:
-    """The interconnect check on one node (bench/worker/interconnect.py): rank 0 writes `out`."""
+    """The interconnect check on one node (bench/worker/collectives.py): rank 0 writes `out`."""
     return [*_torchrun(processes), "--standalone", "-m", "bench.worker", "--interconnect", device_type, str(out)]
 
 

@@ -6,13 +6,13 @@ bench/measure/flopcount.py; torch is imported only here). Each returns (figure, 
 from __future__ import annotations
 
 from ..memory.prediction import Prediction
-from ..models import resolve_model
-from ..scenario import Scenario
+from ..spec.models import resolve_model
+from ..spec.scenario import Scenario
 from .claims import Claim
 
 
 def _prediction(sc: Scenario) -> Prediction:
-    from ..predict.core import prediction_of
+    from ..predict.predictions import prediction_of
 
     return prediction_of(sc, resolve_model(sc.model, "cuda"))
 

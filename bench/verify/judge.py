@@ -14,7 +14,7 @@ from ..errors import GpubenchError
 from ..results import scenario_status
 from .arithmetic import arithmetic
 from .claims import Claim
-from .plan import VerifyPlan
+from .scenarios import VerifyPlan
 from .verdict import Measurement, Verdict, judge, ratio
 
 SMOKE = "CPU: a smoke test of the harness"

@@ -121,7 +121,7 @@ def render(records: Sequence[dict[str, Any]], fmt: str, title: str) -> str:
 # -- compare: the verdicts that changed between two verify runs --------------------------------------
 def read_verify(result_dir: Path) -> dict[str, Any] | None:
     """DIR/verify.json (None when the directory holds none: not a verify run)."""
-    from .session import VERIFY_JSON
+    from .verifying import VERIFY_JSON
 
     path = (result_dir if result_dir.is_dir() else result_dir.parent) / VERIFY_JSON
     if not path.is_file():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import cpus
 from ..fsio import atomic_write_json
-from ..scenario import CUDA_AT_IMPORT, cuda_at_import
+from ..spec.scenario import CUDA_AT_IMPORT, cuda_at_import
 from .entry import die_with_parent, run_worker
 
 PROCESS_START = time.time()
@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
     keep_cuda_imports_out(argv[0] if len(argv) == 2 and not argv[0].startswith("--") else None, served_extras(argv))
     cpus.pin_from_env()  # --cpu-affinity, before any thread starts; the fork server's children inherit it
     if argv[:1] == ["--probe"] and len(argv) == 2:
-        from .probe import probe
+        from .torch_probe import probe
 
         atomic_write_json(Path(argv[1]), probe())
         return 0
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
         atomic_write_json(Path(argv[2]), measure(spec["device"], [tuple(s) for s in spec["shapes"]]))
         return 0
     if argv[:1] == ["--interconnect"] and len(argv) == 3 and argv[1] in ("cpu", "cuda"):
-        from .interconnect import run
+        from .collectives import run
 
         return run(argv[1], argv[2])
     if argv[:1] == ["--serve"] and len(argv) in (1, 2, 4) and argv[2:3] in ([], ["--with"]):

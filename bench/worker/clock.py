@@ -224,7 +224,7 @@ class StepClock:
         step_s = self.step_times_s()
         return {
             "samples_per_s": window_samples / window_s,
-            # None: the model has no tokens (a CNN: bench/worker/record.py), samples only
+            # None: the model has no tokens (a CNN: bench/worker/what_ran.py), samples only
             "tokens_per_s": None
             if self.tokens_per_sample is None
             else window_samples * self.tokens_per_sample / window_s,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .data import DataRequest, InMemoryDataset, image_shape
+from .dataset import DataRequest, InMemoryDataset, image_shape
 
 LM_STATES = 512  # token ids the Markov chain walks over
 LM_SUCCESSORS = np.array([0.55, 0.25, 0.15, 0.05])  # each id's 4 next ids, with these chances

@@ -73,8 +73,8 @@ def run_worker(spec_file: str, result_file: str, marks: dict[str, float]) -> int
         warm = threading.Thread(target=_warm_cuda, name="cuda-warm", daemon=True)
         warm.start()
     from ..families import family_of
-    from .run import memory_figures, preload, run
     from .skips import Skip
+    from .train_one import memory_figures, preload, run
 
     if not forked:
         with contextlib.suppress(Exception):  # an import error is reported where the import is needed

@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ..engines import ENGINES as REGISTRY
+from ..spec.engine_registry import ENGINES as REGISTRY
 
 
 def _send(out: TextIO, message: dict[str, Any]) -> None:
@@ -36,7 +36,7 @@ def _send(out: TextIO, message: dict[str, Any]) -> None:
     out.flush()
 
 
-ENGINES = tuple(REGISTRY)  # every engine of bench/engines.py
+ENGINES = tuple(REGISTRY)  # every engine of bench/spec/engine_registry.py
 
 
 def _preload(engines: Sequence[str], extras: Sequence[str] = ()) -> tuple[str | None, list[str]]:
@@ -45,7 +45,7 @@ def _preload(engines: Sequence[str], extras: Sequence[str] = ()) -> tuple[str | 
     of another engine imports the rest itself. With extras, the engines' imports too answer the
     capability from NVML: transformers imports peft itself where it can (transformers.trainer)."""
     from .cudafree import capability_from_nvml, import_nvml_capable, imports_without_cuda
-    from .run import preload
+    from .train_one import preload
 
     with capability_from_nvml() if extras else contextlib.nullcontext():
         for engine in engines:

@@ -3,7 +3,7 @@
 
 On a GPU: torch.cuda.set_per_process_memory_fraction(cap / total) caps the caching allocator's
 reserved memory; an allocation beyond it raises torch.OutOfMemoryError as a full GPU would. The CUDA
-context is not the allocator's, so the parent passes the memory left after it (bench/fit/session.py).
+context is not the allocator's, so the parent passes the memory left after it (bench/fit/fitting.py).
 
 On the CPU nothing runs out of memory, so the memory model stands in: the scenario's predicted peak
 of torch-allocated memory on a CUDA GPU (bench/predict) is compared with the cap, and a peak above it
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..scenario import Scenario
+from ..spec.scenario import Scenario
 
 MB = 1024 * 1024
 STAND_IN = "CPU stand-in for a capped GPU"
@@ -39,7 +39,7 @@ def apply_memory_cap(sc: Scenario, model_name: str, device: torch.device) -> Non
 
 def predicted_peak_mb(sc: Scenario, model_name: str) -> float:
     """The memory model's peak of torch-allocated memory for `sc` on a CUDA GPU, in MB."""
-    from ..predict.core import prediction_of
+    from ..predict.predictions import prediction_of
 
     p = prediction_of(sc, model_name)
     if not p.activations_predicted:

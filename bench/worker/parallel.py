@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from .. import mesh
-from ..engines import precision_matmuls
-from ..scenario import Scenario
+from ..spec import mesh
+from ..spec.engine_registry import precision_matmuls
+from ..spec.scenario import Scenario
 from .compiling import repeated_blocks
 
 
@@ -54,7 +54,7 @@ def deepspeed_config(sc: Scenario, auto: bool) -> dict[str, Any]:
 
 
 def accelerate_plugins(sc: Scenario, model: torch.nn.Module) -> dict[str, Any]:
-    """Keyword arguments for `Accelerator(...)`; none for a device mesh (bench/worker/mesh.py shards it)."""
+    """Keyword arguments for `Accelerator(...)`; none for a device mesh (bench/worker/device_mesh.py shards it)."""
     if sc.strategy == "fsdp" and not mesh.asked(vars(sc)):
         from accelerate.utils import FullyShardedDataParallelPlugin
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from harness import REPO, write_run
 
-from bench.compare.core import compare
+from bench.compare.comparison import compare
 from validation import power
 
 LAUNCH_BOUND = {"grad-accum", "grad-ckpt", "fp16", "bf16", "tf32", "combo-fp16", "combo-adafactor", "combo-8bit"}

@@ -1,4 +1,4 @@
-"""BERT's analytic FLOPs per sample (forward + backward), in the convention of bench/measure/flops.py:
+"""BERT's analytic FLOPs per sample (forward + backward), in the convention of bench/measure/mfu.py:
 
   6 x P_matmul x seq + 12 x layers x hidden x seq^2, P_matmul = the parameters without the
   embedding tables (lookups, not matmuls); attention is bidirectional (the full score matrix).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...scenario import Scenario
+from ...spec.scenario import Scenario
 
 
 def model_dims(cfg: dict[str, Any]) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...scenario import Scenario
+from ...spec.scenario import Scenario
 from .dims import DecoderDims
 from .weights import lora_targets
 

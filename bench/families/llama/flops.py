@@ -1,5 +1,5 @@
 """A Llama-style decoder's analytic FLOPs per sample (forward + backward), in the convention of
-bench/measure/flops.py:
+bench/measure/mfu.py:
 
   causal   6 x P_matmul x seq + 6 x layers x seq^2 x (heads x head_dim): P_matmul = the decoder
            layers' Linears + the LM head (counted once even when tied to the input embedding: the
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...scenario import Scenario
+from ...spec.scenario import Scenario
 from .dims import DecoderDims, decoder_dims_from_config, is_layer_linear, param_tensors
 from .weights import adapter_tensors
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
-from ... import mesh as mesh_layout
-from .. import dist, mesh, parallel
+from ...spec import mesh as mesh_layout
+from .. import device_mesh, dist, parallel
 from ..compiling import compiled
 from ..dist import wrapper_name
 from ..optimizers import AdamSettings, make_optimizer
 from ..schedule import effective_of, make_scheduler
-from .base import EngineInputs, apply_techniques, epoch_loader, run_epoch
+from .inputs import EngineInputs, apply_techniques, epoch_loader, run_epoch
 
 MIXED = {"fp32": "no", "fp16": "fp16", "bf16": "bf16"}
 
@@ -35,7 +35,7 @@ class AccelerateLoop:
     optimizer: Any
     loader: Any
     scheduler: Any = None  # None under DeepSpeed's own CPU Adam (ZeRO-Offload): a constant rate
-    # a device mesh's (bench/worker/mesh.py): around each forward and backward (context parallel),
+    # a device mesh's (bench/worker/device_mesh.py): around each forward and backward (context parallel),
     # around the forward (autocast: the model is not accelerate-prepared), and what wraps the model
     around: Callable[[dict[str, torch.Tensor]], Any] = lambda batch: contextlib.nullcontext()
     autocast: Callable[[], Any] = contextlib.nullcontext
@@ -102,14 +102,14 @@ def _on_mesh(inputs: EngineInputs, accelerator: Any, loader: Any) -> AccelerateL
     sc, model = inputs.sc, inputs.model
     rank = dist.from_env()
     assert rank is not None, "a device mesh runs under torchrun"
-    m = mesh.of(sc, rank.world_size)
-    layout = mesh.device_mesh(m, inputs.device)
-    wrapper = mesh.parallelize(model, sc, m, layout)
+    m = device_mesh.of(sc, rank.world_size)
+    layout = device_mesh.device_mesh(m, inputs.device)
+    wrapper = device_mesh.parallelize(model, sc, m, layout)
     if sc.compile:
         model = compiled(model, sc.compile_scope, sc.compile_mode)
     optimizer = accelerator.prepare(make_optimizer(sc.optimizer, model, AdamSettings(lr=sc.effective_learning_rate)))
     scheduler = make_scheduler(sc, optimizer)
-    dp_rank, dp_size = mesh.data_rank(m, rank)
+    dp_rank, dp_size = device_mesh.data_rank(m, rank)
     loader = prepare_data_loader(
         loader, inputs.device, num_processes=dp_size, process_index=dp_rank, put_on_device=True
     )
@@ -120,7 +120,7 @@ def _on_mesh(inputs: EngineInputs, accelerator: Any, loader: Any) -> AccelerateL
         model,
         optimizer,
         loader,
-        around=mesh.cp_context(m, layout),
+        around=device_mesh.cp_context(m, layout),
         autocast=accelerator.autocast,
         wrapper=wrapper,
         scheduler=scheduler,

@@ -15,14 +15,14 @@ from typing import Any
 
 import torch
 
-from ...precisions import TO_FABRIC
+from ...spec.precisions import TO_FABRIC
 from .. import dist, parallel
 from ..compiling import compiled
 from ..dist import wrapper_name
 from ..optimizers import AdamSettings, make_optimizer
 from ..precision import set_tf32
 from ..schedule import effective_of, make_scheduler
-from .base import EngineInputs, apply_techniques, epoch_loader, run_epoch
+from .inputs import EngineInputs, apply_techniques, epoch_loader, run_epoch
 
 
 @dataclass

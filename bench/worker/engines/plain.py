@@ -22,7 +22,7 @@ from ..dist import wrapper_name
 from ..optimizers import AdamSettings, make_optimizer
 from ..precision import AUTOCAST
 from ..schedule import effective_of, make_scheduler
-from .base import EngineInputs, apply_techniques, run_epoch, shuffled_loader
+from .inputs import EngineInputs, apply_techniques, run_epoch, shuffled_loader
 
 
 @dataclass
@@ -69,7 +69,7 @@ class TorchLoop:
 
 
 def loader_of(inputs: EngineInputs) -> Any:
-    """epoch_loader's DataLoader (bench/worker/engines/base.py), each rank's share under torchrun:
+    """epoch_loader's DataLoader (bench/worker/engines/inputs.py), each rank's share under torchrun:
     a DistributedSampler shuffled by the scenario's seed, whole batches only."""
     sc, dataset = inputs.sc, inputs.dataset
     rank = dist.from_env() if sc.distributed else None

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ...optimizer_names import OPTIMIZERS
+from ...spec.optimizer_names import OPTIMIZERS
 from .. import parallel
 from ..checkpointing import checkpoint_every
 from ..compiling import compile_layers
@@ -17,7 +17,7 @@ from ..offload import offload_forward
 from ..optimizers import AdamSettings, make_optimizer
 from ..precision import set_tf32
 from ..schedule import effective, scheduler_name
-from .base import EngineInputs
+from .inputs import EngineInputs
 
 
 def train(inputs: EngineInputs) -> dict[str, Any]:

@@ -1,0 +1,384 @@
+"""`gpubench recommend` end to end: the space (space.py), pruned before any work by the memory model
+and the family's techniques, then raced (race.py) with short probes through the run's own runner
+(bench/run/runner.run_one: each probe a results row, the candidate its scenario, the round its
+repeat), then the finalists' loss judged against the plain recipe on a learnable task
+(bench/results/parity.py), then the answer (answer.py) and its certificate, a matrix that
+`gpubench run --matrix` reruns as is."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..checks import bounded
+from ..errors import BadInput, ExitCode
+from ..families import family_of, read_config, resolve_task
+from ..families import origin as model_origin
+from ..fsio import atomic_write_text
+from ..measure.nvml import open_nvml
+from ..predict.measured import DEFAULT_CONTEXT_MB
+from ..predict.predictions import parse_memory
+from ..results import write_plan, write_results
+from ..results.parity import add_parity
+from ..results.rowcheck import usable
+from ..run import envinfo
+from ..run.envinfo import gpu_in_use
+from ..run.launcher import DEFAULT_LAUNCHER
+from ..run.outdir import check_unused, locked, remove_folders, remove_stale_temps
+from ..run.plan import RunPlan, prepare
+from ..run.probe import probe, resolve_device
+from ..run.proc import Interrupts
+from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
+from ..run.runner import NullReporter, Reporter, run_launcher, run_one
+from ..spec import datakinds
+from ..spec.models import resolve_model
+from ..spec.scenario import Scenario
+from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
+from .prune import MEMORY_MARGIN, prune_by_memory
+from .race import race
+from .record import record
+from .resume import SETTINGS_KEY, check_same_search, earlier_rows, search_settings
+from .space import OBJECTIVES, PLAIN, AxisNote, Candidate, build_space, plain_fields, valid_candidates
+from .stages import StageReport, staged_race
+
+DEFAULT_GLOBAL_BATCH = 32
+DEFAULT_BUDGET_S = 900.0
+PARITY_PREFIX = "parity."
+PARITY_SEEDS = 3
+NOISE_FLOOR = 0.01  # the least relative noise assumed between probes (docs/recommend.md)
+OPTIONAL = ("bitsandbytes", "liger_kernel", "torchao")
+
+
+@dataclass(frozen=True)
+class RecommendRequest:
+    model: str | None = None
+    gpu_memory: str | None = None  # "24GB": the GPU to recommend for (capped on a GPU; stood in for on the CPU)
+    device: str = "auto"
+    out: Path | None = None
+    objective: str = "speed"
+    budget_s: float = DEFAULT_BUDGET_S
+    data: str | None = None  # what the finalists' loss is judged on; default: the task's learnable kind
+    allow: tuple[str, ...] = ()
+    seq_len: int | None = None
+    global_batch: int = DEFAULT_GLOBAL_BATCH
+    engine: str | None = None
+    probe_steps: int = 3
+    warmup_steps: int = 1
+    parity_steps: int = 24
+    finalists: int = 2
+    exhaustive: bool = False
+    exhaustive_rounds: int = 3
+    axes: tuple[str, ...] | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    command: list[str] = field(default_factory=list)
+    resume: bool = False  # finish the search in --out (bench/recommend/resume.py)
+    record: str | None = None  # a history store: the winner and the plain recipe recorded there
+
+
+@dataclass(frozen=True)
+class RecommendOutcome:
+    out: Path
+    answer: Answer
+    rows: list[dict[str, Any]]
+    exit_code: ExitCode
+
+
+def check_request(request: RecommendRequest) -> float | None:
+    """The flags alone, before anything is read or started; returns --gpu-memory in MB."""
+    if request.objective not in OBJECTIVES:
+        raise BadInput(f"--objective {request.objective!r} is not one of {', '.join(OBJECTIVES)}")
+    if not 0 < request.budget_s <= 7 * 24 * 3600:
+        raise BadInput(f"--budget {request.budget_s:g} s must lie above 0 and within a week")
+    for flag, value, most in (
+        ("--global-batch", request.global_batch, 1 << 16),
+        ("--probe-steps", request.probe_steps, 1000),
+        ("--parity-steps", request.parity_steps, 100_000),
+        ("--finalists", request.finalists, 16),
+    ):
+        bounded(value, flag, 1, most, whole=True)
+    if request.resume and request.out is None:
+        raise BadInput("--resume needs --out DIR: the result directory of the search to finish")
+    return parse_memory(request.gpu_memory) if request.gpu_memory is not None else None
+
+
+def installed() -> frozenset[str]:
+    import importlib.util
+
+    return frozenset(name for name in OPTIONAL if importlib.util.find_spec(name) is not None)
+
+
+def recommend(
+    request: RecommendRequest,
+    reporter: Reporter | None = None,
+    warn: Callable[[str], None] = lambda _m: None,
+    info: Callable[[str], None] = lambda _m: None,
+) -> RecommendOutcome:
+    capacity = check_request(request)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        device, _ = resolve_device(request.device, probe(request.device, scratch))
+        cuda = device != "cpu"
+        if not cuda and capacity is None:
+            raise BadInput("on the CPU, gpubench recommend needs --gpu-memory", hint="nothing runs out of memory there")
+        if request.objective == "energy" and not cuda:
+            raise BadInput("--objective energy on the CPU: no energy counter there", hint="use --objective speed")
+        model = resolve_model(request.model or "auto", device)
+        family = family_of(model)
+        cfg = read_config(model)
+        task = resolve_task("auto", cfg, family, model_origin(model))
+        proxy = request.data or _learnable(task)
+        space = build_space(
+            family, cuda=cuda, global_batch=request.global_batch, allow=request.allow, installed=installed(),
+            axes=request.axes,
+        )  # fmt: skip
+        base = _base(request, model if request.model is None else request.model)
+        every = space.candidates()
+        candidates, invalid = valid_candidates(every, model, {k: v for k, v in base.items() if k != "model"})
+        plain = Candidate(PLAIN, plain_fields(cuda, request.global_batch), {})
+        matrix = scratch / "candidates.toml"
+        _write_matrix(matrix, base, [plain, *candidates], proxy)
+        settings = search_settings(request, matrix.read_text(encoding="utf-8"))
+        if request.resume:
+            assert request.out is not None
+            check_same_search(request.out, settings)
+        run_request = RunRequest(
+            matrix=str(matrix), device=request.device, out=None if request.resume else request.out,
+            resume=request.out if request.resume else None, timeout_s=request.timeout_s,
+            command=request.command, launcher=DEFAULT_LAUNCHER, report=False, ceiling=False,
+        )  # fmt: skip
+        plan, seen = prepare(run_request, scratch)  # every candidate validated: a refusal is exit 2 here
+    try:
+        gpu, procs = gpu_in_use(plan.gpu_uuid, seen, warn)
+        total = float((gpu or {}).get("memory_total_mb") or 0) or None
+        if capacity is not None and total is not None and capacity > total:
+            raise BadInput(f"--gpu-memory {request.gpu_memory}: more than this GPU's {total:,.0f} MB")
+        asked = capacity if capacity is not None else total
+        context = DEFAULT_CONTEXT_MB if cuda else 0.0
+        cap = None if asked is None else asked - context
+        if cap is not None and cap <= 0:
+            raise BadInput(f"--gpu-memory {request.gpu_memory} leaves nothing after the CUDA context")
+    except BaseException:
+        remove_folders(plan.made)
+        raise
+    by_name = {s.name: s for s in plan.scenarios}
+    # the CPU stands in for a capped GPU through the memory model's activations (bench/worker/memcap.py):
+    # a family without them is probed uncapped there, pruned by its lower bound alone (said in the answer)
+    stand_in = cuda or family.activations
+    probe_cap = cap if stand_in else None
+    if not stand_in and cap is not None:
+        why = (
+            f"the memory model has no activations for the {family.name} family, so on the CPU no probe stands in "
+            f"for an out-of-memory at {cap:,.0f} MB: candidates pruned by their lower bound alone, probes uncapped"
+        )
+        space = dataclasses.replace(space, notes=(*space.notes, AxisNote("memory", why)))
+    probes = {c.name: _probe(by_name[c.name], request, probe_cap) for c in [plain, *candidates]}
+    pruned = {**invalid, **(prune_by_memory(probes, model, cap) if cap is not None else {})}
+    with locked(plan.out):
+        if plan.resume:
+            remove_stale_temps(plan.out)
+        else:
+            check_unused(plan.out)
+        env = envinfo.collect(
+            device=plan.device, probe=seen, gpu=gpu, gpu_processes=procs, command=request.command, matrix=plan.matrix
+        )
+        env["launcher"] = plan.launcher
+        env["recommend"] = {
+            "objective": request.objective, "gpu_memory_mb": asked, "memory_cap_mb": cap, "proxy_data": proxy,
+            "global_batch": request.global_batch, "exhaustive": request.exhaustive, SETTINGS_KEY: settings,
+        }  # fmt: skip
+        write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
+        try:
+            return _run(
+                request, plan, gpu, model, task, proxy, space, plain, every, probes, pruned, probe_cap, started,
+                reporter or NullReporter(), info, warn,
+            )  # fmt: skip
+        finally:
+            shutil.rmtree(plan.shared_dir, ignore_errors=True)
+
+
+def _learnable(task: str) -> str:
+    for kind in datakinds.KINDS.values():
+        if kind.learnable and kind.serves(task):
+            return kind.name
+    raise BadInput(f"no learnable data kind serves {task}", hint="give --data with the user's own data")
+
+
+def _base(request: RecommendRequest, model: str) -> dict[str, Any]:
+    base: dict[str, Any] = {"model": model, "samples": 64, "warmup_steps": 1}
+    if request.seq_len is not None:
+        base["seq_len"] = request.seq_len
+    if request.engine is not None:
+        base["engine"] = request.engine
+    return base
+
+
+def _write_matrix(path: Path, base: dict[str, Any], candidates: list[Candidate], proxy: str) -> None:
+    """The candidates as a matrix: one scenario each, and the parity scenarios (learnable data)."""
+    from .answer import toml_table
+
+    lines = ["[matrix]", 'description = "gpubench recommend: the candidates"']
+    lines += [f'parity_reference = "{PARITY_PREFIX}{PLAIN}"', f"parity_seeds = {PARITY_SEEDS}", "", "[base]"]
+    lines += toml_table(base)  # the reference's seeds are scenarios of the plan: a --resume finds their rows
+    for c in candidates:
+        lines += ["", f'[scenarios."{c.name}"]', *toml_table(dict(c.fields))]
+        lines += ["", f'[scenarios."{PARITY_PREFIX}{c.name}"]', *toml_table({**c.fields, "data": proxy})]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def _probe(sc: Scenario, request: RecommendRequest, cap: float | None) -> Scenario:
+    steps = request.warmup_steps + request.probe_steps
+    return sc.replace(
+        samples=sc.batch_size * sc.grad_accum_steps * steps,
+        warmup_steps=request.warmup_steps,
+        window=request.probe_steps,
+        profile_steps=0,
+        memory_cap_mb=cap,
+    )
+
+
+def _parity(sc: Scenario, request: RecommendRequest, cap: float | None) -> Scenario:
+    steps = request.warmup_steps + request.parity_steps
+    return sc.replace(
+        samples=sc.batch_size * sc.grad_accum_steps * steps, warmup_steps=request.warmup_steps, window="epoch",
+        profile_steps=0, memory_cap_mb=cap, learning_rate=1e-3, lr_schedule="constant",
+    )  # fmt: skip
+
+
+def objective_value(row: dict[str, Any], objective: str) -> float | str:
+    """A probe row's figure on the objective (higher is better), or its status when it has none."""
+    if row.get("status") != "ok":
+        return str(row.get("status") or "error")
+    if objective == "energy":
+        joules = row.get("energy_per_sample_j")
+        return (
+            1.0 / float(joules) if isinstance(joules, int | float) and joules == joules and joules > 0 else "no energy"
+        )
+    value = row.get("samples_per_s")  # speed; cost: one GPU at an hourly price ranks as speed does
+    return float(value) if isinstance(value, int | float) and value == value and value > 0 else "no figure"
+
+
+def _judge(
+    plan: RunPlan, request: RecommendRequest, cap: float | None, finalists: list[str],
+    one: Callable[[Scenario, int], dict[str, Any]], stop: Callable[[], bool],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The finalists' loss checks against the plain recipe at its seeds (their rows, each judged)."""
+    reference = f"{PARITY_PREFIX}{PLAIN}"
+    seeds = [s for s in plan.scenarios if s.name == reference or s.name.startswith(f"{reference}.seed")]
+    scenarios = [_parity(sc, request, cap) for sc in seeds]
+    scenarios += [
+        _parity(sc, request, cap) for sc in plan.scenarios if sc.name in {PARITY_PREFIX + n for n in finalists}
+    ]
+    judged: list[dict[str, Any]] = []
+    for sc in scenarios:
+        if stop():
+            break
+        judged.append(one(sc, 0))
+    add_parity(judged, reference)
+    return judged
+
+
+def _plain_probes(
+    answer: Answer, probe_rows: dict[tuple[str, int], dict[str, Any]], measure: Callable[[str, int], float | str]
+) -> list[dict[str, Any]]:
+    """--record: the winner's probe rows, and the plain recipe probed as many times (what the history stores)."""
+    if answer.winner is None:
+        return []
+    won = [r for (name, _), r in sorted(probe_rows.items()) if name == answer.winner]
+    for rnd in range(len(won)):
+        measure(PLAIN, rnd)
+    return [*won, *(r for (name, _), r in sorted(probe_rows.items()) if name == PLAIN)]
+
+
+def _certificate_base(request: RecommendRequest, model: str, probe: Scenario) -> dict[str, Any]:
+    """The certificate's [base]: the probes' own settings, so that its rerun adds to the series --record stored."""
+    base = {k: v for k, v in _base(request, request.model or model).items() if k not in ("samples", "warmup_steps")}
+    fields = ("samples", "warmup_steps", "window", "memory_cap_mb")
+    return {**base, **{k: getattr(probe, k) for k in fields if getattr(probe, k) is not None}}
+
+
+def _run(
+    request: RecommendRequest, plan: RunPlan, gpu: dict[str, Any] | None, model: str, task: str, proxy: str,
+    space: Any, plain: Candidate, candidates: list[Candidate], probes: dict[str, Scenario], pruned: dict[str, str],
+    cap: float | None, started: float, reporter: Reporter, info: Callable[[str], None], warn: Callable[[str], None],
+) -> RecommendOutcome:  # fmt: skip
+    earlier = earlier_rows(plan.out) if plan.resume else {}
+    rows: list[dict[str, Any]] = list(earlier.values())  # a resumed search's rows stay, measured once
+    nvml, _ = open_nvml(plan.gpu_uuid)
+    racing = [c.name for c in candidates if c.name not in pruned]
+    launcher = run_launcher(plan, lambda _m: None)
+    ctrl_c = Interrupts()
+    probe_rows: dict[tuple[str, int], dict[str, Any]] = {}
+    parity_rows: list[dict[str, Any]] = []
+    interrupted = False
+    reporter.start(total=len(racing) * 2, done=0)
+
+    def one(sc: Scenario, repeat: int) -> dict[str, Any]:
+        nonlocal interrupted
+        if (sc.name, repeat) in earlier:  # --resume: measured in an earlier sitting
+            return earlier[(sc.name, repeat)]
+        reporter.scenario_start(sc, repeat)
+        row = usable(run_one(plan, sc, repeat, nvml, gpu["name"] if gpu else None, launcher, ctrl_c))
+        rows.append(row)
+        write_results(plan.results_csv, rows)
+        reporter.scenario_end(row)
+        interrupted = interrupted or row["status"] == "interrupted" or ctrl_c.requested
+        return row
+
+    def measure(name: str, rnd: int) -> float | str:
+        if interrupted:
+            return "interrupted"
+        row = one(probes[name], rnd)
+        probe_rows[(name, rnd)] = row
+        return objective_value(row, request.objective)
+
+    race_budget = 0.75 * request.budget_s
+    stages: tuple[StageReport, ...] = ()
+    with ctrl_c:
+        try:
+            if request.exhaustive:
+                standing = race(racing, measure, alpha=0.0, min_rounds=10**6, max_rounds=request.exhaustive_rounds)
+            else:
+                left = race_budget - (time.monotonic() - started)
+                standing, stages = staged_race(candidates, pruned, measure, budget_s=left, floor=NOISE_FLOOR)
+            info(f"race: {standing.rounds} rounds, {standing.stopped}")
+            order = sorted((e for e in standing.entries.values() if e.values and not e.out), key=lambda e: -e.mean_log)
+            finalists = [e.name for e in order][: request.finalists]
+            if finalists and not interrupted:
+                parity_rows += _judge(plan, request, cap, finalists, one, lambda: interrupted)
+                write_results(plan.results_csv, rows)
+            results = [
+                CandidateResult.of(c, standing.entries.get(c.name), pruned.get(c.name), probe_rows, parity_rows)
+                for c in candidates
+            ]
+            answer = build_answer(
+                request.objective, results, space.notes, standing.stopped, proxy, task, plan.device,
+                cap, MEMORY_MARGIN, time.monotonic() - started, stages,
+            )  # fmt: skip
+            recorded = _plain_probes(answer, probe_rows, measure) if request.record and not interrupted else []
+            recorded = [] if interrupted else recorded  # a cut-off plain probe: nothing half recorded
+        except BaseException:
+            launcher.close(kill=True)
+            raise
+        finally:
+            launcher.close()
+            reporter.finish()
+    write_answer(plan.out, answer)
+    atomic_write_text(
+        plan.out / "recommended.toml", certificate_toml(answer, _certificate_base(request, model, probes[PLAIN]), plain)
+    )
+    if request.record is not None:
+        if recorded:
+            record(request.record, plan.out, recorded, warn, info)
+        elif interrupted:
+            warn(f"interrupted, so nothing is recorded in the history: finish with --out {plan.out} --resume --record")
+        else:
+            warn("no recipe recommended, so nothing is recorded in the history")
+    code = ExitCode.INTERRUPTED if interrupted else (ExitCode.OK if answer.winner else ExitCode.FAILED)
+    return RecommendOutcome(plan.out, answer, rows, code)

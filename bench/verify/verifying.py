@@ -1,0 +1,112 @@
+"""`gpubench verify` end to end: read the claims, run the scenarios they need through `gpubench
+run`'s runner (bench.api.run, one generated matrix), judge each claim, write DIR/verify.json."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..fsio import atomic_write_json
+from ..run.request import DEFAULT_TIMEOUT_S, RunRequest, check_device_name
+from .claims import load_claims
+from .judge import ClaimResult, from_arithmetic, from_rows, not_comparable
+from .scenarios import build, write_matrix
+
+VERIFY_JSON = "verify.json"
+VERIFY_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    claims: str = "all"
+    only: list[str] | None = None
+    repeats: int = 3
+    device: str = "auto"
+    out: Path | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    command: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class VerifyOutcome:
+    out: Path
+    device: str
+    results: tuple[ClaimResult, ...]
+    ran: bool  # whether any scenario ran (else only arithmetic and not-comparable claims)
+    exit_code: int  # run's, when a run was interrupted; else 0
+
+
+def on_the_cpu(device: str) -> bool:
+    """--device cpu, or auto on a machine with no GPU driver (known without starting torch)."""
+    from ..run.probe import no_gpu_driver
+
+    return device == "cpu" or (device == "auto" and no_gpu_driver())
+
+
+def verify(
+    request: VerifyRequest,
+    reporter: Any = None,
+    warn: Callable[[str], None] = lambda _m: None,
+    info: Callable[[str], None] = lambda _m: None,
+) -> VerifyOutcome:
+    check_device_name(request.device)
+    files = load_claims(request.claims, request.only)
+    on_cpu = on_the_cpu(request.device)
+    plan = build(files, on_cpu)
+    out = request.out or Path("results") / datetime.now().strftime("verify-%Y-%m-%dT%H-%M-%S")
+    frame, gpus, device, exit_code = None, 0, "cpu" if on_cpu else request.device, 0
+    if plan.scenarios:
+        from ..results import to_frame
+        from ..run.session import run as run_session
+
+        with tempfile.TemporaryDirectory(prefix="gpubench-verify-") as scratch:
+            matrix = write_matrix(plan, Path(scratch) / "verify.toml", f"gpubench verify --claims {request.claims}")
+            run_plan, outcome = run_session(
+                RunRequest(
+                    matrix=str(matrix),
+                    device=request.device,
+                    repeats=request.repeats,
+                    out=out,
+                    timeout_s=request.timeout_s,
+                    command=request.command,
+                    report=False,
+                ),
+                reporter,
+                warn=warn,
+                info=info,
+            )
+        out, device = run_plan.out, run_plan.device
+        gpus = 0 if run_plan.device == "cpu" else len(run_plan.gpu_uuids)
+        frame = to_frame(outcome.rows) if outcome.rows else None
+        if outcome.interrupted or outcome.time_limited:
+            exit_code = int(outcome.exit_code)
+    else:
+        from ..run.request import check_writable
+
+        check_writable(out)
+    results = []
+    for f in files:
+        for claim in f.claims:
+            if claim.id in plan.not_comparable:
+                results.append(not_comparable(claim, plan.not_comparable[claim.id]))
+            elif claim.arithmetic:
+                results.append(from_arithmetic(claim, plan))
+            elif frame is None:
+                results.append(not_comparable(claim, "nothing ran"))
+            else:
+                results.append(from_rows(claim, plan, frame, gpus))
+    document = {
+        "verify_format": VERIFY_FORMAT,
+        "claims": request.claims,
+        "device": device,
+        "repeats": request.repeats,
+        "smoke_test": on_cpu,
+        "rules": plan.rules,
+        "results": [r.record() for r in results],
+    }
+    atomic_write_json(out / VERIFY_JSON, document)
+    return VerifyOutcome(out, device, tuple(results), bool(plan.scenarios), exit_code)
