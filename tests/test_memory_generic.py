@@ -200,7 +200,7 @@ def test_states_only_says_activations_are_not_predicted(settings: dict[str, Any]
     s = sc(**settings)
     d = load_dims("bert-base")
     assert isinstance(d, bert.BertDims)
-    p = states.predict_states_only(s, bert.param_tensors(d), buffers=bert.buffer_bytes(d))
+    p = model_states_mod.predict_states_only(s, bert.param_tensors(d), buffers=bert.buffer_bytes(d))
     full = predict(s, d)
     assert not p.activations_predicted and ACTIVATIONS_NOT_PREDICTED in p.notes
     assert p.term("activations") is None and p.term("autocast_copies") is None

@@ -163,7 +163,7 @@ KINDS: dict[str, DataKind] = {
         DataKind(
             "random",
             TASKS,
-            f"{WORKER}.data:random_data",
+            f"{WORKER}.dataset:random_data",
             "the guide's recipe: uniform token ids (or normal pixels), labels all 0; nothing to learn",
         ),
         DataKind(
