@@ -80,7 +80,11 @@ class FitTable:
     def laid_out(self, width: int) -> tuple[Table, list[str], list[int]]:
         """The table at this width, its footnotes in marker order, and the columns it shows."""
         cells = [[_terminal_cell(c) for c in row] for row in self.rows]
-        shown = [i for i in range(len(self.columns)) if not cells or not all(_blank(row[i]) for row in cells)]
+        shown = [  # a name column always: a scenario may be named "-"
+            i
+            for i in range(len(self.columns))
+            if not cells or self.columns[i].name or not all(_blank(row[i]) for row in cells)
+        ]
         note = next((i for i in shown if self.columns[i].note), None)
         name = next((i for i in shown if self.columns[i].name), None)
         texts = [row[note].plain for row in cells] if note is not None else []

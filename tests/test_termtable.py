@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from report_fixtures import cpu_rows, gpu_rows
 from rich.cells import cell_len
@@ -300,6 +300,7 @@ def published_compare(pair: tuple[str, str]) -> CompareResult:
 
 @settings(max_examples=30)  # each example renders whole tables: make test's time
 @given(names=NAME_LISTS, width=WIDTH)
+@example(names=["-"], width=80)  # every scenario named like an empty cell: the name column stays
 def test_run_summary_keeps_every_status_and_figure_whole_whatever_the_names(names: list[str], width: int) -> None:
     summary = renamed(gpu_summary(), names)
     fit = summary_table(summary)
