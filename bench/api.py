@@ -17,6 +17,8 @@ from .export.mlflow import export_dir as export
 from .fit.fitting import FitOutcome, FitRequest
 from .fit.fitting import fit as _fit
 from .predict import predict_matrix as predict
+from .recipe import matrix as matrix_mod
+from .recipe.planning import plan_scenarios
 from .recommend.searching import RecommendRequest, recommend
 from .report.content import load_many as report
 from .results import load_run
@@ -29,8 +31,6 @@ from .run.runner import Reporter
 from .run.session import environment, report_or_warn
 from .run.session import run as _run
 from .run.slurm import run_slurm
-from .spec import matrix as matrix_mod
-from .spec.planning import plan_scenarios
 from .verify.verifying import VerifyRequest, verify
 
 __all__ = [
@@ -160,17 +160,17 @@ def fit(
 
 def list_scenarios(matrix: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:
     """`gpubench list`: each scenario of a matrix with what it changes versus the baseline (or the first
-    scenario), and a note where an override left it; refused as `run` refuses (bench/spec/planning.py)."""
+    scenario), and a note where an override left it; refused as `run` refuses (bench/recipe/planning.py)."""
     m = matrix_mod.load_matrix(matrix, overrides=overrides)
     scenarios = m.scenarios
-    plan_scenarios(scenarios, "cpu")  # what `run` refuses, refused here too (bench/spec/planning.py)
+    plan_scenarios(scenarios, "cpu")  # what `run` refuses, refused here too (bench/recipe/planning.py)
     reference = next((s for s in scenarios if s.name == "baseline"), scenarios[0])
     return [
         {
             "scenario": s,
             "changes": matrix_mod.diff_from(s, reference),
             "reference": reference.name,
-            "note": m.notes.get(s.name, ""),  # why a command-line setting left it (bench/spec/matrix.py OWN_FIELDS)
+            "note": m.notes.get(s.name, ""),  # why a command-line setting left it (bench/recipe/matrix.py OWN_FIELDS)
         }
         for s in scenarios
     ]

@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .measure.kernels import NAMES as KERNEL_NAMES
-from .spec.scenario import SETTING_KEYS
+from .recipe.scenario import SETTING_KEYS
 
 # The groups in the row's order; docs/columns.md's tables are written per group.
 GROUPS = (
     "id",  # what keys the row and how it ended
-    "setting",  # the scenario's settings as the run resolved them (bench/spec/scenario.py SETTING_KEYS)
+    "setting",  # the scenario's settings as the run resolved them (bench/recipe/scenario.py SETTING_KEYS)
     "ran",  # what ran, read off the built model (bench/worker/what_ran.py)
     "speed",
     "parallel",  # multi-process scenarios (docs/multi-gpu.md); samples_per_s is then the job's
@@ -48,7 +48,7 @@ RANK_RULES: dict[str, tuple[str | None, str]] = {
     "replicas": ("sum", "the data-parallel replicas' work over the job's one window"),
     "engine": (
         "sum",
-        "the replicas' sum where the engine's figure is per rank, else rank 0's (bench/spec/engine_registry.py)",
+        "the replicas' sum where the engine's figure is per rank, else rank 0's (bench/recipe/engine_registry.py)",
     ),
     "job": (None, "the job's, from every rank"),
     # the parent's own measurement, not combine_ranks'

@@ -10,11 +10,11 @@ import pytest
 
 from bench import api
 from bench.errors import BadInput, ExitCode
+from bench.recipe.scenario import Scenario
 from bench.run import runner, session
 from bench.run.launcher import SpawnLauncher
 from bench.run.plan import RunPlan
 from bench.run.request import RunRequest
-from bench.spec.scenario import Scenario
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ FORBIDDEN = [
 # torch-free tables of data and what each may import of bench
 TABLES = {
     "bench.metrics": ("bench.catalogue",),  # made from the column catalogue
-    "bench.catalogue": ("bench.spec.scenario", "bench.measure.kernels"),  # the settings' names, the kernel categories
+    "bench.catalogue": ("bench.recipe.scenario", "bench.measure.kernels"),  # the settings' names, the kernel categories
 }
 HEAVY = ("torch", "transformers", "pandas", "numpy", "sqlalchemy", "pynvml", "bitsandbytes")
 LIGHT_MODULES = ("bench.metrics", "bench.catalogue", "bench.results.identity")  # read by the parent without a GPU

@@ -92,8 +92,8 @@ def test_a_resume_on_the_same_gpu_does_not_measure_again_and_another_gpu_does(
 ) -> None:
     """session.matmul_ceiling, as a GPU run's parent calls it: the run's env.json read back, the
     plan's own GEMM shapes; the probe child (monkeypatched) runs only where nothing can be reused."""
+    from bench.recipe.scenario import Scenario
     from bench.run import session
-    from bench.spec.scenario import Scenario
 
     measured: list[str] = []
 

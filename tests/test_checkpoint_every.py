@@ -17,9 +17,9 @@ from bench.errors import BadInput
 from bench.families import read_config
 from bench.families.llama.dims import DecoderDims
 from bench.memory.dispatch import predict
+from bench.recipe.rules import check
+from bench.recipe.scenario import Scenario
 from bench.results import read_results
-from bench.spec.rules import check
-from bench.spec.scenario import Scenario
 
 
 def llama(layers: int, **fields: object) -> Scenario:

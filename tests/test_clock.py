@@ -135,7 +135,7 @@ def test_on_step_time_counts_inside_the_window(monkeypatch: pytest.MonkeyPatch, 
 
 def test_slow_is_a_fault_a_scenario_may_inject() -> None:
     from bench.errors import BadInput
-    from bench.spec.scenario import Scenario
+    from bench.recipe.scenario import Scenario
 
     assert Scenario(name="s", inject_fault="slow").inject_fault == "slow"
     with pytest.raises(BadInput, match="inject_fault"):

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.errors import BadInput
-from bench.spec import matrix as matrix_mod
-from bench.spec.engine_registry import ENGINES
+from bench.recipe import matrix as matrix_mod
+from bench.recipe.engine_registry import ENGINES
 
 # how a scenario's name or description names an engine
 NAMED = {

@@ -1,4 +1,4 @@
-"""The engine registry's contract (bench/spec/engine_registry.py), walked row by row: every row names a module
+"""The engine registry's contract (bench/recipe/engine_registry.py), walked row by row: every row names a module
 with `train`, its rules refuse what the tables below say (and every rule has a case here), a missing
 package is a skip that names it, and its rank rule combines the per-rank figure as it says. That
 every engine trains the tiny BERT and Llama presets is tests/test_engines.py, parametrized from the
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from bench.errors import BadInput
-from bench.spec import engine_registry as engines
-from bench.spec.engine_registry import ENGINES, RANK_RULES, Engine
-from bench.spec.rules import check, needs_cuda
-from bench.spec.scenario import Scenario
+from bench.recipe import engine_registry as engines
+from bench.recipe.engine_registry import ENGINES, RANK_RULES, Engine
+from bench.recipe.rules import check, needs_cuda
+from bench.recipe.scenario import Scenario
 
 ROWS = list(ENGINES.values())
 FSDP = {"strategy": "fsdp", "gpus": 2}
@@ -141,6 +141,6 @@ def test_the_rank_rule_combines_the_engines_own_throughput(row: Engine) -> None:
 
 def test_the_registry_and_the_scenario_import_no_torch() -> None:
     """The parent validates engine names without torch (STYLE.md)."""
-    code = "import sys, bench.spec.engine_registry, bench.spec.scenario; print('torch' in sys.modules)"
+    code = "import sys, bench.recipe.engine_registry, bench.recipe.scenario; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"

@@ -1,4 +1,4 @@
-"""Every engine of the registry (bench/spec/engine_registry.py) trains the tiny BERT and Llama presets and ends
+"""Every engine of the registry (bench/recipe/engine_registry.py) trains the tiny BERT and Llama presets and ends
 its epoch when the clock's window closes (bench/worker/engines/): in this process, a few seconds
 each. This is the registry's training contract (tests/test_engine_registry.py holds the rest)."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from bench.spec.engine_registry import ENGINES
-from bench.spec.scenario import Scenario
+from bench.recipe.engine_registry import ENGINES
+from bench.recipe.scenario import Scenario
 from bench.worker import window
 
 TINY_MODELS = ("tiny", "llama-tiny")  # one preset of each family

@@ -1,5 +1,5 @@
 """The Lightning Fabric engine (bench/worker/engines/fabric.py) and its precisions
-(bench/spec/precisions.py): Fabric and the Accelerate loop train the same recipe to the same losses at
+(bench/recipe/precisions.py): Fabric and the Accelerate loop train the same recipe to the same losses at
 a comparable rate; Fabric reads a torchrun job from its environment and wraps the model in DDP;
 Fabric's precision strings are taken, stored and refused at plan time. That it trains the tiny
 presets and stops with the window is the registry's contract (tests/test_engines.py)."""
@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from bench.errors import BadInput
 from bench.measure.mfu import precision_class
-from bench.spec.engine_registry import ENGINE_PRECISIONS, ENGINES, precision_half_weights, precision_matmuls
-from bench.spec.precisions import PRECISIONS, TO_FABRIC
-from bench.spec.rules import check, needs_cuda
-from bench.spec.scenario import Scenario
+from bench.recipe.engine_registry import ENGINE_PRECISIONS, ENGINES, precision_half_weights, precision_matmuls
+from bench.recipe.precisions import PRECISIONS, TO_FABRIC
+from bench.recipe.rules import check, needs_cuda
+from bench.recipe.scenario import Scenario
 
 pytest.importorskip("lightning_fabric")
 
@@ -173,7 +173,7 @@ def test_half_weights_are_not_predicted_but_said_so() -> None:
 
 
 def test_the_fabric_vit_matrix_is_the_talks_table() -> None:
-    from bench.spec.matrix import load_matrix
+    from bench.recipe.matrix import load_matrix
 
     rows = {sc.name: sc for sc in load_matrix("fabric-vit").scenarios}
     assert {n: (sc.engine, sc.precision, sc.compile, sc.strategy) for n, sc in rows.items()} == {

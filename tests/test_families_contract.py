@@ -16,7 +16,7 @@ from bench import families
 from bench.families.base import Family, load
 from bench.memory import dispatch
 from bench.memory.prediction import MemoryModel
-from bench.spec.scenario import Scenario
+from bench.recipe.scenario import Scenario
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 FAMILIES_DIR = BENCH / "families"

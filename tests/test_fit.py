@@ -29,10 +29,10 @@ from bench.fit.dimensions import ProbeShape, predict_largest, value_range
 from bench.fit.search import search
 from bench.memory.terms import MB
 from bench.predict.predictions import prediction_of
+from bench.recipe.scenario import Scenario
 from bench.report import capacity as fit_section
 from bench.report import markdown
 from bench.report.content import load
-from bench.spec.scenario import Scenario
 
 
 # -- the search --------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from bench.families.llama import flops as llama_flops
 from bench.families.llama.dims import DecoderDims
 from bench.measure import mfu
 from bench.memory.dispatch import load_dims
-from bench.spec.scenario import Scenario
+from bench.recipe.scenario import Scenario
 
 S = 2048
 

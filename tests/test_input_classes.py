@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bench.checks import ascii_digits, host_port
 from bench.errors import BadInput
-from bench.spec.scenario import MAX_NAME_BYTES, Scenario
+from bench.recipe.scenario import MAX_NAME_BYTES, Scenario
 
 # digits of other scripts and digit-like characters: isdigit() is True for every one of them
 FOREIGN_DIGITS = st.sampled_from(["²", "³", "¹", "٢", "٩", "۵", "०", "৭", "๓", "１", "①"])

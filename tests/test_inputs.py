@@ -31,6 +31,8 @@ from rich.console import Console
 from bench import fsio
 from bench.cli import run_cmd
 from bench.errors import BadInput
+from bench.recipe.matrix import expand, load_matrix
+from bench.recipe.scenario import SETTING_KEYS, Scenario
 from bench.report.table import summary_table
 from bench.results import (
     NUMERIC_COLUMNS,
@@ -44,8 +46,6 @@ from bench.results import (
 from bench.run import envinfo, plan, runner, session
 from bench.run.outcome import RunOutcome
 from bench.run.plan import RunPlan
-from bench.spec.matrix import expand, load_matrix
-from bench.spec.scenario import SETTING_KEYS, Scenario
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 WEEK_S = 7 * 24 * 3600

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from harness import BASE, SHORT, gpubench, results, write_matrix
 
+from bench.recipe.scenario import Scenario
 from bench.run.childenv import worker_env
 from bench.run.launcher import DEFAULT_LAUNCHER, ForkLauncher, WorkerJob, open_launcher
-from bench.spec.scenario import Scenario
 
 # A spawned worker costs ~9 s of CPU: the crash, killed at its first step, imports the lighter engine.
 SCENARIOS = {"a": {}, "crash": {"inject_fault": "sigkill", "engine": "accelerate"}}

@@ -27,28 +27,28 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "bench.fsio",
         "bench.redact",
         "bench.cpus",
-        "bench.spec.nodes",
-        "bench.spec.mesh",
-        "bench.spec.optimizer_names",
-        "bench.spec.datareaders",
+        "bench.recipe.nodes",
+        "bench.recipe.mesh",
+        "bench.recipe.optimizer_names",
+        "bench.recipe.datareaders",
         "bench.run.reaper",
         "bench.measure.kernels",  # the kernel categories' names (data), read by the column catalogue
     ),
     # the registries, as data
     (
         "bench.families",
-        "bench.spec.precisions",
-        "bench.spec.engine_registry",
-        "bench.spec.datakinds",
-        "bench.spec.models",
+        "bench.recipe.precisions",
+        "bench.recipe.engine_registry",
+        "bench.recipe.datakinds",
+        "bench.recipe.models",
     ),
     # what to run: the scenario record, the matrix, the registries' rules over them, the plan-time
     # checks (bench/families/plancheck.py is one: the model can be built and trained as asked)
     (
-        "bench.spec.scenario",
-        "bench.spec.matrix",
-        "bench.spec.rules",
-        "bench.spec.planning",
+        "bench.recipe.scenario",
+        "bench.recipe.matrix",
+        "bench.recipe.rules",
+        "bench.recipe.planning",
         "bench.families.plancheck",
     ),
     # the results' columns: the catalogue (its settings are the scenario's), the judged metrics read

@@ -14,7 +14,7 @@ from harness import SHORT, gpubench, results, write_matrix
 
 from bench.families.build import auto_class, chosen_layers, inventory, model_config
 from bench.measure.flopcount import generic_flops_per_sample
-from bench.spec.scenario import Scenario
+from bench.recipe.scenario import Scenario
 from bench.worker.llm import adapted_layers, lora_figures, with_lora
 
 DIMS = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256}

@@ -8,7 +8,7 @@ import pytest
 from harness import BASE, write_matrix
 
 from bench.errors import BadInput
-from bench.spec.matrix import (
+from bench.recipe.matrix import (
     apply_overrides,
     available_matrices,
     diff_from,
@@ -17,7 +17,7 @@ from bench.spec.matrix import (
     resolve_matrix_path,
     select,
 )
-from bench.spec.scenario import Scenario
+from bench.recipe.scenario import Scenario
 
 
 def load_error(path: Path) -> str:

@@ -15,8 +15,8 @@ from bench.families.llama.weights import adapter_tensors, weight_bytes
 from bench.memory import terms
 from bench.memory.dispatch import load_dims, predict
 from bench.predict import predicted_columns
-from bench.spec.models import preset_config
-from bench.spec.scenario import Scenario
+from bench.recipe.models import preset_config
+from bench.recipe.scenario import Scenario
 
 
 def sc(**settings_: Any) -> Scenario:

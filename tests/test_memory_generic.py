@@ -18,7 +18,7 @@ from bench.memory import terms
 from bench.memory.dispatch import load_dims, predict
 from bench.memory.prediction import ACTIVATIONS_NOT_PREDICTED, Prediction
 from bench.memory.tensors import ParamTensor, from_named_parameters, layer_index
-from bench.spec.scenario import Scenario
+from bench.recipe.scenario import Scenario
 
 OPTIMIZERS = ("adamw", "adamw_fused", "adamw_foreach", "adafactor", "adamw_8bit", "paged_adamw_8bit", "sgd")
 OPTIMIZERS += ("adam8bit_manual",)

@@ -16,9 +16,9 @@ from bench.memory import terms
 from bench.memory.dispatch import load_dims, predict, prediction_for
 from bench.predict import parse_memory, predicted_columns
 from bench.predict.measured import calibrate, error_pct, measured_terms
+from bench.recipe.models import PRESETS
+from bench.recipe.scenario import Scenario
 from bench.results import PREDICTED_COLUMNS, write_results
-from bench.spec.models import PRESETS
-from bench.spec.scenario import Scenario
 
 MB = 1024 * 1024
 # A config small enough to count by hand: hidden 8, 2 layers, 2 heads, FFN 32.
@@ -227,7 +227,7 @@ H200_FULL = {  # scenario: (peak, model_built, after_forward, after_backward, af
 
 @pytest.mark.parametrize("name", list(H200_FULL))
 def test_full_matrix_on_an_h200(name: str) -> None:
-    from bench.spec.matrix import load_matrix
+    from bench.recipe.matrix import load_matrix
 
     scenario = next(s for s in load_matrix("full").scenarios if s.name == name)
     peak, built, forward, backward, step = H200_FULL[name]
@@ -343,7 +343,7 @@ H200X2_MULTI_GPU = {
 
 @pytest.mark.parametrize("name", list(H200X2_MULTI_GPU))
 def test_multi_gpu_matrix_on_two_h200s(name: str) -> None:
-    from bench.spec.matrix import load_matrix
+    from bench.recipe.matrix import load_matrix
 
     scenario = next(s for s in load_matrix("multi-gpu").scenarios if s.name == name).replace(gpus=2)
     predicted = prediction_for(scenario, "bert-large").peak / MB

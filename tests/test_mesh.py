@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 from bench.errors import BadInput
 from bench.fmt import fmt_num
 from bench.memory.dispatch import load_dims, predict
+from bench.recipe import mesh
+from bench.recipe.rules import check, needs_cuda
+from bench.recipe.scenario import Scenario
 from bench.report.html import interconnect_line
 from bench.report.scaling_curves import scaling_lines
 from bench.results import read_results
 from bench.results.scaling import allreduce_busbw
-from bench.spec import mesh
-from bench.spec.rules import check, needs_cuda
-from bench.spec.scenario import Scenario
 from bench.worker.collectives import OPS, SIZES, bus_factor
 from bench.worker.ranks import combine_ranks
 

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from bench.errors import BadInput
 from bench.memory.dispatch import load_dims, predict
+from bench.recipe.scenario import Scenario
 from bench.results import read_results
 from bench.results.scaling import add_scaling
 from bench.run import torchrun
 from bench.run.proc import ProcResult
-from bench.spec.scenario import Scenario
 from bench.worker.ranks import combine_ranks, loss_outcome
 
 PARALLEL = {**BASE, "engine": "accelerate", "gpus": 2, "strategy": "ddp", "timeout_s": 40}

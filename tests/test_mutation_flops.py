@@ -12,7 +12,7 @@ import pytest
 from bench.families.bert import flops as bert_flops
 from bench.families.llama import flops as llama_flops
 from bench.measure import mfu
-from bench.spec.scenario import Scenario
+from bench.recipe.scenario import Scenario
 
 GENERIC = 2.5e9  # a worker's generic count per sample
 

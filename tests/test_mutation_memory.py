@@ -21,7 +21,7 @@ from bench.memory.dispatch import load_dims
 from bench.memory.tensors import ParamTensor
 from bench.memory.terms import BNB_PAGED_MIN_SIZE, tensor_paged_state
 from bench.predict.predictions import prediction_of
-from bench.spec.scenario import Scenario
+from bench.recipe.scenario import Scenario
 
 FIGURES = Path(__file__).parent / "data" / "memory_figures.json"
 BASE: dict[str, Any] = {"samples": 64, "warmup_steps": 1, "seq_len": 128, "batch_size": 4}

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from bench.recipe.matrix import MAX_PARITY_SEEDS
+from bench.recipe.scenario import Scenario
 from bench.results.parity import HUGE, Parity, add_parity, band, judge, row_parity, seed_scenarios, worst
-from bench.spec.matrix import MAX_PARITY_SEEDS
-from bench.spec.scenario import Scenario
 
 REF = [8.0, 8.1, 8.2]
 

@@ -1,4 +1,4 @@
-"""What the nodes of a multi-node job must share (bench/spec/nodes.py), in process; the ranks' check at
+"""What the nodes of a multi-node job must share (bench/recipe/nodes.py), in process; the ranks' check at
 the rendezvous, through two real node processes, is in tests/test_multigpu.py."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bench.spec.nodes import NODES_DIFFER, NodesDiffer, check_same, differences, shared_settings
-from bench.spec.scenario import Scenario
+from bench.recipe.nodes import NODES_DIFFER, NodesDiffer, check_same, differences, shared_settings
+from bench.recipe.scenario import Scenario
 
 
 def settings(**changes: Any) -> dict[str, Any]:

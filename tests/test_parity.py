@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from bench.compare.comparison import judge_parity
 from bench.errors import BadInput
+from bench.recipe.matrix import expand
+from bench.recipe.scenario import DEFAULT_LEARNING_RATE, Scenario
 from bench.report.table import parity_cell
 from bench.results import losscurve, parity
 from bench.results.losscurve import Curve, final_window
 from bench.results.parity import Parity, add_parity, band, judge, seed_scenarios
-from bench.spec.matrix import expand
-from bench.spec.scenario import DEFAULT_LEARNING_RATE, Scenario
 
 losses_st = st.floats(min_value=0.5, max_value=20.0, allow_nan=False)
 refs_st = st.lists(losses_st, min_size=2, max_size=6, unique=True)

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from bench.cli import predict_cmd
 from bench.predict import printout
+from bench.recipe.matrix import load_matrix
 from bench.results import write_results
-from bench.spec.matrix import load_matrix
 
 FULL = load_matrix("full").names()
 
@@ -198,7 +198,7 @@ def test_a_prediction_without_activations_says_so_in_every_format() -> None:
     from bench.memory.states import predict_states_only
     from bench.predict.measured import assumed, predicted_counterparts
     from bench.predict.predictions import PredictReport, ScenarioMemory, fits_in
-    from bench.spec.scenario import Scenario
+    from bench.recipe.scenario import Scenario
     from bench.termtable import stdout_console
 
     sc = Scenario(name="states-only", model="bert-base", samples=64, warmup_steps=1)

@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
+from bench.recipe.scenario import Scenario
 from bench.run.progress import RichReporter
-from bench.spec.scenario import Scenario
 
 
 def lines_of(rows: list[dict], total: int, done: int = 0) -> list[str]:

@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 
 from bench.errors import BadInput
 from bench.families import by_name, family_of
+from bench.recipe.matrix import load_matrix
+from bench.recipe.scenario import Scenario
 from bench.recommend.answer import CandidateResult, build_answer, certificate_toml, pareto, read_answer, write_answer
 from bench.recommend.prune import MEMORY_MARGIN, prune_by_memory
 from bench.recommend.searching import RecommendRequest, check_request, objective_value
 from bench.recommend.space import PLAIN, Candidate, build_space, micro_batches, plain_fields, valid_candidates
 from bench.recommend.stages import StageReport
-from bench.spec.matrix import load_matrix
-from bench.spec.scenario import Scenario
 
 ALL = frozenset({"bitsandbytes", "liger_kernel", "torchao"})
 

@@ -17,9 +17,9 @@ from harness import gpubench, results, write_matrix
 
 import bench.hook as gpubench_hook
 from bench.measure import mfu
+from bench.recipe.scenario import Scenario
 from bench.report.table import summary_table
 from bench.results import summarize
-from bench.spec.scenario import Scenario
 from bench.termtable import FitTable
 
 

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from bench import api
 from bench.cli import report_cmd
 from bench.errors import ExitCode
+from bench.recipe.scenario import Scenario
 from bench.report import content as report_data
 from bench.report import markdown as report_md
 from bench.report import records
@@ -26,7 +27,6 @@ from bench.run import session
 from bench.run.outcome import RunOutcome
 from bench.run.plan import RunPlan
 from bench.run.request import RunRequest
-from bench.spec.scenario import Scenario
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -494,7 +494,7 @@ def test_summarize_says_what_each_change_vs_the_baseline_is_worth() -> None:
 def test_a_setting_written_before_it_existed_reads_as_its_default(key: str) -> None:
     """Rows from an older gpubench lack the newer fields (no column, or a blank cell in a file a
     resumed run rewrote); they ran with the default, and must compare equal to rows that say so."""
-    from bench.spec.scenario import Scenario
+    from bench.recipe.scenario import Scenario
 
     default = getattr(Scenario(name="x"), key)
     with tempfile.TemporaryDirectory() as folder:

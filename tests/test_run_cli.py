@@ -16,8 +16,8 @@ from bench import cpus
 from bench.cli import app as gpubench_app
 from bench.cli import run_cmd
 from bench.errors import BadInput
+from bench.recipe.matrix import load_matrix
 from bench.run import session
-from bench.spec.matrix import load_matrix
 
 runner = CliRunner()
 

@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from bench.cli import run_cmd
 from bench.errors import ExitCode
+from bench.recipe.scenario import Scenario
 from bench.results import CPU_NOTE, write_results
 from bench.run import envinfo, session
 from bench.run.outcome import RunOutcome
 from bench.run.plan import RunPlan
-from bench.spec.scenario import Scenario
 
 STEADY = {"passes": 8, "p10_ms": 10.0, "p90_ms": 11.0, "p90_over_p10": 1.1}
 UNSTEADY = {"passes": 8, "p10_ms": 10.0, "p90_ms": 25.0, "p90_over_p10": 2.5}

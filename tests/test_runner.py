@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from bench.errors import ExitCode
+from bench.recipe.scenario import Scenario
 from bench.results import read_results, write_results
 from bench.run import runner
 from bench.run.plan import RunPlan
 from bench.run.proc import ProcResult
-from bench.spec.scenario import Scenario
 
 
 def scenario(name: str, **settings: Any) -> Scenario:

@@ -30,9 +30,9 @@ from bench.fmt import METRIC_LABELS
 from bench.history import library as history_api
 from bench.history.check import CheckResult, Params
 from bench.history.show import check_table, print_series
+from bench.recipe.scenario import MAX_NAME_BYTES
 from bench.report.table import summary_table
 from bench.results import load_run, summarize, to_frame
-from bench.spec.scenario import MAX_NAME_BYTES
 from bench.termtable import NAME_MIN, Column, FitTable, folded, footnoted, note_parts
 
 REPO = Path(__file__).resolve().parents[1]

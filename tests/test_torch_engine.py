@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.spec.scenario import Scenario
+from bench.recipe.scenario import Scenario
 
 RECIPE: dict[str, Any] = {"model": "llama-tiny", "seq_len": 16, "optimizer": "adamw", "batch_size": 2}
 

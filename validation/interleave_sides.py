@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BadInput
-from bench.spec.matrix import load_matrix, select
-from bench.spec.models import resolve_model
+from bench.recipe.matrix import load_matrix, select
+from bench.recipe.models import resolve_model
 
 MATRIX = "fidelity"
 WARMUP_STEPS = 12  # per side, untimed: past the engine's own warm-up (10 steps, 4 at batch 32)
@@ -86,7 +86,7 @@ def make_side(
     side: str, sc: Any, model: str, device: Any, scratch: Path, matrix: str = MATRIX, feed: str = "loader"
 ) -> Callable[[], None]:
     """One training step of `side` (SIDES) per call, each side with its own model and data."""
-    from bench.spec.engine_registry import ENGINES
+    from bench.recipe.engine_registry import ENGINES
     from bench.worker.train_one import build_inputs
     from validation.reference_loop import ReferenceLoop
 

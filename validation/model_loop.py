@@ -23,9 +23,9 @@ from typing import Any
 
 import torch
 
-from bench.spec import matrix as matrix_mod
-from bench.spec.models import resolve_model
-from bench.spec.scenario import Scenario
+from bench.recipe import matrix as matrix_mod
+from bench.recipe.models import resolve_model
+from bench.recipe.scenario import Scenario
 from bench.worker.clock import step_time_ms
 from bench.worker.dataset import dataset_for
 from bench.worker.engines.inputs import shuffled_loader
@@ -60,7 +60,7 @@ def fabric_of(sc: Scenario, device: torch.device) -> Any:
     """A Fabric on the one device, in the scenario's precision (Fabric's spelling), as the talk's scripts."""
     from lightning_fabric import Fabric
 
-    from bench.spec.precisions import TO_FABRIC
+    from bench.recipe.precisions import TO_FABRIC
     from bench.worker.engines.fabric import no_precision_hint
 
     no_precision_hint()  # its TF32 hint fails in torch 2.11 once the precision was set per backend

@@ -12,8 +12,8 @@ from ..checks import ascii_digits
 from ..errors import BadInput
 from ..history import DB_ENV, DEFAULT_DB
 from ..metrics import default_threshold_pct, in_group, names
+from ..recipe.engine_registry import ENGINES
 from ..safetext import control_char
-from ..spec.engine_registry import ENGINES
 
 
 class OutputFormat(StrEnum):

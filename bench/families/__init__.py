@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput, did_you_mean
-from ..spec import mesh
+from ..recipe import mesh
 from . import bert, decoder, generic, llama, moe, torchvision, vit
 from .base import TASK_CLASSES, TASKS, Family, architectures_named, task_from_architectures
 
@@ -72,7 +72,7 @@ def for_config(cfg: Mapping[str, Any], origin: str) -> Family:
 
 
 def is_inline(model: str) -> bool:
-    """A model given as its config's JSON text (a matrix's [model] table, bench/spec/matrix.py)."""
+    """A model given as its config's JSON text (a matrix's [model] table, bench/recipe/matrix.py)."""
     return model.startswith("{")
 
 

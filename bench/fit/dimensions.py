@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from ..errors import BadInput, GpubenchError
 from ..families import family_of, read_config
 from ..memory.terms import MB
-from ..spec import rules
-from ..spec.scenario import MAX_NAME_BYTES, WHOLE_RANGES, Scenario
+from ..recipe import rules
+from ..recipe.scenario import MAX_NAME_BYTES, WHOLE_RANGES, Scenario
 
 DIMENSIONS = ("batch_size", "seq_len")
 PREFIX = {"batch_size": "b", "seq_len": "s"}

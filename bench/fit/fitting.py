@@ -17,6 +17,8 @@ from ..fsio import atomic_write_json
 from ..measure.nvml import open_nvml
 from ..predict.measured import DEFAULT_CONTEXT_MB
 from ..predict.predictions import parse_memory
+from ..recipe.models import resolve_model
+from ..recipe.scenario import Scenario
 from ..results import SCENARIOS_JSON, write_plan, write_results
 from ..results.rowcheck import usable
 from ..run import envinfo
@@ -27,8 +29,6 @@ from ..run.plan import RunPlan, prepare
 from ..run.proc import Interrupts
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from ..run.runner import NullReporter, Reporter, run_launcher, run_one
-from ..spec.models import resolve_model
-from ..spec.scenario import Scenario
 from .capacity_summary import FitSummary, ProbeRecord, ScenarioFit, write_summary
 from .dimensions import DIMENSIONS, Prediction, ProbeShape, predict_largest, value_range
 from .search import FITS, OOM, search
@@ -123,7 +123,7 @@ def fit(
     )
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         plan, probe = prepare(run_request, Path(scratch))
-    for name, note in plan.notes.items():  # an --engine that left a scenario (bench/spec/matrix.py)
+    for name, note in plan.notes.items():  # an --engine that left a scenario (bench/recipe/matrix.py)
         info(f"scenario '{name}' {note}")
     try:
         gpu, procs = gpu_in_use(plan.gpu_uuid, probe, warn)

@@ -27,8 +27,8 @@ from typing import Any
 from ..errors import GpubenchError
 from ..families import for_config, origin, read_config
 from ..families.base import load
-from ..spec.engine_registry import precision_matmuls
-from ..spec.scenario import Scenario
+from ..recipe.engine_registry import precision_matmuls
+from ..recipe.scenario import Scenario
 
 # name pattern -> {precision class: dense TFLOP/s}, source. First match wins: specific before general.
 _DS = "NVIDIA datasheet, dense (half the with-sparsity figure)"

@@ -12,8 +12,8 @@ from typing import Any
 from ..errors import BadInput
 from ..families import BY_TYPE, FAMILIES, origin, read_config
 from ..families.base import load
-from ..spec.models import PRESETS, resolve_model
-from ..spec.scenario import Scenario
+from ..recipe.models import PRESETS, resolve_model
+from ..recipe.scenario import Scenario
 from .prediction import MemoryModel, Prediction
 
 Dims = Any  # a family's own dimensions (its MemoryModel's), with the config's model_type as a class variable

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..spec import mesh
-from ..spec.scenario import Scenario
+from ..recipe import mesh
+from ..recipe.scenario import Scenario
 
 PHASES = ("forward", "backward", "optimizer_step")
 # what depends on what the forward saves: the fields, and the phase terms, that a prediction with

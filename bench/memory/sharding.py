@@ -11,7 +11,7 @@ weights and moments):
                  mixed-precision policy all-gathers half weights, so autocast caches no copies)
   fsdp + offload parameters, gradients and the optimizer step on the CPU: no model states on the GPU
   fsdp on a mesh weights, gradients and optimizer states / (dp_shard x cp x tp): one copy of the
-                 model per data-parallel replica (dp_replicate), split over the rest (bench/spec/mesh.py;
+                 model per data-parallel replica (dp_replicate), split over the rest (bench/recipe/mesh.py;
                  tensor parallelism splits the decoder layers' matmuls, and the embeddings, norms and
                  head, a few percent of a Llama's parameters, are counted as split too)
   deepspeed      half precision: ZeRO-1 2Ψ + 2Ψ + 12Ψ/N, ZeRO-2 2Ψ + (2Ψ + 12Ψ)/N, ZeRO-3
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..spec import mesh
-from ..spec.scenario import Scenario
+from ..recipe import mesh
+from ..recipe.scenario import Scenario
 
 ZERO3_PREFETCH_BYTES = 50_000_000 * 2  # stage3_prefetch_bucket_size (5e7 elements) in half precision
 # DeepSpeed's gradient reduction bucket (contiguous_gradients, on by default): reduce_bucket_size

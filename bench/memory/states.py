@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from ..spec.scenario import Scenario
+from ..recipe.scenario import Scenario
 from . import terms
 from .prediction import ACTIVATIONS_NOT_PREDICTED, Prediction, shared_notes, summed
 from .sharding import shard, world

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..spec.engine_registry import ENGINES, MemoryTraits
+from ..recipe.engine_registry import ENGINES, MemoryTraits
 from .tensors import ParamTensor
 
 MB = 1024 * 1024  # the project's MB: 2**20 bytes, like torch.cuda.memory_allocated() / 2**20
@@ -64,7 +64,7 @@ def autocast_copies(tensors: list[ParamTensor], include_biases: bool = False) ->
 
 
 def traits(engine: str | None) -> MemoryTraits:
-    """How `engine` builds its optimizers (bench/spec/engine_registry.py); None: built by gpubench,
+    """How `engine` builds its optimizers (bench/recipe/engine_registry.py); None: built by gpubench,
     no engine's traits."""
     return ENGINES[engine].memory if engine is not None else MemoryTraits()
 

@@ -25,8 +25,8 @@ from typing import Any
 from ..errors import BadInput
 from ..memory.prediction import Prediction
 from ..memory.terms import MB
+from ..recipe.scenario import Scenario
 from ..results import read_env, read_results
-from ..spec.scenario import Scenario
 
 DEFAULT_CONTEXT_MB = 750.0  # assumed without a calibration run: an H200, CUDA 13, torch 2.11 measured 742-758
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from ..errors import GpubenchError
 from ..memory.terms import MB
-from ..spec.models import resolve_model
-from ..spec.scenario import Scenario
+from ..recipe.models import resolve_model
+from ..recipe.scenario import Scenario
 from .measured import error_pct, measured_terms
 from .predictions import prediction_of
 

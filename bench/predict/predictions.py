@@ -15,11 +15,11 @@ from ..families import family_of
 from ..memory.dispatch import load_dims, predict
 from ..memory.prediction import Prediction
 from ..memory.terms import MB
-from ..spec import matrix as matrix_mod
-from ..spec.engine_registry import precision_half_weights
-from ..spec.models import resolve_model
-from ..spec.planning import plan_scenarios
-from ..spec.scenario import Scenario
+from ..recipe import matrix as matrix_mod
+from ..recipe.engine_registry import precision_half_weights
+from ..recipe.models import resolve_model
+from ..recipe.planning import plan_scenarios
+from ..recipe.scenario import Scenario
 from .measured import Calibration, assumed, calibrate, measured_terms, predicted_counterparts, same_setup
 from .unmodelled import predict_generic
 

@@ -12,7 +12,7 @@ from ..families.build import chosen_layers, inventory
 from ..memory.prediction import Prediction
 from ..memory.states import predict_states_only
 from ..memory.tensors import ParamTensor, from_named_parameters
-from ..spec.scenario import Scenario
+from ..recipe.scenario import Scenario
 
 PAYLOAD_BYTES = {"nf4": 0.5, "int8": 1.0}
 

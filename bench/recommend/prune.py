@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ..errors import GpubenchError
 from ..memory.terms import MB
-from ..spec.scenario import Scenario
+from ..recipe.scenario import Scenario
 
 MEMORY_MARGIN = 0.15  # the memory model's error target (docs/memory.md)
 

@@ -24,6 +24,9 @@ from ..fsio import atomic_write_text
 from ..measure.nvml import open_nvml
 from ..predict.measured import DEFAULT_CONTEXT_MB
 from ..predict.predictions import parse_memory
+from ..recipe import datakinds
+from ..recipe.models import resolve_model
+from ..recipe.scenario import Scenario
 from ..results import write_plan, write_results
 from ..results.parity import add_parity
 from ..results.rowcheck import usable
@@ -36,9 +39,6 @@ from ..run.probe import probe, resolve_device
 from ..run.proc import Interrupts
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from ..run.runner import NullReporter, Reporter, run_launcher, run_one
-from ..spec import datakinds
-from ..spec.models import resolve_model
-from ..spec.scenario import Scenario
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
 from .prune import MEMORY_MARGIN, prune_by_memory
 from .race import race

@@ -60,8 +60,8 @@ def valid_candidates(
 ) -> tuple[list[Candidate], dict[str, str]]:
     """The candidates that are valid scenarios on `model` (a combination the scenario refuses, such as
     fp8 with a quantized base, is left out with the scenario's own reason)."""
-    from ..spec.rules import check
-    from ..spec.scenario import Scenario
+    from ..recipe.rules import check
+    from ..recipe.scenario import Scenario
 
     kept, invalid = [], {}
     for c in candidates:

@@ -23,7 +23,7 @@ import pandas as pd
 from ..errors import BadInput
 from ..fmt import csv_escape, csv_unescape
 from ..fsio import atomic_write_json, atomic_write_text, read_json
-from ..spec.scenario import Scenario
+from ..recipe.scenario import Scenario
 from .columns import COLUMNS, REQUIRED_COLUMNS, RESULTS_FORMAT, SETTING_COLUMNS, check_row
 from .rowcheck import check_rows
 

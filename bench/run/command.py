@@ -21,8 +21,8 @@ from ..fsio import read_json
 from ..hook import protocol
 from ..measure import hostmem
 from ..measure.nvml import MemoryPeaks, Nvml, TreeSampler, open_nvml
+from ..recipe.scenario import Scenario
 from ..results import FINAL_STATUSES
-from ..spec.scenario import Scenario
 from ..worker.ranks import combine_ranks, loss_outcome
 from . import torchrun
 from .childenv import visible_devices

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fsio import read_json
-from ..spec.scenario import Scenario
+from ..recipe.scenario import Scenario
 from . import torchrun
 from .childenv import visible_devices, worker_env
 from .proc import run_subprocess, tail

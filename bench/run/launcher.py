@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..spec.engine_registry import ENGINES
+from ..recipe.engine_registry import ENGINES
 from . import reaper
 from .proc import Interrupts, ProcResult, run_subprocess, start_server, stop_tree
 

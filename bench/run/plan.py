@@ -14,17 +14,17 @@ from typing import Any
 
 from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
 from ..errors import BadInput
-from ..spec import matrix as matrix_mod
-from ..spec import rules
-from ..spec.models import display_name
-from ..spec.nodes import NODE_OWN
-from ..spec.planning import check_data, check_program, plan_scenarios
+from ..recipe import matrix as matrix_mod
+from ..recipe import rules
+from ..recipe.models import display_name
+from ..recipe.nodes import NODE_OWN
+from ..recipe.planning import check_data, check_program, plan_scenarios
 
-__all__ = ["check_data", "prepare"]  # check_data: bench/spec/planning.py's, where it moved
+__all__ = ["check_data", "prepare"]  # check_data: bench/recipe/planning.py's, where it moved
+from ..recipe.scenario import Scenario
 from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..results.columns import KNOWN_COLUMNS
 from ..results.parity import seed_scenarios
-from ..spec.scenario import Scenario
 from .launcher import DEFAULT_LAUNCHER
 from .outdir import check_unlocked, check_unused, missing_folders, remove_folders
 from .probe import probe, resolve_device
@@ -54,7 +54,7 @@ class RunPlan:
     parity_reference: str = matrix_mod.DEFAULT_PARITY_REFERENCE  # the loss reference (docs/parity.md)
     parity_seeds: int = 1  # the seeds it runs at (its extra seeds are scenarios of the plan)
     skips: dict[str, str] = field(default_factory=dict)  # scenario -> why it cannot mean what it says here
-    notes: dict[str, str] = field(default_factory=dict)  # scenario -> why an override left it (bench/spec/matrix.py)
+    notes: dict[str, str] = field(default_factory=dict)  # scenario -> why an override left it (bench/recipe/matrix.py)
 
     @property
     def results_csv(self) -> Path:
@@ -265,7 +265,7 @@ def _resume(request: RunRequest, scratch: Path, affinity: tuple[int, ...] | None
                 hint="resume without --matrix to finish the run as it was planned",
             )
     own = {k: v for k, v in request.overrides.items() if k in NODE_OWN and v is not None}
-    if own:  # each node's own (bench/spec/nodes.py): a Slurm step's node learns them when it starts
+    if own:  # each node's own (bench/recipe/nodes.py): a Slurm step's node learns them when it starts
         scenarios = tuple(s.replace(**own) if s.nnodes > 1 else s for s in scenarios)
     scenarios, _ = plan_scenarios(scenarios, device)  # the checkpoints and data files are still there
     seen = probe(device, scratch)

@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..recipe.scenario import Scenario
 from ..safetext import for_terminal
-from ..spec.scenario import Scenario
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "interrupted": "magenta"}
 

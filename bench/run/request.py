@@ -13,8 +13,8 @@ from typing import Any
 from .. import cpus
 from ..checks import MAX_REPEATS, MAX_SECONDS, ascii_digits, bounded
 from ..errors import BadInput
+from ..recipe.matrix import MAX_PARITY_SEEDS
 from ..safetext import check_plain
-from ..spec.matrix import MAX_PARITY_SEEDS
 from .launcher import DEFAULT_LAUNCHER, LAUNCHERS
 
 DEFAULT_TIMEOUT_S = 1800.0

@@ -16,14 +16,14 @@ from ..errors import BadInput, CannotWrite, ExitCode
 from ..fsio import atomic_write_json, read_json
 from ..measure import gpuwatch, hostmem, mfu
 from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, TreeSampler, open_nvml
+from ..recipe.models import resolve_model
+from ..recipe.rules import needs_cuda
+from ..recipe.scenario import Scenario
 from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, bound, read_results, write_results
 from ..results.losscurve import write_curve
 from ..results.parity import add_parity
 from ..results.rowcheck import usable
 from ..results.scaling import add_scaling
-from ..spec.models import resolve_model
-from ..spec.rules import needs_cuda
-from ..spec.scenario import Scenario
 from . import command, torchrun
 from .childenv import visible_devices, worker_env
 from .launcher import Launcher, WorkerJob, open_launcher

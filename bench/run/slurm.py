@@ -23,8 +23,8 @@ from typing import Any
 
 from ..errors import BadInput, ExitCode
 from ..fsio import atomic_write_json, atomic_write_text, read_json
+from ..recipe.scenario import Scenario
 from ..results import ENV_JSON, FAILED_STATUSES, RESULTS_CSV, SCENARIOS_JSON, read_env, read_plan, write_results
-from ..spec.scenario import Scenario
 from . import shards, slurm_jobs
 from .outcome import RunOutcome
 from .outdir import check_unused, discard_unmeasured, entries, locked, missing_folders

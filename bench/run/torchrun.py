@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..fsio import read_json
-from ..spec.nodes import NODES_DIFFER
-from ..spec.scenario import Scenario
+from ..recipe.nodes import NODES_DIFFER
+from ..recipe.scenario import Scenario
 from .proc import Interrupts, ProcResult, run_subprocess
 
 

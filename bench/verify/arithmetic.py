@@ -6,8 +6,8 @@ bench/measure/flopcount.py; torch is imported only here). Each returns (figure, 
 from __future__ import annotations
 
 from ..memory.prediction import Prediction
-from ..spec.models import resolve_model
-from ..spec.scenario import Scenario
+from ..recipe.models import resolve_model
+from ..recipe.scenario import Scenario
 from .claims import Claim
 
 

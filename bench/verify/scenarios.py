@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..spec.scenario import Scenario
+from ..recipe.scenario import Scenario
 from .claims import Claim, ClaimFile
 
 # settings that are not written into the generated matrix: the scenario's name, and the defaults

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import cpus
 from ..fsio import atomic_write_json
-from ..spec.scenario import CUDA_AT_IMPORT, cuda_at_import
+from ..recipe.scenario import CUDA_AT_IMPORT, cuda_at_import
 from .entry import die_with_parent, run_worker
 
 PROCESS_START = time.time()

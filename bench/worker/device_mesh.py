@@ -1,4 +1,4 @@
-"""A scenario's device mesh (bench/spec/mesh.py) applied through torch's own APIs, in torchtitan's order:
+"""A scenario's device mesh (bench/recipe/mesh.py) applied through torch's own APIs, in torchtitan's order:
 `init_device_mesh` over (dp_replicate, dp_shard, cp, tp); tensor parallelism with
 `parallelize_module` and the plan transformers publishes for the model (its config's
 `base_model_tp_plan`: q/k/v, gate and up projections column-wise, o and down projections
@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from ..spec.mesh import Mesh, resolve
-from ..spec.scenario import Scenario
+from ..recipe.mesh import Mesh, resolve
+from ..recipe.scenario import Scenario
 from .compiling import repeated_blocks
 from .dist import Rank
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # torch is imported where it is used: from_env() is read before the worker's imports
     import torch
 
-from ..spec.nodes import check_same
+from ..recipe.nodes import check_same
 from .window import STOPS
 
 
@@ -68,7 +68,7 @@ def init(rank: Rank, device: torch.device, timeout_s: float) -> None:
 
 
 def check_same_settings(node_rank: int, settings: dict[str, Any]) -> None:
-    """Every node runs the same scenario settings (bench/spec/nodes.py): each rank gives its node's, all
+    """Every node runs the same scenario settings (bench/recipe/nodes.py): each rank gives its node's, all
     ranks compare them, and every rank of every node raises the same NodesDiffer if they differ."""
     import torch.distributed as dist
 

@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ..spec.engine_registry import ENGINES as REGISTRY
+from ..recipe.engine_registry import ENGINES as REGISTRY
 
 
 def _send(out: TextIO, message: dict[str, Any]) -> None:
@@ -36,7 +36,7 @@ def _send(out: TextIO, message: dict[str, Any]) -> None:
     out.flush()
 
 
-ENGINES = tuple(REGISTRY)  # every engine of bench/spec/engine_registry.py
+ENGINES = tuple(REGISTRY)  # every engine of bench/recipe/engine_registry.py
 
 
 def _preload(engines: Sequence[str], extras: Sequence[str] = ()) -> tuple[str | None, list[str]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..spec.scenario import Scenario
+from ..recipe.scenario import Scenario
 
 MB = 1024 * 1024
 STAND_IN = "CPU stand-in for a capped GPU"

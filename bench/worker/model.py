@@ -15,7 +15,7 @@ import torch
 
 from ..families import PRESETS
 from ..families.build import auto_class, model_config, ready_for_training, task_of
-from ..spec.models import has_weights
+from ..recipe.models import has_weights
 
 __all__ = [
     "auto_class",

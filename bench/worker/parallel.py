@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from ..spec import mesh
-from ..spec.engine_registry import precision_matmuls
-from ..spec.scenario import Scenario
+from ..recipe import mesh
+from ..recipe.engine_registry import precision_matmuls
+from ..recipe.scenario import Scenario
 from .compiling import repeated_blocks
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..catalogue import CATALOGUE
-from ..spec.engine_registry import ENGINES
+from ..recipe.engine_registry import ENGINES
 
 RANK_ONLY = ("host", "counts_samples")  # what a rank reports for rank_figures and the replicas alone
 PER_RANK_KEYS = (*(c.name for c in CATALOGUE if c.per_rank), *RANK_ONLY)  # each rank's, in rank_figures
@@ -88,7 +88,7 @@ def _job(ranks: list[dict[str, Any]], engine: str, out: dict[str, Any], slowest:
         job["samples_per_s_per_gpu"] = job["samples_per_s"] / world
     job["slowest_rank"] = slowest
     if ENGINES[engine].rank_rule == "sum" and out.get("trainer_samples_per_s") is not None:
-        # the engine's own epoch figure is per rank (the Trainer's is already global: bench/spec/engine_registry.py)
+        # the engine's own epoch figure is per rank (the Trainer's is already global: bench/recipe/engine_registry.py)
         job["trainer_samples_per_s"] = sum(_numbers(counting, "trainer_samples_per_s"))
     job["world_size"] = world
     job["rank_figures"] = json.dumps([{k: r.get(k) for k in PER_RANK_KEYS} | {"rank": i} for i, r in enumerate(ranks)])

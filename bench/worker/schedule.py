@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..spec.scenario import Scenario
+from ..recipe.scenario import Scenario
 
 
 def scheduler_name(sc: Scenario) -> str:

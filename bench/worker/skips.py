@@ -9,10 +9,10 @@ import shutil
 
 import torch
 
-from ..spec import datakinds
-from ..spec.engine_registry import ENGINES, precision_matmuls
-from ..spec.rules import needs_cuda
-from ..spec.scenario import Scenario
+from ..recipe import datakinds
+from ..recipe.engine_registry import ENGINES, precision_matmuls
+from ..recipe.rules import needs_cuda
+from ..recipe.scenario import Scenario
 
 
 class Skip(Exception):
@@ -35,7 +35,7 @@ def require(module: str, technique: str, package: str) -> None:
 def optional_packages(sc: Scenario) -> list[tuple[str, str, str]]:
     """(module, technique, package) for every optional package the scenario's techniques use."""
     needed = []
-    package = ENGINES[sc.engine].package  # beyond gpubench's own dependencies (bench/spec/engine_registry.py)
+    package = ENGINES[sc.engine].package  # beyond gpubench's own dependencies (bench/recipe/engine_registry.py)
     if package is not None:
         needed.append((package.replace("-", "_"), f'engine = "{sc.engine}"', package))
     for p in ENGINES[sc.engine].precisions:  # an engine's own precision may need a package of its own
@@ -54,7 +54,7 @@ def optional_packages(sc: Scenario) -> list[tuple[str, str, str]]:
     if sc.data_source == "datasets":
         needed.append(("datasets", 'data_source = "datasets"', "datasets"))
     kind = datakinds.KINDS[datakinds.split(sc.data)[0]]
-    if kind.package is not None:  # the data kind's own package (bench/spec/datakinds.py)
+    if kind.package is not None:  # the data kind's own package (bench/recipe/datakinds.py)
         needed.append((kind.package.replace("-", "_"), f'data = "{kind.name}:..."', kind.package))
     return needed
 

@@ -15,9 +15,9 @@ import torch
 
 from ..families import FAMILIES, Family, family_of
 from ..measure.probes import make_probes
-from ..spec import mesh
-from ..spec.engine_registry import ENGINES
-from ..spec.scenario import Scenario
+from ..recipe import mesh
+from ..recipe.engine_registry import ENGINES
+from ..recipe.scenario import Scenario
 from . import dist, what_ran
 from .clock import StepClock
 from .dataset import dataset_for, image_shape, trained_tokens

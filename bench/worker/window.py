@@ -48,7 +48,7 @@ def ci_pct(step_s: Sequence[float], batches: int = BATCHES) -> float | None:
 
 @dataclass(frozen=True)
 class WindowRule:
-    """A scenario's `window` setting (bench/spec/scenario.py checks it) as a rule the clock asks after
+    """A scenario's `window` setting (bench/recipe/scenario.py checks it) as a rule the clock asks after
     every window step."""
 
     setting: int | str = "epoch"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...spec.scenario import Scenario
+from ...recipe.scenario import Scenario
 
 
 def model_dims(cfg: dict[str, Any]) -> dict[str, Any] | None:

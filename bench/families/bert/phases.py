@@ -15,7 +15,7 @@ from __future__ import annotations
 from ...memory import terms
 from ...memory.prediction import MemoryModel, Prediction, shared_notes, summed
 from ...memory.sharding import shard, world
-from ...spec.scenario import Scenario
+from ...recipe.scenario import Scenario
 from . import acts as bert_acts
 from .dims import BertDims, bert_dims_from_config, buffer_bytes, param_count, param_tensors
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...spec.scenario import Scenario
+from ...recipe.scenario import Scenario
 from .dims import DecoderDims
 from .weights import lora_targets
 

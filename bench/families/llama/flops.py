@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...spec.scenario import Scenario
+from ...recipe.scenario import Scenario
 from .dims import DecoderDims, decoder_dims_from_config, is_layer_linear, param_tensors
 from .weights import adapter_tensors
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ...memory import terms
 from ...memory.prediction import MemoryModel, Prediction, shared_notes, summed
 from ...memory.sharding import activation_split, model_shards, shard, world
-from ...spec.scenario import Scenario
+from ...recipe.scenario import Scenario
 from . import acts
 from .dims import DecoderDims, buffer_bytes, decoder_dims_from_config, is_layer_linear, param_count, param_tensors
 from .weights import decoder_states, head_tensor

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ...memory.tensors import ParamTensor
 from ...memory.terms import alloc
-from ...spec.scenario import Scenario
+from ...recipe.scenario import Scenario
 from .dims import LAYER_LINEARS, DecoderDims, is_layer_linear, module_name, param_tensors
 
 MASTER_BYTES = 4  # full fine-tuning: fp32 parameters (the Trainer's bf16=True is autocast)

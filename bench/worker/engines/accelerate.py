@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ...spec import mesh as mesh_layout
+from ...recipe import mesh as mesh_layout
 from .. import device_mesh, dist, parallel
 from ..compiling import compiled
 from ..dist import wrapper_name

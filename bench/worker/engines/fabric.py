@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ...spec.precisions import TO_FABRIC
+from ...recipe.precisions import TO_FABRIC
 from .. import dist, parallel
 from ..compiling import compiled
 from ..dist import wrapper_name

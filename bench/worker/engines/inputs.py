@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ...spec.scenario import Scenario
+from ...recipe.scenario import Scenario
 from ..clock import StepClock
 from ..tracking import LossTracker, MemoryPhases
 

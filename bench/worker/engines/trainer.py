@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ...spec.optimizer_names import OPTIMIZERS
+from ...recipe.optimizer_names import OPTIMIZERS
 from .. import parallel
 from ..checkpointing import checkpoint_every
 from ..compiling import compile_layers

@@ -90,7 +90,7 @@ class Scenario:
     compile_scope: str = "model"  # only with compile = true
     attn_implementation: str = "default"
     data_source: str = "memory"  # the container: a torch Dataset in memory, or a datasets.Dataset
-    data: str = "random"  # what is in it: a kind of bench/spec/datakinds.py, "NAME" or "NAME:PATH" (docs/data.md)
+    data: str = "random"  # what is in it: a kind of bench/recipe/datakinds.py, "NAME" or "NAME:PATH" (docs/data.md)
     tokenizer: str = ""  # with text data: a local tokenizer folder; "" is the byte-level fallback
     data_column: str = "text"  # with data = "saved:PATH": the column holding text or token ids
     samples: int = 512
@@ -136,7 +136,7 @@ class Scenario:
     # -- your own script: an argument list (never a shell) that gpubench runs instead of its worker;
     # the script calls gpubench's step hook (bench/hook/, docs/your-script.md)
     command: tuple[str, ...] = ()
-    # -- a device mesh under FSDP2 (bench/spec/mesh.py; docs/multi-gpu.md): tensor and context parallel
+    # -- a device mesh under FSDP2 (bench/recipe/mesh.py; docs/multi-gpu.md): tensor and context parallel
     # ranks, data-parallel replicas (HSDP) and shards; dp_shard "auto": what the others leave
     tp: int = 1
     cp: int = 1
@@ -151,12 +151,12 @@ class Scenario:
         return f"{where}scenario '{self.name}': {key} = {value!r}"
 
     def bad(self, key: str, value: Any, why: str) -> BadInput:
-        """The one error of a setting this scenario (or a rule of bench/spec/rules.py) refuses."""
+        """The one error of a setting this scenario (or a rule of bench/recipe/rules.py) refuses."""
         return BadInput(f"{self.what(key, value)} {why}")
 
     def __post_init__(self) -> None:
         """The fields' types, bounds and combinations; what the registries refuse (engines, precisions,
-        data kinds, families, tasks, optimizers, the mesh) is bench/spec/rules.py's, at load and plan time."""
+        data kinds, families, tasks, optimizers, the mesh) is bench/recipe/rules.py's, at load and plan time."""
         what, bad = self.what, self.bad
 
         if isinstance(self.command, list):  # a matrix's TOML array, scenarios.json's list
@@ -242,7 +242,7 @@ class Scenario:
         self._check_window(bad)
 
     def _check_checkpoint_every(self, bad: Any) -> None:
-        """checkpoint_every: k >= 2, alone (the family's layers: bench/spec/rules.py)."""
+        """checkpoint_every: k >= 2, alone (the family's layers: bench/recipe/rules.py)."""
         k = self.checkpoint_every
         if k == 0:
             return
@@ -325,7 +325,7 @@ class Scenario:
                     'needs peft = "lora": quantized base weights cannot be trained, only adapters on them',
                 )
         self._check_checkpoint_every(bad)
-        if self.fp8:  # and precision = "bf16": bench/spec/rules.py, where an engine's spelling is resolved
+        if self.fp8:  # and precision = "bf16": bench/recipe/rules.py, where an engine's spelling is resolved
             if self.quantize_base != "none":
                 raise bad("fp8", True, "cannot be combined with quantize_base: the base's matmuls are bitsandbytes'")
             if self.strategy == "deepspeed":

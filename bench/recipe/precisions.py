@@ -1,7 +1,7 @@
 """The precisions a scenario can name, as data (torch-free: the scenario validates them before any
 work). gpubench's own are fp32, fp16 and bf16: fp32 weights, the matmuls in autocast's dtype
 (`tf32 = true` is a separate switch). An engine may add its own spelling (Lightning Fabric's
-`32-true`, `bf16-mixed`, ...) in its registry row (bench/spec/engine_registry.py `precisions`): a string that is
+`32-true`, `bf16-mixed`, ...) in its registry row (bench/recipe/engine_registry.py `precisions`): a string that is
 one of gpubench's is stored as gpubench's (so every reader of `precision` reads it), the others as
 the engine writes them, with what the rest of gpubench must know about them here.
 """

@@ -1,9 +1,9 @@
 """The registries' rules over a scenario: its engine, optimizer and task are ones gpubench knows; its
 precision is gpubench's or its engine's own (an engine's spelling of one of gpubench's is stored as
 gpubench's); its data kind, its model family's refusals, its device mesh and its engine's own rules
-allow it. A Scenario checks its own fields (bench/spec/scenario.py) and imports no registry; these rules
-run when a matrix is loaded (bench/spec/matrix.py expand) and again when a run is planned
-(bench/spec/planning.py plan_scenarios), so a bad scenario is one line and exit 2 before any work.
+allow it. A Scenario checks its own fields (bench/recipe/scenario.py) and imports no registry; these rules
+run when a matrix is loaded (bench/recipe/matrix.py expand) and again when a run is planned
+(bench/recipe/planning.py plan_scenarios), so a bad scenario is one line and exit 2 before any work.
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ def check(sc: Scenario) -> Scenario:
             raise sc.bad("checkpoint_every", sc.checkpoint_every, layers[2])
     if sc.fp8 and sc.precision != "bf16":
         raise sc.bad("fp8", True, 'needs precision = "bf16" (float8 matmuls inside a bf16 mixed-precision step)')
-    rule = engine_registry.ENGINES[sc.engine].refusal(sc)  # the engine's own rules (bench/spec/engine_registry.py)
+    rule = engine_registry.ENGINES[sc.engine].refusal(sc)  # the engine's own rules (bench/recipe/engine_registry.py)
     if rule is not None:
         raise sc.bad(rule.key, getattr(sc, rule.key), rule.why)
     return sc
 
 
 def _precision(sc: Scenario) -> Scenario:
-    """gpubench's precisions, or the engine's own strings (bench/spec/precisions.py); one of the
+    """gpubench's precisions, or the engine's own strings (bench/recipe/precisions.py); one of the
     engine's that is one of gpubench's is stored as gpubench's."""
     value, row = sc.precision, engine_registry.ENGINES[sc.engine]
     if isinstance(value, str) and value in PRECISIONS:

@@ -224,7 +224,7 @@ def expand(
             merged.update({k: v for k, v in given.items() if k in PARALLEL_OVERRIDES})
         try:
             built = Scenario(**merged, origin=origin if not common else f"{origin} with {_options(common)}")
-            scenarios.append(rules.check(built))  # the registries' rules (bench/spec/rules.py)
+            scenarios.append(rules.check(built))  # the registries' rules (bench/recipe/rules.py)
         except TypeError as exc:  # a value of the wrong type reached a comparison
             raise BadInput(f"{origin}: {where}: bad value: {exc}") from None
     return Matrix(

@@ -1,5 +1,5 @@
-"""The optimizers a scenario can name, as data (torch-free; read by bench/spec/scenario.py and the
-engine registry, bench/spec/engine_registry.py)."""
+"""The optimizers a scenario can name, as data (torch-free; read by bench/recipe/scenario.py and the
+engine registry, bench/recipe/engine_registry.py)."""
 
 from __future__ import annotations
 

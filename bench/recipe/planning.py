@@ -1,9 +1,9 @@
 """The plan-time checks of every command that reads a matrix (`run`, `fit`, `predict`, `list`): one
 function, plan_scenarios, so a scenario one of them refuses, all refuse, with the same line and
-exit 2, before any worker starts. It resolves and checks each model (bench/spec/models.py), checks that
+exit 2, before any worker starts. It resolves and checks each model (bench/recipe/models.py), checks that
 each can be built and trained as its scenario asks (bench/families/plancheck.py: the task, its
 class, the config, LoRA's targets), that a command's program exists, and that each data kind
-serves its task (bench/spec/datakinds.py)."""
+serves its task (bench/recipe/datakinds.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from .scenario import Scenario
 
 def plan_scenarios(scenarios: tuple[Scenario, ...], device: str) -> tuple[tuple[Scenario, ...], list[str]]:
     """(the scenarios with their data files made absolute, the models they resolve to on `device`);
-    BadInput for the first that cannot run as it says (the registries' rules first: bench/spec/rules.py)."""
+    BadInput for the first that cannot run as it says (the registries' rules first: bench/recipe/rules.py)."""
     scenarios = rules.check_all(scenarios)
     for sc in scenarios:
         if sc.is_command:
@@ -51,7 +51,7 @@ def check_program(program: str, where: str) -> None:
 
 
 def check_data(scenarios: tuple[Scenario, ...], device: str) -> tuple[Scenario, ...]:
-    """Each scenario's data kind serves its model's task and its files are usable (bench/spec/datakinds.py);
+    """Each scenario's data kind serves its model's task and its files are usable (bench/recipe/datakinds.py);
     paths become absolute, so the rows and scenarios.json name the files that ran."""
     out = []
     for sc in scenarios:
