@@ -16,9 +16,9 @@ from .compare.power import plan as detect
 from .export.mlflow import export_dir as export
 from .fit.fitting import FitOutcome, FitRequest
 from .fit.fitting import fit as _fit
+from .planner import matrix as matrix_mod
+from .planner.planning import plan_scenarios
 from .predict import predict_matrix as predict
-from .recipe import matrix as matrix_mod
-from .recipe.planning import plan_scenarios
 from .recommend.searching import RecommendRequest, recommend
 from .report.content import load_many as report
 from .results import load_run
@@ -160,17 +160,17 @@ def fit(
 
 def list_scenarios(matrix: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:
     """`gpubench list`: each scenario of a matrix with what it changes versus the baseline (or the first
-    scenario), and a note where an override left it; refused as `run` refuses (bench/recipe/planning.py)."""
+    scenario), and a note where an override left it; refused as `run` refuses (bench/planner/planning.py)."""
     m = matrix_mod.load_matrix(matrix, overrides=overrides)
     scenarios = m.scenarios
-    plan_scenarios(scenarios, "cpu")  # what `run` refuses, refused here too (bench/recipe/planning.py)
+    plan_scenarios(scenarios, "cpu")  # what `run` refuses, refused here too (bench/planner/planning.py)
     reference = next((s for s in scenarios if s.name == "baseline"), scenarios[0])
     return [
         {
             "scenario": s,
             "changes": matrix_mod.diff_from(s, reference),
             "reference": reference.name,
-            "note": m.notes.get(s.name, ""),  # why a command-line setting left it (bench/recipe/matrix.py OWN_FIELDS)
+            "note": m.notes.get(s.name, ""),  # why a command-line setting left it (bench/planner/matrix.py OWN_FIELDS)
         }
         for s in scenarios
     ]

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from bench.errors import BadInput
 from bench.families import read_config
 from bench.families.llama.dims import DecoderDims
-from bench.memory.dispatch import predict
-from bench.recipe.rules import check
+from bench.families.memory_model import predict
+from bench.planner.rules import check
 from bench.recipe.scenario import Scenario
 from bench.results import read_results
 

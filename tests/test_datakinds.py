@@ -1,4 +1,4 @@
-"""The data-kind registry (bench/recipe/datakinds.py) and its builders (bench/worker/data*.py): every kind
+"""The data-kind registry (bench/planner/datakinds.py) and its builders (bench/worker/data*.py): every kind
 builds for a tiny model of each task it serves, deterministically; packing and token counting; the
 plan-time refusals of bad input; the learnable kinds are learnt."""
 
@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from bench.errors import BadInput
 from bench.families import TASKS, read_config
-from bench.recipe import datakinds
-from bench.recipe.datakinds import KINDS, DataSettings
-from bench.recipe.rules import check
+from bench.planner import datakinds
+from bench.planner.datakinds import KINDS, DataSettings
+from bench.planner.rules import check
 from bench.recipe.scenario import Scenario
 
 MODEL_OF_TASK = {"causal-lm": "llama-tiny", "sequence-classification": "tiny", "image-classification": "vit-tiny"}
@@ -228,7 +228,7 @@ def test_the_byte_fallback_maps_bytes_below_the_vocabulary(files: dict[str, Path
 
 
 def test_a_cifar_batch_unpickles_arrays_only(tmp_path: Path) -> None:
-    from bench.recipe.datareaders import read_cifar_batch
+    from bench.planner.datareaders import read_cifar_batch
 
     (tmp_path / "data_batch_1").write_bytes(pickle.dumps({b"data": [1], b"labels": Path("x")}))
     with pytest.raises(BadInput, match="not a CIFAR-10 batch \\(it holds pathlib.PosixPath: only arrays"):

@@ -1,4 +1,4 @@
-"""The readers of the data files (bench/recipe/datareaders.py): every malformed file of each kind is refused
+"""The readers of the data files (bench/planner/datareaders.py): every malformed file of each kind is refused
 at plan time, before any worker, in one line naming the file; a text file's encoding is named in the
 data field. Property tests generate the malformed files; the CLI tests are the defects as a user met
 them (a CIFAR batch of 20 images and 5 labels trained `ok` on 5)."""
@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.errors import BadInput
-from bench.recipe import datakinds
-from bench.recipe.datakinds import DataSettings
-from bench.recipe.rules import check
+from bench.planner import datakinds
+from bench.planner.datakinds import DataSettings
+from bench.planner.rules import check
 from bench.recipe.scenario import Scenario
 
 QUICK = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.errors import BadInput
-from bench.recipe import matrix as matrix_mod
+from bench.planner import matrix as matrix_mod
 from bench.recipe.engine_registry import ENGINES
 
 # how a scenario's name or description names an engine

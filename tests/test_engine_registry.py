@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from bench.errors import BadInput
+from bench.planner.rules import check, needs_cuda
 from bench.recipe import engine_registry as engines
 from bench.recipe.engine_registry import ENGINES, RANK_RULES, Engine
-from bench.recipe.rules import check, needs_cuda
 from bench.recipe.scenario import Scenario
 
 ROWS = list(ENGINES.values())

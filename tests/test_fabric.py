@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from bench.errors import BadInput
 from bench.measure.mfu import precision_class
+from bench.planner.rules import check, needs_cuda
 from bench.recipe.engine_registry import ENGINE_PRECISIONS, ENGINES, precision_half_weights, precision_matmuls
 from bench.recipe.precisions import PRECISIONS, TO_FABRIC
-from bench.recipe.rules import check, needs_cuda
 from bench.recipe.scenario import Scenario
 
 pytest.importorskip("lightning_fabric")
@@ -173,7 +173,7 @@ def test_half_weights_are_not_predicted_but_said_so() -> None:
 
 
 def test_the_fabric_vit_matrix_is_the_talks_table() -> None:
-    from bench.recipe.matrix import load_matrix
+    from bench.planner.matrix import load_matrix
 
     rows = {sc.name: sc for sc in load_matrix("fabric-vit").scenarios}
     assert {n: (sc.engine, sc.precision, sc.compile, sc.strategy) for n, sc in rows.items()} == {

@@ -17,8 +17,8 @@ from tvstub import torchvision_in_process
 from bench import families
 from bench.errors import BadInput
 from bench.families.base import TECHNIQUES
-from bench.recipe.models import hub_cache_snapshot, resolve_model
-from bench.recipe.rules import check
+from bench.families.resolve import hub_cache_snapshot, resolve_model
+from bench.planner.rules import check
 from bench.recipe.scenario import Scenario
 from bench.results import read_results
 
@@ -212,7 +212,7 @@ def test_a_config_file_and_the_local_hub_cache(tmp_path: Path, monkeypatch: pyte
 
 def test_overrides_apply_before_the_matrix_is_validated(tmp_path: Path) -> None:
     """A LoRA row is valid with --model llama-tiny, and an override's refusal names the option."""
-    from bench.recipe import matrix as matrix_mod
+    from bench.planner import matrix as matrix_mod
 
     path = write_matrix(tmp_path / "m.toml", {"lora": {"peft": "lora"}}, base={"model": "tiny"})
     with pytest.raises(BadInput, match="does not apply to 'tiny'"):
@@ -255,7 +255,7 @@ def test_the_generic_count_agrees_with_the_flop_counter(tmp_path: Path, cfg: dic
 def test_a_model_table_in_the_matrix_trains_with_random_weights(tmp_path: Path) -> None:
     """[model] (a model_type and its dimensions) is every scenario's model unless one names its own;
     an unknown model_type in it is refused naming the table."""
-    from bench.recipe import matrix as matrix_mod
+    from bench.planner import matrix as matrix_mod
 
     table = "\n".join(
         [

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench import families
+from bench.families import memory_model as dispatch
 from bench.families.base import Family, load
-from bench.memory import dispatch
 from bench.memory.prediction import MemoryModel
 from bench.recipe.scenario import Scenario
 

@@ -9,8 +9,8 @@ import pytest
 
 from bench.families.llama import flops as llama_flops
 from bench.families.llama.dims import DecoderDims
+from bench.families.memory_model import load_dims
 from bench.measure import mfu
-from bench.memory.dispatch import load_dims
 from bench.recipe.scenario import Scenario
 
 S = 2048

@@ -18,7 +18,7 @@ from harness import gpubench, gpubench_in_process, results
 import bench.hook as gpubench_hook
 from bench.errors import BadInput
 from bench.hook import protocol
-from bench.recipe.matrix import load_matrix
+from bench.planner.matrix import load_matrix
 from bench.recipe.scenario import Scenario
 from bench.run import command
 from bench.run.plan import command_scenario

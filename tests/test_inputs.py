@@ -31,7 +31,7 @@ from rich.console import Console
 from bench import fsio
 from bench.cli import run_cmd
 from bench.errors import BadInput
-from bench.recipe.matrix import expand, load_matrix
+from bench.planner.matrix import expand, load_matrix
 from bench.recipe.scenario import SETTING_KEYS, Scenario
 from bench.report.table import summary_table
 from bench.results import (

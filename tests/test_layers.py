@@ -15,48 +15,32 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 # Low to high. A module may import its own layer and the ones below it, never one above.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # the leaves: errors, text, numbers, files, the host; the process-tree reaper, which the
-    # worker's fork server and the parent's runner both use, imports nothing of bench
+    # the leaves: errors, text, numbers, files, the host, the process-tree reaper (which the worker's
+    # fork server and the parent's runner both use)
     (
         "bench",  # bench/__init__.py: the version
         "bench.errors",
         "bench.stats",
         "bench.checks",
         "bench.safetext",
-        "bench.termtable",
         "bench.fsio",
         "bench.redact",
         "bench.cpus",
-        "bench.recipe.nodes",
-        "bench.recipe.mesh",
-        "bench.recipe.optimizer_names",
-        "bench.recipe.datareaders",
-        "bench.run.reaper",
-        "bench.measure.kernels",  # the kernel categories' names (data), read by the column catalogue
+        "bench.reaper",
     ),
-    # the registries, as data
-    (
-        "bench.families",
-        "bench.recipe.precisions",
-        "bench.recipe.engine_registry",
-        "bench.recipe.datakinds",
-        "bench.recipe.models",
-    ),
-    # what to run: the scenario record, the matrix, the registries' rules over them, the plan-time
-    # checks (bench/families/plancheck.py is one: the model can be built and trained as asked)
-    (
-        "bench.recipe.scenario",
-        "bench.recipe.matrix",
-        "bench.recipe.rules",
-        "bench.recipe.planning",
-        "bench.families.plancheck",
-    ),
+    # what a recipe is: the scenario value and the tables it is read against (engines, precisions,
+    # optimizer names, the device mesh, nodes); no registry of models
+    ("bench.recipe",),
     # the results' columns: the catalogue (its settings are the scenario's), the judged metrics read
-    # off it, and the number formatting that labels them
-    ("bench.catalogue", "bench.metrics", "bench.fmt"),
-    # the memory model: family-free arithmetic, and each family folder's math (bench/families/NAME/:
-    # dims, acts, phases, flops), loaded by the family row's "module:function" strings
-    ("bench.memory", "bench.families.*.*"),
+    # off it, the number formatting that labels them, and the terminal tables
+    ("bench.catalogue", "bench.metrics", "bench.fmt", "bench.termtable"),
+    # the memory model's family-free arithmetic
+    ("bench.memory",),
+    # the model families: torch-free rows, each family folder's math (which the rows name as
+    # "module:function"), model names resolved, the plan-time check that a model trains as asked
+    ("bench.families",),
+    # planning: a matrix expanded into scenarios, the registries' rules over them, the data kinds
+    ("bench.planner",),
     ("bench.measure",),
     ("bench.results",),
     ("bench.compare", "bench.predict"),
@@ -207,7 +191,8 @@ def test_a_type_only_or_function_level_import_is_an_edge(tmp_path: Path, monkeyp
 
 def test_an_arrow_to_a_higher_layer_is_named() -> None:
     graph = {"bench.run.session": {"bench.report.html"}, "bench.report.html": {"bench.results"}, "bench.results": set()}
-    assert upward_arrows(graph) == ["bench.run.session (layer 11) imports bench.report.html (layer 13)"]
+    low, high = layer_of("bench.run.session"), layer_of("bench.report.html")
+    assert upward_arrows(graph) == [f"bench.run.session (layer {low}) imports bench.report.html (layer {high})"]
 
 
 def module_names(paths: list[Path]) -> dict[str, list[str]]:

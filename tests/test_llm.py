@@ -23,8 +23,8 @@ from typer.testing import CliRunner
 
 from bench.cli import run_cmd
 from bench.errors import BadInput
-from bench.recipe.matrix import load_matrix
-from bench.recipe.rules import check
+from bench.planner.matrix import load_matrix
+from bench.planner.rules import check
 from bench.recipe.scenario import CUDA_AT_IMPORT, Scenario
 from bench.worker.__main__ import keep_cuda_imports_out
 from bench.worker.llm import float8_eligible

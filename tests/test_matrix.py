@@ -8,7 +8,7 @@ import pytest
 from harness import BASE, write_matrix
 
 from bench.errors import BadInput
-from bench.recipe.matrix import (
+from bench.planner.matrix import (
     apply_overrides,
     available_matrices,
     diff_from,

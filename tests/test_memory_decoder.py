@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from bench.families.llama import acts as decoder_acts
 from bench.families.llama.dims import DecoderDims, param_count, param_tensors
 from bench.families.llama.weights import adapter_tensors, weight_bytes
+from bench.families.memory_model import load_dims, predict
+from bench.families.resolve import preset_config
 from bench.memory import terms
-from bench.memory.dispatch import load_dims, predict
 from bench.predict import predicted_columns
-from bench.recipe.models import preset_config
 from bench.recipe.scenario import Scenario
 
 

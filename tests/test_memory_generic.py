@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from bench.families.bert import dims as bert
 from bench.families.llama import dims as decoder
 from bench.families.llama.weights import adapter_tensors, decoder_states
+from bench.families.memory_model import load_dims, predict
 from bench.memory import states as model_states_mod
 from bench.memory import terms
-from bench.memory.dispatch import load_dims, predict
 from bench.memory.prediction import ACTIVATIONS_NOT_PREDICTED, Prediction
 from bench.memory.tensors import ParamTensor, from_named_parameters, layer_index
 from bench.recipe.scenario import Scenario

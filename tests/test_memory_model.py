@@ -12,11 +12,11 @@ import pytest
 from bench.errors import BadInput
 from bench.families.bert import acts
 from bench.families.bert.dims import BertDims, param_count, param_tensors
+from bench.families.memory_model import load_dims, predict, prediction_for
+from bench.families.resolve import PRESETS
 from bench.memory import terms
-from bench.memory.dispatch import load_dims, predict, prediction_for
 from bench.predict import parse_memory, predicted_columns
 from bench.predict.measured import calibrate, error_pct, measured_terms
-from bench.recipe.models import PRESETS
 from bench.recipe.scenario import Scenario
 from bench.results import PREDICTED_COLUMNS, write_results
 
@@ -227,7 +227,7 @@ H200_FULL = {  # scenario: (peak, model_built, after_forward, after_backward, af
 
 @pytest.mark.parametrize("name", list(H200_FULL))
 def test_full_matrix_on_an_h200(name: str) -> None:
-    from bench.recipe.matrix import load_matrix
+    from bench.planner.matrix import load_matrix
 
     scenario = next(s for s in load_matrix("full").scenarios if s.name == name)
     peak, built, forward, backward, step = H200_FULL[name]
@@ -343,7 +343,7 @@ H200X2_MULTI_GPU = {
 
 @pytest.mark.parametrize("name", list(H200X2_MULTI_GPU))
 def test_multi_gpu_matrix_on_two_h200s(name: str) -> None:
-    from bench.recipe.matrix import load_matrix
+    from bench.planner.matrix import load_matrix
 
     scenario = next(s for s in load_matrix("multi-gpu").scenarios if s.name == name).replace(gpus=2)
     predicted = prediction_for(scenario, "bert-large").peak / MB

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.errors import BadInput
+from bench.families.memory_model import load_dims, predict
 from bench.fmt import fmt_num
-from bench.memory.dispatch import load_dims, predict
+from bench.planner.rules import check, needs_cuda
 from bench.recipe import mesh
-from bench.recipe.rules import check, needs_cuda
 from bench.recipe.scenario import Scenario
 from bench.report.html import interconnect_line
 from bench.report.scaling_curves import scaling_lines

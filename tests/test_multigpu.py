@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.errors import BadInput
-from bench.memory.dispatch import load_dims, predict
+from bench.families.memory_model import load_dims, predict
 from bench.recipe.scenario import Scenario
 from bench.results import read_results
 from bench.results.scaling import add_scaling

@@ -157,7 +157,7 @@ def test_the_cross_check_note() -> None:
 
 
 def test_lora_flops_take_the_adapters_from_the_scenarios_rank() -> None:
-    from bench.memory.dispatch import load_dims
+    from bench.families.memory_model import load_dims
 
     d = load_dims("llama-tiny")
     full = llama_flops.decoder_flops_per_sample(d, sc())  # type: ignore[arg-type]

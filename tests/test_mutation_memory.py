@@ -17,7 +17,7 @@ import pytest
 
 from bench.errors import BadInput
 from bench.families.llama.dims import DecoderDims, buffer_bytes
-from bench.memory.dispatch import load_dims
+from bench.families.memory_model import load_dims
 from bench.memory.tensors import ParamTensor
 from bench.memory.terms import BNB_PAGED_MIN_SIZE, tensor_paged_state
 from bench.predict.predictions import prediction_of

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.recipe.matrix import MAX_PARITY_SEEDS
+from bench.planner.matrix import MAX_PARITY_SEEDS
 from bench.recipe.scenario import Scenario
 from bench.results.parity import HUGE, Parity, add_parity, band, judge, row_parity, seed_scenarios, worst
 

@@ -18,7 +18,7 @@ from packaging.requirements import Requirement
 
 import bench
 from bench.cli import main
-from bench.recipe.matrix import available_matrices, scenario_dir
+from bench.planner.matrix import available_matrices, scenario_dir
 
 MATRICES = [f"{stem}.toml" for stem in sorted(p.stem for p in (REPO / "scenarios").glob("*.toml"))]
 CONSTRAINTS = REPO / "constraints" / "h200-2026-11.txt"
@@ -94,7 +94,7 @@ def test_the_unpacked_wheel_finds_its_matrices_from_any_folder(wheel: Path, tmp_
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(site)
     elsewhere.mkdir()
-    found = python_in(site, elsewhere, "-c", "import bench.recipe.matrix as m; print(m.scenario_dir())")
+    found = python_in(site, elsewhere, "-c", "import bench.planner.matrix as m; print(m.scenario_dir())")
     assert found.stdout == f"{site / 'bench' / 'scenarios'}\n", found.stderr
     listed = python_in(site, elsewhere, "-m", "bench", "list", "--matrix", "quick")
     assert listed.returncode == 0, listed.stderr

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from bench.compare.comparison import judge_parity
 from bench.errors import BadInput
-from bench.recipe.matrix import expand
+from bench.planner.matrix import expand
 from bench.recipe.scenario import DEFAULT_LEARNING_RATE, Scenario
 from bench.report.table import parity_cell
 from bench.results import losscurve, parity

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 # The task every row trains on: the learnable synthetic language, 16 optimizer steps; the reference
 # at 3 seeds (with 2, Student's t of 12.7 makes a band that holds almost anything).
-DATA: dict[str, Any] = {"data": "lm-synthetic"}  # a learnable task (bench/recipe/datakinds.py): the loss falls
+DATA: dict[str, Any] = {"data": "lm-synthetic"}  # a learnable task (bench/planner/datakinds.py): the loss falls
 BASE: dict[str, Any] = {"model": "llama-tiny", "samples": 64, "seq_len": 32, "batch_size": 4, "warmup_steps": 1, **DATA}
 SCENARIOS: dict[str, dict[str, Any]] = {
     "fp32": {},

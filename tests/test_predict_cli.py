@@ -12,8 +12,8 @@ from harness import gpubench
 from typer.testing import CliRunner
 
 from bench.cli import predict_cmd
+from bench.planner.matrix import load_matrix
 from bench.predict import printout
-from bench.recipe.matrix import load_matrix
 from bench.results import write_results
 
 FULL = load_matrix("full").names()
@@ -194,7 +194,7 @@ def test_a_prediction_without_activations_says_so_in_every_format() -> None:
     """A family with no activation model (bench.memory.states): the terms it leaves out read
     "not predicted" (null, empty), the peak is marked as a lower bound, and fitting is unknown."""
     from bench.families.bert.dims import BertDims, buffer_bytes, param_tensors
-    from bench.memory.dispatch import load_dims
+    from bench.families.memory_model import load_dims
     from bench.memory.states import predict_states_only
     from bench.predict.measured import assumed, predicted_counterparts
     from bench.predict.predictions import PredictReport, ScenarioMemory, fits_in

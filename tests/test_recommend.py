@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bench.errors import BadInput
 from bench.families import by_name, family_of
-from bench.recipe.matrix import load_matrix
+from bench.planner.matrix import load_matrix
 from bench.recipe.scenario import Scenario
 from bench.recommend.answer import CandidateResult, build_answer, certificate_toml, pareto, read_answer, write_answer
 from bench.recommend.prune import MEMORY_MARGIN, prune_by_memory

@@ -16,7 +16,7 @@ from bench import cpus
 from bench.cli import app as gpubench_app
 from bench.cli import run_cmd
 from bench.errors import BadInput
-from bench.recipe.matrix import load_matrix
+from bench.planner.matrix import load_matrix
 from bench.run import session
 
 runner = CliRunner()

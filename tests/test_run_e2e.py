@@ -13,7 +13,7 @@ import pytest
 from harness import BASE, SHORT, gpubench, leftover_temp_files, results, statuses, write_matrix
 
 from bench import cpus
-from bench.recipe.matrix import load_matrix
+from bench.planner.matrix import load_matrix
 from bench.recipe.scenario import Scenario
 from bench.results import COLUMNS, ENV_JSON, PREDICTED_COLUMNS, RESULTS_CSV, SCENARIOS_JSON
 

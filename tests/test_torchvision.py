@@ -166,7 +166,7 @@ def test_a_checkpoint_directory_of_the_family_is_refused(tmp_path: Path) -> None
     assert done.code == 2 and len(error_lines(done.err)) == 1, done.err
     assert "the torchvision family trains random weights only" in done.err
     (folder / "model.safetensors").unlink()  # config.json alone: random weights, accepted at plan time
-    from bench.recipe.models import check_model
+    from bench.families.resolve import check_model
 
     check_model(str(folder))
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BadInput
-from bench.recipe.matrix import load_matrix, select
-from bench.recipe.models import resolve_model
+from bench.families.resolve import resolve_model
+from bench.planner.matrix import load_matrix, select
 
 MATRIX = "fidelity"
 WARMUP_STEPS = 12  # per side, untimed: past the engine's own warm-up (10 steps, 4 at batch 32)

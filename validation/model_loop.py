@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from bench.recipe import matrix as matrix_mod
-from bench.recipe.models import resolve_model
+from bench.families.resolve import resolve_model
+from bench.planner import matrix as matrix_mod
 from bench.recipe.scenario import Scenario
 from bench.worker.clock import step_time_ms
 from bench.worker.dataset import dataset_for

@@ -23,7 +23,7 @@ import json
 import torch
 from transformers import AutoModelForSequenceClassification, BertConfig
 
-from bench.recipe.models import PRESETS
+from bench.families.resolve import PRESETS
 from bench.worker.clock import step_time_ms
 from validation.window import timed_window
 

@@ -72,7 +72,7 @@ def for_config(cfg: Mapping[str, Any], origin: str) -> Family:
 
 
 def is_inline(model: str) -> bool:
-    """A model given as its config's JSON text (a matrix's [model] table, bench/recipe/matrix.py)."""
+    """A model given as its config's JSON text (a matrix's [model] table, bench/planner/matrix.py)."""
     return model.startswith("{")
 
 

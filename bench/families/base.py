@@ -40,7 +40,7 @@ class Family:
     (bench/measure/mfu.py). `memory`: "module:attribute" of its memory model, a
     bench.memory.prediction.MemoryModel (its dimensions from a config, and their prediction with
     activations), else None: model states from the built model's tensors, "activations not
-    predicted" (bench/memory/dispatch.py)."""
+    predicted" (bench/families/memory_model.py)."""
 
     name: str
     model_types: tuple[str, ...]  # config.json model_type values; () for the generic family

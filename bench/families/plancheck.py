@@ -1,5 +1,5 @@
 """Plan-time checks of a model for the task a scenario trains, made before any worker starts
-(bench/recipe/planning.py runs them for `run`, `fit`, `predict` and `list`): the task is one gpubench
+(bench/planner/planning.py runs them for `run`, `fit`, `predict` and `list`): the task is one gpubench
 trains (a seq2seq architecture is not, yet), transformers has a class for it, the config's pad id
 lies inside its vocabulary, an image classifier's config gives the size of its images, the model
 builds on the meta device, and LoRA has a layer to adapt.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..errors import BadInput, GpubenchError
 from ..families import family_of, read_config
 from ..memory.terms import MB
-from ..recipe import rules
+from ..planner import rules
 from ..recipe.scenario import MAX_NAME_BYTES, WHOLE_RANGES, Scenario
 
 DIMENSIONS = ("batch_size", "seq_len")

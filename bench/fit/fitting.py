@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput, ExitCode
+from ..families.resolve import resolve_model
 from ..fsio import atomic_write_json
 from ..measure.nvml import open_nvml
 from ..predict.measured import DEFAULT_CONTEXT_MB
 from ..predict.predictions import parse_memory
-from ..recipe.models import resolve_model
 from ..recipe.scenario import Scenario
 from ..results import SCENARIOS_JSON, write_plan, write_results
 from ..results.rowcheck import usable
@@ -123,7 +123,7 @@ def fit(
     )
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         plan, probe = prepare(run_request, Path(scratch))
-    for name, note in plan.notes.items():  # an --engine that left a scenario (bench/recipe/matrix.py)
+    for name, note in plan.notes.items():  # an --engine that left a scenario (bench/planner/matrix.py)
         info(f"scenario '{name}' {note}")
     try:
         gpu, procs = gpu_in_use(plan.gpu_uuid, probe, warn)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from ..catalogue import KERNEL_NAMES
+
 CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("comm", re.compile(r"nccl|gloo|all_?reduce|all_?gather|reduce_?scatter|broadcast|c10d|alltoall", re.I)),
     ("attention", re.compile(r"flash|fmha|attention|sdpa|scaled_dot_product|mha", re.I)),
@@ -25,7 +27,7 @@ CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("copy", re.compile(r"memcpy|memset|copy|aten::(to|_to_copy|contiguous|clone)\b", re.I)),
 )
-NAMES = ("gemm", "attention", "elementwise", "optimizer", "copy", "comm", "idle")  # the columns' order
+NAMES = KERNEL_NAMES  # the columns' order: the catalogue's
 COLUMNS = tuple(f"prof_{name}_ms" for name in NAMES)
 
 

@@ -87,7 +87,7 @@ class Prediction:
 class MemoryModel:
     """A family's own memory model (Family.memory names it): its dimensions from a config (BadInput
     naming `origin` when they are unusable; the dimensions carry the config's `model_type` as a
-    class variable, by which bench/memory/dispatch.py finds the family again), and the prediction
+    class variable, by which bench/families/memory_model.py finds the family again), and the prediction
     on them: per GPU, gpus = "all" counted as the assumed GPUs."""
 
     dims_from_config: Callable[[dict[str, Any], str], Any]  # (config, origin) -> that family's dims

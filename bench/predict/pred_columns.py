@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import GpubenchError
+from ..families.resolve import resolve_model
 from ..memory.terms import MB
-from ..recipe.models import resolve_model
 from ..recipe.scenario import Scenario
 from .measured import error_pct, measured_terms
 from .predictions import prediction_of

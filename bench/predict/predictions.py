@@ -12,13 +12,13 @@ from typing import Any
 
 from ..errors import BadInput
 from ..families import family_of
-from ..memory.dispatch import load_dims, predict
+from ..families.memory_model import load_dims, predict
+from ..families.resolve import resolve_model
 from ..memory.prediction import Prediction
 from ..memory.terms import MB
-from ..recipe import matrix as matrix_mod
+from ..planner import matrix as matrix_mod
+from ..planner.planning import plan_scenarios
 from ..recipe.engine_registry import precision_half_weights
-from ..recipe.models import resolve_model
-from ..recipe.planning import plan_scenarios
 from ..recipe.scenario import Scenario
 from .measured import Calibration, assumed, calibrate, measured_terms, predicted_counterparts, same_setup
 from .unmodelled import predict_generic

@@ -1,3 +1,2 @@
-"""What to run: a scenario (a plain validated value), the matrix that expands into scenarios, the
-registries' rules over them, planning, and the torch-free tables they read (models, data kinds,
-engines, precisions, optimizers, the device mesh, nodes)."""
+"""What a recipe is: a scenario (a plain validated value) and the torch-free tables it is checked
+against without a registry of models (engines, precisions, optimizer names, the device mesh, nodes)."""

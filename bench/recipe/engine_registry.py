@@ -20,7 +20,7 @@ from .precisions import FABRIC_PRECISIONS, EnginePrecision, half_weights, matmul
 
 class Scenario(Protocol):
     """The settings an engine's rules read: a bench.recipe.scenario.Scenario, which sits above the
-    registries (this module does not import it; bench/recipe/rules.py applies the rules to one)."""
+    registries (this module does not import it; bench/planner/rules.py applies the rules to one)."""
 
     @property
     def optimizer(self) -> str: ...
@@ -47,9 +47,9 @@ RANK_RULES = ("global", "sum")
 @dataclass(frozen=True)
 class Rule:
     """A scenario the engine cannot run as asked: when `applies(scenario)`, the setting `key` is
-    refused with `why` (a BadInput naming the key and its value, bench/recipe/rules.py); with
+    refused with `why` (a BadInput naming the key and its value, bench/planner/rules.py); with
     `cuda_only`, the scenario is valid but runs only on CUDA (a skip on the CPU saying `why`:
-    bench/recipe/rules.py needs_cuda)."""
+    bench/planner/rules.py needs_cuda)."""
 
     key: str  # the scenario field the message names
     applies: Callable[[Scenario], bool]

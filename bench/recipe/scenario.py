@@ -90,7 +90,7 @@ class Scenario:
     compile_scope: str = "model"  # only with compile = true
     attn_implementation: str = "default"
     data_source: str = "memory"  # the container: a torch Dataset in memory, or a datasets.Dataset
-    data: str = "random"  # what is in it: a kind of bench/recipe/datakinds.py, "NAME" or "NAME:PATH" (docs/data.md)
+    data: str = "random"  # what is in it: a kind of bench/planner/datakinds.py, "NAME" or "NAME:PATH" (docs/data.md)
     tokenizer: str = ""  # with text data: a local tokenizer folder; "" is the byte-level fallback
     data_column: str = "text"  # with data = "saved:PATH": the column holding text or token ids
     samples: int = 512
@@ -151,12 +151,12 @@ class Scenario:
         return f"{where}scenario '{self.name}': {key} = {value!r}"
 
     def bad(self, key: str, value: Any, why: str) -> BadInput:
-        """The one error of a setting this scenario (or a rule of bench/recipe/rules.py) refuses."""
+        """The one error of a setting this scenario (or a rule of bench/planner/rules.py) refuses."""
         return BadInput(f"{self.what(key, value)} {why}")
 
     def __post_init__(self) -> None:
         """The fields' types, bounds and combinations; what the registries refuse (engines, precisions,
-        data kinds, families, tasks, optimizers, the mesh) is bench/recipe/rules.py's, at load and plan time."""
+        data kinds, families, tasks, optimizers, the mesh) is bench/planner/rules.py's, at load and plan time."""
         what, bad = self.what, self.bad
 
         if isinstance(self.command, list):  # a matrix's TOML array, scenarios.json's list
@@ -242,7 +242,7 @@ class Scenario:
         self._check_window(bad)
 
     def _check_checkpoint_every(self, bad: Any) -> None:
-        """checkpoint_every: k >= 2, alone (the family's layers: bench/recipe/rules.py)."""
+        """checkpoint_every: k >= 2, alone (the family's layers: bench/planner/rules.py)."""
         k = self.checkpoint_every
         if k == 0:
             return
@@ -325,7 +325,7 @@ class Scenario:
                     'needs peft = "lora": quantized base weights cannot be trained, only adapters on them',
                 )
         self._check_checkpoint_every(bad)
-        if self.fp8:  # and precision = "bf16": bench/recipe/rules.py, where an engine's spelling is resolved
+        if self.fp8:  # and precision = "bf16": bench/planner/rules.py, where an engine's spelling is resolved
             if self.quantize_base != "none":
                 raise bad("fp8", True, "cannot be combined with quantize_base: the base's matmuls are bitsandbytes'")
             if self.strategy == "deepspeed":

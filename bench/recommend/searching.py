@@ -20,12 +20,12 @@ from ..checks import bounded
 from ..errors import BadInput, ExitCode
 from ..families import family_of, read_config, resolve_task
 from ..families import origin as model_origin
+from ..families.resolve import resolve_model
 from ..fsio import atomic_write_text
 from ..measure.nvml import open_nvml
+from ..planner import datakinds
 from ..predict.measured import DEFAULT_CONTEXT_MB
 from ..predict.predictions import parse_memory
-from ..recipe import datakinds
-from ..recipe.models import resolve_model
 from ..recipe.scenario import Scenario
 from ..results import write_plan, write_results
 from ..results.parity import add_parity

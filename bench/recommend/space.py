@@ -60,7 +60,7 @@ def valid_candidates(
 ) -> tuple[list[Candidate], dict[str, str]]:
     """The candidates that are valid scenarios on `model` (a combination the scenario refuses, such as
     fp8 with a quantized base, is left out with the scenario's own reason)."""
-    from ..recipe.rules import check
+    from ..planner.rules import check
     from ..recipe.scenario import Scenario
 
     kept, invalid = [], {}

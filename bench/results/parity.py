@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadInput
-from ..recipe.matrix import DEFAULT_PARITY_REFERENCE as DEFAULT_REFERENCE
-from ..recipe.matrix import MAX_PARITY_SEEDS as MAX_SEEDS
+from ..planner.matrix import DEFAULT_PARITY_REFERENCE as DEFAULT_REFERENCE
+from ..planner.matrix import MAX_PARITY_SEEDS as MAX_SEEDS
 from ..stats import t_quantile
 
 VERDICTS = ("equivalent", "deviates", "diverged", "reference")

@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import reaper
 from ..recipe.engine_registry import ENGINES
-from . import reaper
 from .proc import Interrupts, ProcResult, run_subprocess, start_server, stop_tree
 
 LAUNCHERS = ("fork", "spawn")

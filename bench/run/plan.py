@@ -14,13 +14,13 @@ from typing import Any
 
 from ..checks import MAX_REPEATS, MAX_SECONDS, bounded
 from ..errors import BadInput
-from ..recipe import matrix as matrix_mod
-from ..recipe import rules
-from ..recipe.models import display_name
+from ..families.resolve import display_name
+from ..planner import matrix as matrix_mod
+from ..planner import rules
+from ..planner.planning import check_data, check_program, plan_scenarios
 from ..recipe.nodes import NODE_OWN
-from ..recipe.planning import check_data, check_program, plan_scenarios
 
-__all__ = ["check_data", "prepare"]  # check_data: bench/recipe/planning.py's, where it moved
+__all__ = ["check_data", "prepare"]  # check_data: bench/planner/planning.py's, where it moved
 from ..recipe.scenario import Scenario
 from ..results import RESULTS_CSV, SCENARIOS_JSON, read_plan, read_results
 from ..results.columns import KNOWN_COLUMNS
@@ -54,7 +54,7 @@ class RunPlan:
     parity_reference: str = matrix_mod.DEFAULT_PARITY_REFERENCE  # the loss reference (docs/parity.md)
     parity_seeds: int = 1  # the seeds it runs at (its extra seeds are scenarios of the plan)
     skips: dict[str, str] = field(default_factory=dict)  # scenario -> why it cannot mean what it says here
-    notes: dict[str, str] = field(default_factory=dict)  # scenario -> why an override left it (bench/recipe/matrix.py)
+    notes: dict[str, str] = field(default_factory=dict)  # scenario -> why an override left it (bench/planner/matrix.py)
 
     @property
     def results_csv(self) -> Path:

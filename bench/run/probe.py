@@ -102,7 +102,7 @@ def gemm_shapes(scenarios: Any) -> list[tuple[int, int, int]]:
     """The scenarios' first MLP GEMM (tokens x hidden x intermediate), up to MAX_SCENARIO_SHAPES
     distinct ones in matrix order; a model whose config has no hidden size adds none."""
     from ..families import read_config
-    from ..recipe.models import resolve_model
+    from ..families.resolve import resolve_model
 
     shapes: list[tuple[int, int, int]] = []
     for sc in scenarios:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from . import reaper
+from .. import reaper
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 from .. import cpus
 from ..checks import MAX_REPEATS, MAX_SECONDS, ascii_digits, bounded
 from ..errors import BadInput
-from ..recipe.matrix import MAX_PARITY_SEEDS
+from ..planner.matrix import MAX_PARITY_SEEDS
 from ..safetext import check_plain
 from .launcher import DEFAULT_LAUNCHER, LAUNCHERS
 

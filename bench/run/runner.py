@@ -13,11 +13,11 @@ from typing import Any, Protocol
 
 from .. import predict
 from ..errors import BadInput, CannotWrite, ExitCode
+from ..families.resolve import resolve_model
 from ..fsio import atomic_write_json, read_json
 from ..measure import gpuwatch, hostmem, mfu
 from ..measure.nvml import MemoryPeaks, MemorySampler, Nvml, TreeSampler, open_nvml
-from ..recipe.models import resolve_model
-from ..recipe.rules import needs_cuda
+from ..planner.rules import needs_cuda
 from ..recipe.scenario import Scenario
 from ..results import FAILED_STATUSES, FINAL_STATUSES, SETTING_COLUMNS, bound, read_results, write_results
 from ..results.losscurve import write_curve

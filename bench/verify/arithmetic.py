@@ -5,8 +5,8 @@ bench/measure/flopcount.py; torch is imported only here). Each returns (figure, 
 
 from __future__ import annotations
 
+from ..families.resolve import resolve_model
 from ..memory.prediction import Prediction
-from ..recipe.models import resolve_model
 from ..recipe.scenario import Scenario
 from .claims import Claim
 

@@ -2,7 +2,7 @@
 here. The one reader and validator of the format (docs/verify.md); unknown keys are an error that
 names the key and the file.
 
-A file holds a matrix fragment ([base], [scenarios.NAME], validated as a matrix's are: bench.recipe.matrix),
+A file holds a matrix fragment ([base], [scenarios.NAME], validated as a matrix's are: bench.planner.matrix),
 the scaling rule that fits it to the machine ([scale]: its `rule` in words, and on the CPU the
 settings of [scale.cpu] over every scenario), and its claims ([claims.ID]): where each comes from,
 the setup it was made on, the effect as a quantity with a unit, a direction and a tolerance, and the
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput, did_you_mean
-from ..recipe import matrix as matrix_mod
+from ..planner import matrix as matrix_mod
 from ..recipe.scenario import Scenario
 from .verdict import DIRECTIONS, Effect
 

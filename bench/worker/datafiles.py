@@ -1,7 +1,7 @@
 """Real data the user has on disk: a text file, a `datasets` folder (save_to_disk), CIFAR-10's python
 batches. Text is tokenised (a local tokenizer, or bytes), documents joined with an end-of-document id
-and cut into seq_len blocks (packing). Every file is read with bench/recipe/datareaders.py, the readers the
-parent checked it with before the run (bench/recipe/datakinds.py)."""
+and cut into seq_len blocks (packing). Every file is read with bench/planner/datareaders.py, the readers the
+parent checked it with before the run (bench/planner/datakinds.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..recipe.datakinds import CIFAR_BATCHES, CIFAR_TEST
-from ..recipe.datareaders import CIFAR_SIDE, read_cifar_batch, read_saved_column, read_text
+from ..planner.datakinds import CIFAR_BATCHES, CIFAR_TEST
+from ..planner.datareaders import CIFAR_SIDE, read_cifar_batch, read_saved_column, read_text
 from .dataset import IGNORE, DataRequest, InMemoryDataset, image_shape
 
 BYTE_EOS = 0  # the byte-level fallback: byte b is id b + 1, id 0 ends a document

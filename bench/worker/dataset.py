@@ -1,4 +1,4 @@
-"""The data set a scenario trains on: its `data` kind built by the kind's builder (bench/recipe/datakinds.py
+"""The data set a scenario trains on: its `data` kind built by the kind's builder (bench/planner/datakinds.py
 names it), in the container `data_source` asks for.
 
 The default kind, `random`, is the guide's recipe, per task: token ids in [100, 30000), labels all 0
@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from .. import cpus
-from ..recipe import datakinds
+from ..planner import datakinds
 
 IGNORE = -100  # a label the loss skips (padding)
 DATA_SEED = 20240601  # the learnable kinds' seed: every scenario of every run trains on the same samples
@@ -55,7 +55,7 @@ class InMemoryDataset(torch.utils.data.Dataset):
 class DataRequest:
     """What a builder is asked for: `samples` rows for the model's `task`; `argument` is what
     follows the kind's colon (a path); `split`: "train", or "test" for the rows `eval_samples`
-    scores (only a kind with a held-out split gets it: bench/recipe/datakinds.py)."""
+    scores (only a kind with a held-out split gets it: bench/planner/datakinds.py)."""
 
     config: Any
     task: str

@@ -1,5 +1,5 @@
 """`eval_samples`: the trained model scored on its data's held-out split, the seed talk's
-test-accuracy column (bench/recipe/datakinds.py says which split each kind has: CIFAR-10's test_batch,
+test-accuracy column (bench/planner/datakinds.py says which split each kind has: CIFAR-10's test_batch,
 other draws of a learnable synthetic task; the scenario refuses a kind without one).
 
 It runs after the engine's last step and after the row's memory was read, never inside the timed

@@ -13,7 +13,7 @@ scenario.CUDA_AT_IMPORT) are kept out of every worker that does not use them, an
 checks torch.cuda.is_initialized() before it forks. A second server (`--with PACKAGE,...`) serves
 the scenarios that use them: it preloads each one that imports without a CUDA context once
 torch.cuda.get_device_capability answers from NVML (cudafree.py), and says which in `preloaded`.
-Each worker runs under a reaper that leads its own session (bench/run/reaper.py): what the worker
+Each worker runs under a reaper that leads its own session (bench/reaper.py): what the worker
 starts ends with it, and the whole tree dies with the server, which dies with the runner.
 """
 
@@ -65,7 +65,7 @@ def _preload(engines: Sequence[str], extras: Sequence[str] = ()) -> tuple[str | 
 
 
 def _child(request: dict[str, Any], started: float) -> int:
-    """In the forked process: its own session and log, then the reaper (bench/run/reaper.py) of
+    """In the forked process: its own session and log, then the reaper (bench/reaper.py) of
     the worker it forks, so what the worker starts ends with it, and with the server."""
     os.setsid()
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -75,7 +75,7 @@ def _child(request: dict[str, Any], started: float) -> int:
     os.dup2(log, 2)
     os.close(log)
     os.close(devnull)
-    from ..run import reaper
+    from .. import reaper
     from .entry import die_with_parent, run_worker
 
     server = os.getppid()

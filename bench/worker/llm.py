@@ -25,7 +25,7 @@ import torch
 from ..families import BY_TYPE, is_inline
 from ..families.base import load
 from ..families.build import CONV1D, chosen_layers, lora_layers
-from ..recipe.models import has_weights
+from ..families.resolve import has_weights
 from ..recipe.scenario import Scenario
 from .model import build_model, build_random_on_cpu, load_checkpoint, task_of
 

@@ -15,7 +15,7 @@ import torch
 
 from ..families import PRESETS
 from ..families.build import auto_class, model_config, ready_for_training, task_of
-from ..recipe.models import has_weights
+from ..families.resolve import has_weights
 
 __all__ = [
     "auto_class",

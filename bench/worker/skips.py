@@ -9,9 +9,9 @@ import shutil
 
 import torch
 
-from ..recipe import datakinds
+from ..planner import datakinds
+from ..planner.rules import needs_cuda
 from ..recipe.engine_registry import ENGINES, precision_matmuls
-from ..recipe.rules import needs_cuda
 from ..recipe.scenario import Scenario
 
 
@@ -54,7 +54,7 @@ def optional_packages(sc: Scenario) -> list[tuple[str, str, str]]:
     if sc.data_source == "datasets":
         needed.append(("datasets", 'data_source = "datasets"', "datasets"))
     kind = datakinds.KINDS[datakinds.split(sc.data)[0]]
-    if kind.package is not None:  # the data kind's own package (bench/recipe/datakinds.py)
+    if kind.package is not None:  # the data kind's own package (bench/planner/datakinds.py)
         needed.append((kind.package.replace("-", "_"), f'data = "{kind.name}:..."', kind.package))
     return needed
 

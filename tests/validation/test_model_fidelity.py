@@ -69,8 +69,8 @@ def test_fabrics_loop_takes_its_batches_through_setup_dataloaders_as_the_talks_s
     import torch
     from lightning_fabric import Fabric
 
-    from bench.recipe import matrix as matrix_mod
-    from bench.recipe.models import resolve_model
+    from bench.families.resolve import resolve_model
+    from bench.planner import matrix as matrix_mod
     from validation.model_loop import make_step
 
     handed: list[object] = []

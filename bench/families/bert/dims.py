@@ -17,7 +17,7 @@ from ...memory.tensors import ParamTensor
 
 @dataclass(frozen=True)
 class BertDims:
-    model_type: ClassVar[str] = "bert"  # config.json's, by which bench/memory/dispatch.py finds the family
+    model_type: ClassVar[str] = "bert"  # config.json's, by which bench/families/memory_model.py finds the family
     hidden: int
     layers: int
     heads: int

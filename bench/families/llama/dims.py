@@ -22,7 +22,7 @@ LAYER_LINEARS = ATTENTION_LINEARS + MLP_LINEARS
 
 @dataclass(frozen=True)
 class DecoderDims:
-    model_type: ClassVar[str] = "llama"  # config.json's, by which bench/memory/dispatch.py finds the family
+    model_type: ClassVar[str] = "llama"  # config.json's, by which bench/families/memory_model.py finds the family
     hidden: int
     layers: int
     heads: int

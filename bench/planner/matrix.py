@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput, did_you_mean
+from ..recipe.scenario import SETTING_KEYS, Scenario
 from ..safetext import check_plain
 from . import rules
-from .scenario import SETTING_KEYS, Scenario
 
 TOP_LEVEL_KEYS = ("matrix", "model", "base", "scenarios")
 # [matrix] extends = "full": that matrix's [base] and [scenarios], this file's own on top (load_matrix)
@@ -224,7 +224,7 @@ def expand(
             merged.update({k: v for k, v in given.items() if k in PARALLEL_OVERRIDES})
         try:
             built = Scenario(**merged, origin=origin if not common else f"{origin} with {_options(common)}")
-            scenarios.append(rules.check(built))  # the registries' rules (bench/recipe/rules.py)
+            scenarios.append(rules.check(built))  # the registries' rules (bench/planner/rules.py)
         except TypeError as exc:  # a value of the wrong type reached a comparison
             raise BadInput(f"{origin}: {where}: bad value: {exc}") from None
     return Matrix(

@@ -1,9 +1,9 @@
 """The plan-time checks of every command that reads a matrix (`run`, `fit`, `predict`, `list`): one
 function, plan_scenarios, so a scenario one of them refuses, all refuse, with the same line and
-exit 2, before any worker starts. It resolves and checks each model (bench/recipe/models.py), checks that
+exit 2, before any worker starts. It resolves and checks each model (bench/families/resolve.py), checks that
 each can be built and trained as its scenario asks (bench/families/plancheck.py: the task, its
 class, the config, LoRA's targets), that a command's program exists, and that each data kind
-serves its task (bench/recipe/datakinds.py)."""
+serves its task (bench/planner/datakinds.py)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from ..errors import BadInput
 from ..families import for_config, read_config, resolve_task
 from ..families import origin as model_origin
 from ..families.plancheck import check_trainable
+from ..families.resolve import check_model, display_name, resolve_model
+from ..recipe.scenario import Scenario
 from . import datakinds, rules
-from .models import check_model, display_name, resolve_model
-from .scenario import Scenario
 
 
 def plan_scenarios(scenarios: tuple[Scenario, ...], device: str) -> tuple[tuple[Scenario, ...], list[str]]:
     """(the scenarios with their data files made absolute, the models they resolve to on `device`);
-    BadInput for the first that cannot run as it says (the registries' rules first: bench/recipe/rules.py)."""
+    BadInput for the first that cannot run as it says (the registries' rules first: bench/planner/rules.py)."""
     scenarios = rules.check_all(scenarios)
     for sc in scenarios:
         if sc.is_command:
@@ -51,7 +51,7 @@ def check_program(program: str, where: str) -> None:
 
 
 def check_data(scenarios: tuple[Scenario, ...], device: str) -> tuple[Scenario, ...]:
-    """Each scenario's data kind serves its model's task and its files are usable (bench/recipe/datakinds.py);
+    """Each scenario's data kind serves its model's task and its files are usable (bench/planner/datakinds.py);
     paths become absolute, so the rows and scenarios.json name the files that ran."""
     out = []
     for sc in scenarios:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput, did_you_mean
-from ..families import CONFIG_NAME, PRESETS, family_of, is_inline
+from . import CONFIG_NAME, PRESETS, family_of, is_inline
 
 AUTO_GPU, AUTO_CPU = "bert-large", "tiny"
 WEIGHT_SUFFIXES = (".safetensors",)
@@ -109,8 +109,8 @@ def check_model(model: str) -> None:
                 "load its checkpoints",
                 hint="remove the weights from the directory (keep config.json), or use a preset such as tv-vit-b16",
             )
-        from ..families.build import parameter_shapes
-        from ..families.checkpoint import check_weights
+        from .build import parameter_shapes
+        from .checkpoint import check_weights
 
         check_weights(model, parameter_shapes(model))
 

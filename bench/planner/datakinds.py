@@ -6,7 +6,7 @@ argument it takes, the pip package it needs, and the worker function that builds
 (`bench/worker/data*.py`), so the parent checks a kind, its task and its files before any work
 (exit 2) without importing torch. `data_source` is another axis: the container the worker hands
 the engine (a plain torch Dataset or a `datasets.Dataset`), whatever the kind. The plan reads every
-file with the readers the worker uses (bench/recipe/datareaders.py), so a malformed one is exit 2 before any
+file with the readers the worker uses (bench/planner/datareaders.py), so a malformed one is exit 2 before any
 worker starts. Adding a kind: a row here and a builder in the worker (docs/data.md).
 """
 

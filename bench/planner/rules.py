@@ -2,8 +2,8 @@
 precision is gpubench's or its engine's own (an engine's spelling of one of gpubench's is stored as
 gpubench's); its data kind, its model family's refusals, its device mesh and its engine's own rules
 allow it. A Scenario checks its own fields (bench/recipe/scenario.py) and imports no registry; these rules
-run when a matrix is loaded (bench/recipe/matrix.py expand) and again when a run is planned
-(bench/recipe/planning.py plan_scenarios), so a bad scenario is one line and exit 2 before any work.
+run when a matrix is loaded (bench/planner/matrix.py expand) and again when a run is planned
+(bench/planner/planning.py plan_scenarios), so a bad scenario is one line and exit 2 before any work.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 
 from ..errors import did_you_mean
 from ..families import TASKS, refusal
-from . import datakinds, engine_registry, mesh
-from .optimizer_names import OPTIMIZERS  # our name -> the Trainer's `optim`; None: gpubench builds it
-from .precisions import PRECISIONS
-from .scenario import MAX_GPUS_PER_NODE, MAX_NODES, Scenario
+from ..recipe import engine_registry, mesh
+from ..recipe.optimizer_names import OPTIMIZERS  # our name -> the Trainer's `optim`; None: gpubench builds it
+from ..recipe.precisions import PRECISIONS
+from ..recipe.scenario import MAX_GPUS_PER_NODE, MAX_NODES, Scenario
+from . import datakinds
 
 
 def check_all(scenarios: Iterable[Scenario]) -> tuple[Scenario, ...]:

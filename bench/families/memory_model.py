@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import BadInput
-from ..families import BY_TYPE, FAMILIES, origin, read_config
-from ..families.base import load
-from ..recipe.models import PRESETS, resolve_model
+from ..memory.prediction import MemoryModel, Prediction
 from ..recipe.scenario import Scenario
-from .prediction import MemoryModel, Prediction
+from . import BY_TYPE, FAMILIES, origin, read_config
+from .base import load
+from .resolve import PRESETS, resolve_model
 
 Dims = Any  # a family's own dimensions (its MemoryModel's), with the config's model_type as a class variable
 

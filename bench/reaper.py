@@ -1,7 +1,7 @@
 """The reaper: the process every child of a run is started under, so that nothing a run starts
 outlives its row or gpubench (docs/running.md, "What gpubench guarantees").
 
-    python -I -S bench/run/reaper.py PARENT_PID -- PROGRAM ARG...
+    python -I -S bench/reaper.py PARENT_PID -- PROGRAM ARG...
 
 run_subprocess (proc.py) starts every worker, torchrun job, probe and user's command this way, in a
 session of its own; the fork server (bench/worker/forkserver.py) makes each forked worker's first

@@ -1,4 +1,4 @@
-"""The one reader of each data file format a kind trains on (bench/recipe/datakinds.py): a text file, CIFAR-10's
+"""The one reader of each data file format a kind trains on (bench/planner/datakinds.py): a text file, CIFAR-10's
 python batches, a `datasets` save_to_disk folder. The plan reads every file with these before any
 worker starts, and the worker reads them again with the same functions, so a file the plan took is the
 file that trains. A malformed file is `BadInput` naming it, in one line. Torch-free: numpy and
