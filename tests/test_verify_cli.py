@@ -242,3 +242,17 @@ def test_verify_on_the_cpu_measures_speed_claims_as_a_smoke_test(tmp_path: Path)
     assert "a smoke test of the harness" in section
     html = gpubench("report", out, "-o", tmp_path / "r.html")
     assert html.returncode == 0 and '<section id="verify">' in (tmp_path / "r.html").read_text()
+
+
+def test_a_claim_made_on_more_gpus_is_not_comparable_before_the_run_on_one_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On one H100 `verify --claims all` planned libraries' 2-GPU DDP/FSDP scenarios and the run
+    refused the whole set (gpus = 2 on a machine with 1): the GPUs are counted before planning."""
+    from bench.run import probe as probe_mod
+    from bench.verify.scenarios import build
+    from bench.verify.verifying import gpus_from
+
+    monkeypatch.setattr(probe_mod, "probe", lambda device, scratch: {"devices": [{"uuid": "GPU-a"}, {"uuid": "GPU-b"}]})
+    assert gpus_from("cuda") == 2 and gpus_from("cuda:1") == 1
+    plan = build(load_claims("all"), on_cpu=False, gpus=gpus_from("cuda:1"))
+    assert all(not isinstance(sc.gpus, int) or sc.gpus <= 1 for sc in plan.scenarios)
+    assert plan.not_comparable["fsdp-memory-per-gpu"] == "made on 2+ GPUs; this machine has 1"

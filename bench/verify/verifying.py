@@ -47,6 +47,18 @@ def on_the_cpu(device: str) -> bool:
     return device == "cpu" or (device == "auto" and no_gpu_driver())
 
 
+def gpus_from(device: str) -> int:
+    """The GPUs a run on `device` may use (it and every one after it), asked of a child as `run`
+    does, so that a claim made on more GPUs is not comparable here before anything runs."""
+    from ..run.plan import gpu_uuids
+    from ..run.probe import probe, resolve_device
+
+    with tempfile.TemporaryDirectory(prefix="gpubench-verify-probe-") as scratch:
+        seen = probe(device, Path(scratch))
+    resolved, _ = resolve_device(device, seen)
+    return len(gpu_uuids(resolved, seen))
+
+
 def verify(
     request: VerifyRequest,
     reporter: Any = None,
@@ -56,7 +68,7 @@ def verify(
     check_device_name(request.device)
     files = load_claims(request.claims, request.only)
     on_cpu = on_the_cpu(request.device)
-    plan = build(files, on_cpu)
+    plan = build(files, on_cpu, None if on_cpu else gpus_from(request.device))
     out = request.out or Path("results") / datetime.now().strftime("verify-%Y-%m-%dT%H-%M-%S")
     frame, gpus, device, exit_code = None, 0, "cpu" if on_cpu else request.device, 0
     if plan.scenarios:
