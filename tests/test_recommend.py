@@ -236,3 +236,28 @@ def test_a_resume_is_refused_when_any_setting_of_the_search_differs(tmp_path: Pa
             check_same_search(tmp_path, other)
     with pytest.raises(BadInput, match="the candidates planned"):
         check_same_search(tmp_path, search_settings(request, "[matrix]\nother = 1\n"))
+
+
+def test_the_plain_recipes_loss_check_runs_uncapped_and_the_finalists_at_the_cap() -> None:
+    """On one H100 capped at 24 GB llama-1b's plain recipe (AdamW, no savers) ran out of memory in the
+    loss check, so no finalist could be judged: the reference is judged for its loss, not its memory."""
+    from types import SimpleNamespace
+
+    from bench.recommend.searching import PARITY_PREFIX, _judge
+
+    names = [
+        f"{PARITY_PREFIX}{PLAIN}",
+        f"{PARITY_PREFIX}{PLAIN}.seed43",
+        f"{PARITY_PREFIX}fast",
+        f"{PARITY_PREFIX}slow",
+    ]
+    plan = SimpleNamespace(scenarios=[Scenario(name=n, model="llama-tiny") for n in names])
+    request = RecommendRequest(model="llama-tiny", gpu_memory="2GB")
+    ran: dict[str, float | None] = {}
+
+    def one(sc: Scenario, _repeat: int) -> dict:
+        ran[sc.name] = sc.memory_cap_mb
+        return {"scenario": sc.name, "status": "ok", "final_loss": 1.0, "loss_finite": True}
+
+    _judge(plan, request, 1500.0, ["fast"], one, lambda: False)  # type: ignore[arg-type]
+    assert ran == {names[0]: None, names[1]: None, names[2]: 1500.0}

@@ -153,3 +153,27 @@ def test_each_stage_spends_only_its_share_of_the_budget() -> None:
     assert [s.axes for s in stages] == [("optimizer",), ("batch", "checkpointing")]
     assert stages[0].probes <= 3 * 30 / 15 + 3  # its share, overrun by at most one round
     assert stages[1].probes >= 12  # the memory stage measured every one of its candidates
+
+
+def test_the_stages_start_from_the_leanest_recipe_the_memory_model_predicts() -> None:
+    """On one H100 capped at 24 GB, llama-1b's first-choice reference (fused AdamW, every-other-layer
+    checkpointing) ran out of memory and the precision, compile and Liger stages measured nothing.
+    Given the predicted peaks, the stages start from the leanest candidate not pruned."""
+    from bench.recommend.stages import reference, staged_race
+
+    candidates = synthetic_space()
+    # opt0 and checkpointing chk0 (the first choices) are the heaviest; opt2 + chk2 the leanest
+    peak = {
+        c.name: 10.0 * (2 - int(c.axes["optimizer"][-1])) + 5.0 * (2 - int(c.axes["checkpointing"][-1]))
+        + int(c.axes["batch"][-1]) * 0.0 - int(c.axes["batch"][-1])
+        for c in candidates
+    }  # fmt: skip
+    figure = {c.name: (1.0 + 0.1 * int(c.axes["precision"][-1])) if peak[c.name] <= 0 else "oom" for c in candidates}
+    assert reference(candidates, list(AXES), set()) == {a: f"{a[:3]}0" for a in AXES} | {"batch": "bat3"}
+    start = reference(candidates, list(AXES), set(), lean=peak)
+    assert (start["optimizer"], start["checkpointing"], start["precision"]) == ("opt2", "che2", "pre0")
+    standing, stages = staged_race(candidates, set(), lambda n, _r: figure[n], floor=0.01, lean=peak)
+    precision = stages[0]
+    assert precision.axes == ("precision",) and str(precision.leader).startswith("pre2.")
+    first_choice, stages_old = staged_race(candidates, set(), lambda n, _r: figure[n], floor=0.01)
+    assert stages_old[0].leader is None  # the old start: every precision out of memory, nothing learned

@@ -147,7 +147,10 @@ def build_answer(
             "(the stand-in fit uses), and the speeds say nothing of a GPU"
         )
     if cap is not None:
-        notes.append(f"memory cap {cap:,.0f} MB; pruned only beyond the memory model's {margin:.0%} margin")
+        notes.append(
+            f"memory cap {cap:,.0f} MB; pruned only beyond the memory model's {margin:.0%} margin; the plain "
+            "recipe's loss check ran without the cap (judged for its loss, not its memory)"
+        )
     if objective == "cost":
         notes.append("cost on one GPU at an hourly price ranks as speed does (cost per sample = price / samples/s)")
     if winner is None:

@@ -40,3 +40,19 @@ def prune_by_memory(probes: Mapping[str, Scenario], model: str, cap_mb: float) -
                 f"beyond the memory model's {MEMORY_MARGIN:.0%} margin"
             )
     return pruned
+
+
+def predicted_mb(probes: Mapping[str, Scenario], model: str) -> dict[str, float]:
+    """name -> the memory model's predicted peak in MB, for each candidate it predicts with its
+    activations (the staged search starts from the leanest of them: bench/recommend/stages.py)."""
+    from ..predict.predictions import prediction_of
+
+    peaks = {}
+    for name, sc in probes.items():
+        try:
+            prediction = prediction_of(sc, model)
+        except GpubenchError:
+            continue
+        if prediction.activations_predicted:
+            peaks[name] = prediction.peak / MB
+    return peaks

@@ -40,7 +40,7 @@ from ..run.proc import Interrupts
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from ..run.runner import NullReporter, Reporter, run_launcher, run_one
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
-from .prune import MEMORY_MARGIN, prune_by_memory
+from .prune import MEMORY_MARGIN, predicted_mb, prune_by_memory
 from .race import race
 from .record import record
 from .resume import SETTINGS_KEY, check_same_search, earlier_rows, search_settings
@@ -271,7 +271,9 @@ def _judge(
     """The finalists' loss checks against the plain recipe at its seeds (their rows, each judged)."""
     reference = f"{PARITY_PREFIX}{PLAIN}"
     seeds = [s for s in plan.scenarios if s.name == reference or s.name.startswith(f"{reference}.seed")]
-    scenarios = [_parity(sc, request, cap) for sc in seeds]
+    # the plain recipe is judged for its loss, not its memory: uncapped, since the finalists' savers
+    # are what fits the cap (on one H100 capped at 24 GB llama-1b's plain recipe ran out of memory)
+    scenarios = [_parity(sc, request, None) for sc in seeds]
     scenarios += [
         _parity(sc, request, cap) for sc in plan.scenarios if sc.name in {PARITY_PREFIX + n for n in finalists}
     ]
@@ -346,7 +348,8 @@ def _run(
                 standing = race(racing, measure, alpha=0.0, min_rounds=10**6, max_rounds=request.exhaustive_rounds)
             else:
                 left = race_budget - (time.monotonic() - started)
-                standing, stages = staged_race(candidates, pruned, measure, budget_s=left, floor=NOISE_FLOOR)
+                lean = predicted_mb({c.name: probes[c.name] for c in candidates}, model)
+                standing, stages = staged_race(candidates, pruned, measure, budget_s=left, floor=NOISE_FLOOR, lean=lean)
             info(f"race: {standing.rounds} rounds, {standing.stopped}")
             order = sorted((e for e in standing.entries.values() if e.values and not e.out), key=lambda e: -e.mean_log)
             finalists = [e.name for e in order][: request.finalists]

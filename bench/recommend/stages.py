@@ -8,17 +8,22 @@ the stage held at the current leader's choice:
   batch x checkpointing                             one stage: micro-batch x accumulation and
                                                     checkpointing interact through memory, so jointly
 
-The first stages hold the memory axes at the reference: the smallest micro-batch, the first
-checkpointing choice (none, then every k layers, then every layer) whose candidate with every other
-axis at its first choice is not pruned. Each stage's winner is the leader the next stage starts from;
-a stage that measures nothing (every candidate pruned, or the budget spent) keeps the leader. So the
-probes grow with the sum of the axes' sizes (and the product of batch and checkpointing), not with
-their product. The rule is exact for a separable objective (each axis multiplies the figure by its own
-factor, whatever the others are); interactions between stages are not searched: `--exhaustive` measures
-every candidate, the twin a staged answer is checked against. A candidate met again in a later stage
-(the leader) reuses its figures for the rounds already measured. With a budget, each stage may spend
-the time left times its share of the candidates of the stages left (a stage of 12 after one of 3 gets
-12/15 of it), so the first stage cannot spend what the last one needs. Pure: the caller measures.
+The first stages hold the memory axes at the reference. Given the memory model's predicted peaks,
+the reference is the leanest candidate not pruned among those with every axis but micro-batch,
+checkpointing and optimizer at its first choice: a reference that runs out of memory would leave the
+precision, compile and Liger stages with nothing measured (on one H100 capped at 24 GB, llama-1b's
+first-choice reference, fused AdamW at every-other-layer checkpointing, did). Without predictions: the
+smallest micro-batch and the first checkpointing choice (none, then every k layers, then every
+layer) whose candidate with every other axis at its first choice is not pruned. Each stage's winner
+is the leader the next stage starts from; a stage that measures nothing (every candidate pruned, or
+the budget spent) keeps the leader. So the probes grow with the sum of the axes' sizes (and the
+product of batch and checkpointing), not with their product. The rule is exact for a separable
+objective (each axis multiplies the figure by its own factor, whatever the others are); interactions
+between stages are not searched: `--exhaustive` measures every candidate, the twin a staged answer
+is checked against. A candidate met again in a later stage (the leader) reuses its figures for the
+rounds already measured. With a budget, each stage may spend the time left times its share of the
+candidates of the stages left (a stage of 12 after one of 3 gets 12/15 of it), so the first stage
+cannot spend what the last one needs. Pure: the caller measures.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("batch", "checkpointing"),
 )
 MEMORY_AXES = ("batch", "checkpointing")
+LEAN_AXES = ("batch", "checkpointing", "optimizer")  # the axes the reference takes at its leanest
 
 
 @dataclass(frozen=True)
@@ -53,11 +59,26 @@ class StageReport:
     stopped: str
 
 
-def reference(candidates: Sequence[Candidate], axes: Sequence[str], pruned: Container[str]) -> dict[str, str]:
-    """The start: every axis at its first choice, the memory axes at the smallest micro-batch and the
-    first checkpointing choice whose candidate is not pruned."""
+def reference(
+    candidates: Sequence[Candidate],
+    axes: Sequence[str],
+    pruned: Container[str],
+    lean: Mapping[str, float] | None = None,
+) -> dict[str, str]:
+    """The start: with `lean` (name -> predicted peak MB), the leanest candidate not pruned whose axes
+    but LEAN_AXES are at their first choice; else every axis at its first choice, the memory axes at
+    the smallest micro-batch and the first checkpointing choice whose candidate is not pruned."""
     order = {a: _choices(candidates, a) for a in axes}
     start = {a: labels[0] for a, labels in order.items()}
+    if lean:
+        held = [a for a in axes if a not in LEAN_AXES]
+        fits = [
+            c
+            for c in candidates
+            if c.name not in pruned and c.name in lean and all(c.axes[a] == start[a] for a in held)
+        ]
+        if fits:
+            return dict(min(fits, key=lambda c: lean[c.name]).axes)
     by_axes = {_key(c.axes, axes): c for c in candidates}
     for ckpt in order.get("checkpointing", [""]):
         trial = {**start, **({"batch": order["batch"][-1]} if "batch" in order else {})}
@@ -76,16 +97,18 @@ def staged_race(
     stages: Sequence[Sequence[str]] = STAGES,
     budget_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    lean: Mapping[str, float] | None = None,
     **options: Any,
 ) -> tuple[Standing, tuple[StageReport, ...]]:
     """Race stage by stage (`options` go to race()); the merged standing and what each stage did.
-    `budget_s`: each stage may spend the time left times its share of the candidates left to race."""
+    `budget_s`: each stage may spend the time left times its share of the candidates left to race;
+    `lean`: the predicted peaks the reference is chosen by (reference())."""
     axes = list(candidates[0].axes) if candidates else []
     plan = [tuple(a for a in s if a in axes) for s in stages]
     plan = [s for s in plan if s and any(len(_choices(candidates, a)) > 1 for a in s)]
     sizes = [math.prod(len(_choices(candidates, a)) for a in s) for s in plan]
     end = None if budget_s is None else clock() + budget_s
-    leader = reference(candidates, axes, pruned)
+    leader = reference(candidates, axes, pruned, lean)
     named = {c.name: c for c in candidates}
     memo = _Memo(measure)
     entries: dict[str, Entry] = {}
