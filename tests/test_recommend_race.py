@@ -177,3 +177,12 @@ def test_the_stages_start_from_the_leanest_recipe_the_memory_model_predicts() ->
     assert precision.axes == ("precision",) and str(precision.leader).startswith("pre2.")
     first_choice, stages_old = staged_race(candidates, set(), lambda n, _r: figure[n], floor=0.01)
     assert stages_old[0].leader is None  # the old start: every precision out of memory, nothing learned
+
+
+def test_the_progress_counts_the_stages_candidates_not_the_spaces_product() -> None:
+    """llama-1b's staged search on an H100 printed '1038 worker(s) to run' and an ETA of hours."""
+    from bench.recommend.stages import stage_candidates
+
+    candidates = synthetic_space()
+    assert len(candidates) == 648
+    assert stage_candidates(candidates) == 3 + 3 + 2 + 3 + 4 * 3

@@ -41,11 +41,11 @@ from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from ..run.runner import NullReporter, Reporter, run_launcher, run_one
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
 from .prune import MEMORY_MARGIN, predicted_mb, prune_by_memory
-from .race import race
+from .race import MIN_ROUNDS, race
 from .record import record
 from .resume import SETTINGS_KEY, check_same_search, earlier_rows, search_settings
 from .space import OBJECTIVES, PLAIN, AxisNote, Candidate, build_space, plain_fields, valid_candidates
-from .stages import StageReport, staged_race
+from .stages import StageReport, stage_candidates, staged_race
 
 DEFAULT_GLOBAL_BATCH = 32
 DEFAULT_BUDGET_S = 900.0
@@ -319,7 +319,10 @@ def _run(
     probe_rows: dict[tuple[str, int], dict[str, Any]] = {}
     parity_rows: list[dict[str, Any]] = []
     interrupted = False
-    reporter.start(total=len(racing) * 2, done=0)
+    # the probes to expect: every candidate's rounds when exhaustive, else the stages' candidates' first
+    # rounds (not the space's product: 1,038 workers for llama-1b's staged search read as hours)
+    staged = min(len(racing), stage_candidates(candidates))
+    reporter.start(total=len(racing) * request.exhaustive_rounds if request.exhaustive else staged * MIN_ROUNDS, done=0)
 
     def one(sc: Scenario, repeat: int) -> dict[str, Any]:
         nonlocal interrupted

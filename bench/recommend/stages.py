@@ -104,8 +104,7 @@ def staged_race(
     `budget_s`: each stage may spend the time left times its share of the candidates left to race;
     `lean`: the predicted peaks the reference is chosen by (reference())."""
     axes = list(candidates[0].axes) if candidates else []
-    plan = [tuple(a for a in s if a in axes) for s in stages]
-    plan = [s for s in plan if s and any(len(_choices(candidates, a)) > 1 for a in s)]
+    plan = stage_plan(candidates, stages)
     sizes = [math.prod(len(_choices(candidates, a)) for a in s) for s in plan]
     end = None if budget_s is None else clock() + budget_s
     leader = reference(candidates, axes, pruned, lean)
@@ -133,6 +132,19 @@ def staged_race(
         reports.append(StageReport(stage, len(names), len({n for n, _ in new}), len(new), standing.winner, stopped))
     survivors = tuple(n for n, e in entries.items() if not e.out and e.values)
     return Standing(winner, survivors, entries, rounds, stopped), tuple(reports)
+
+
+def stage_plan(candidates: Sequence[Candidate], stages: Sequence[Sequence[str]] = STAGES) -> list[tuple[str, ...]]:
+    """The stages that have a choice to make here, each as the space's axes it races."""
+    axes = list(candidates[0].axes) if candidates else []
+    plan = [tuple(a for a in s if a in axes) for s in stages]
+    return [s for s in plan if s and any(len(_choices(candidates, a)) > 1 for a in s)]
+
+
+def stage_candidates(candidates: Sequence[Candidate], stages: Sequence[Sequence[str]] = STAGES) -> int:
+    """How many candidates the stages race at most (the sum of their sizes, not the space's product):
+    what the progress line counts, with the race's first rounds."""
+    return sum(math.prod(len(_choices(candidates, a)) for a in s) for s in stage_plan(candidates, stages))
 
 
 class _Memo:
