@@ -1,5 +1,5 @@
 """What a model family is: a torch-free row of data that the parent reads to validate a scenario
-and the worker reads to build the model (bench/worker/build.py).
+and the worker reads to build the model (bench/worker/model.py).
 
 A family names the transformers classes it builds by string, the tasks it trains, its own FLOP
 count and memory model (as "module:attribute" strings, imported where they are used: `load`), and
