@@ -256,3 +256,22 @@ def test_a_claim_made_on_more_gpus_is_not_comparable_before_the_run_on_one_gpu(m
     plan = build(load_claims("all"), on_cpu=False, gpus=gpus_from("cuda:1"))
     assert all(not isinstance(sc.gpus, int) or sc.gpus <= 1 for sc in plan.scenarios)
     assert plan.not_comparable["fsdp-memory-per-gpu"] == "made on 2+ GPUs; this machine has 1"
+
+
+def test_a_verify_stopped_by_its_time_limit_is_finished_by_resume(tmp_path: Path) -> None:
+    """On one H100 `verify --claims guide` needed more than one sitting: --time-limit stops it with
+    exit 4 and the command to finish it; --resume measures only what did not run."""
+    out = tmp_path / "v"
+    args = ["--claims", team_file(tmp_path), "--only", "accum-at-least-half", "--device", "cpu", "--repeats", "2"]
+    first = gpubench("verify", *args, "--out", out, "--time-limit", "0.001", "--format", "json", timeout=600)
+    assert first.returncode == 4, first.stderr
+    assert f"--resume {out}" in first.stderr
+    csv = out / "results.csv"
+    assert (len(csv.read_text().splitlines()) - 1 if csv.is_file() else 0) < 4
+    second = gpubench("verify", *args, "--resume", out, "--format", "json", timeout=600)
+    assert second.returncode in (0, 1), second.stderr
+    assert len((out / "results.csv").read_text().splitlines()) - 1 == 4  # 2 scenarios x 2 repeats, once each
+    (record,) = json.loads(second.stdout)
+    assert record["id"] == "accum-at-least-half" and record["interval"] is not None
+    both = gpubench("verify", *args, "--out", out, "--resume", out)
+    assert both.returncode == 2 and "--out and --resume" in both.stderr

@@ -36,6 +36,18 @@ def verify_command(
         typer.Option(parser=path_value, help="Result directory. Default: results/verify-<timestamp>/."),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per scenario.")] = DEFAULT_TIMEOUT_S,
+    resume: Annotated[
+        Path | None,
+        typer.Option(parser=path_value, help="Finish a verify stopped by --time-limit or Ctrl-C in this directory."),
+    ] = None,
+    time_limit: Annotated[
+        float | None,
+        typer.Option(
+            "--time-limit",
+            help="Seconds for the whole run: no worker starts once they have passed; then exit 4 "
+            "(finish with --resume DIR, the same --claims and --only).",
+        ),
+    ] = None,
     fmt: FormatOpt = OutputFormat.table,
     output: OutputFileOpt = None,
 ) -> None:
@@ -51,7 +63,7 @@ def verify_command(
     Example: gpubench verify --claims guide --only guide-16-bytes-per-param,guide-6pd --device cpu
 
     Exit codes: 0 no claim fails; 1 a claim does not hold; 2 bad input (a bad claim file),
-    nothing ran; 130 interrupted.
+    nothing ran; 4 stopped at --time-limit and 130 interrupted (finish with --resume DIR).
     """
     from .. import api
     from ..results import CPU_NOTE
@@ -68,6 +80,8 @@ def verify_command(
         out=out,
         timeout_s=timeout,
         command=["gpubench", *sys.argv[1:]],
+        resume=resume,
+        time_limit_s=time_limit,
     )
     outcome = api.verify(
         request,
@@ -87,5 +101,7 @@ def verify_command(
     else:
         emit(render(records, fmt.value, title), output)
     if outcome.exit_code:
+        again = f"gpubench verify --claims {claims}{f' --only {only}' if only else ''} --resume {outcome.out}"
+        err.print(f"not every scenario ran: finish with `{again}`", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(outcome.exit_code)
     raise typer.Exit(1 if any(r.verdict == "does not hold" for r in outcome.results) else 0)

@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..errors import BadInput
 from ..fsio import atomic_write_json
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest, check_device_name
 from .claims import load_claims
@@ -29,6 +30,8 @@ class VerifyRequest:
     out: Path | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     command: list[str] = field(default_factory=list)
+    resume: Path | None = None  # finish an earlier verify's scenarios in this directory (run's --resume)
+    time_limit_s: float | None = None  # start no worker after this many seconds (run's --time-limit)
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,9 @@ def verify(
     files = load_claims(request.claims, request.only)
     on_cpu = on_the_cpu(request.device)
     plan = build(files, on_cpu, None if on_cpu else gpus_from(request.device))
-    out = request.out or Path("results") / datetime.now().strftime("verify-%Y-%m-%dT%H-%M-%S")
+    if request.resume is not None and request.out is not None:
+        raise BadInput("--out and --resume: give one", hint="--resume DIR finishes the verify in DIR")
+    out = request.resume or request.out or Path("results") / datetime.now().strftime("verify-%Y-%m-%dT%H-%M-%S")
     frame, gpus, device, exit_code = None, 0, "cpu" if on_cpu else request.device, 0
     if plan.scenarios:
         from ..results import to_frame
@@ -82,7 +87,9 @@ def verify(
                     matrix=str(matrix),
                     device=request.device,
                     repeats=request.repeats,
-                    out=out,
+                    out=None if request.resume else out,
+                    resume=request.resume,
+                    time_limit_s=request.time_limit_s,
                     timeout_s=request.timeout_s,
                     command=request.command,
                     report=False,
