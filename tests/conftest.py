@@ -69,6 +69,7 @@ HEAVY_MODULES = (
     "test_orphans.py",  # gpubench SIGKILLed under each launcher
 )
 HEAVY_TESTS = (
+    "test_verify_cli.py::test_a_verify_stopped_by_its_time_limit_is_finished_by_resume",
     "test_families.py::test_models_gpubench_has_no_code_for_train_as_their_own_task",
     "test_families.py::test_a_model_table_in_the_matrix_trains_with_random_weights",
     "test_history_store.py::test_a_resaved_results_csv_is_the_same_run_and_a_changed_value_another",
