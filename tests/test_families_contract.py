@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench import families
-from bench.families import memory_model as dispatch
+from bench.families import memory_model
 from bench.families.base import Family, load
 from bench.memory.prediction import MemoryModel
 from bench.recipe.scenario import Scenario
@@ -95,7 +95,7 @@ def unresolved(fam: Family) -> list[str]:
             bad.append(f"{fam.name}.{field} = {spec}: not callable")
     if fam.memory is not None:
         try:
-            model = dispatch.model_of(fam.memory)
+            model = memory_model.model_of(fam.memory)
         except (ImportError, AttributeError, TypeError) as exc:
             bad.append(f"{fam.name}.memory = {fam.memory}: {exc}")
         else:
@@ -202,7 +202,7 @@ def test_a_family_with_its_own_math_is_one_folder_and_one_line(tmp_path: Path, m
     assert mfu.flops_per_sample(sc, "toy-tiny", None) == (6.0 * 3 * 64 * 16, "analytic: toyfam")
     p = prediction_of(sc, "toy-tiny")
     assert p.params == 3 * 64 and p.peak > 0
-    assert isinstance(dispatch.model_of(toy.memory or ""), MemoryModel)
+    assert isinstance(memory_model.model_of(toy.memory or ""), MemoryModel)
 
 
 @pytest.mark.parametrize(("model_type", "called"), [("llama", "apply_liger_kernel_to_llama"), ("qwen2", "instance")])

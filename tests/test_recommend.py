@@ -16,7 +16,7 @@ from bench.families import by_name, family_of
 from bench.planner.matrix import load_matrix
 from bench.recipe.scenario import Scenario
 from bench.recommend.answer import CandidateResult, build_answer, certificate_toml, pareto, read_answer, write_answer
-from bench.recommend.prune import MEMORY_MARGIN, prune_by_memory
+from bench.recommend.prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
 from bench.recommend.searching import RecommendRequest, check_request, objective_value
 from bench.recommend.space import PLAIN, Candidate, build_space, micro_batches, plain_fields, valid_candidates
 from bench.recommend.stages import StageReport
@@ -109,9 +109,11 @@ def test_the_memory_model_prunes_only_beyond_its_margin() -> None:
     big_mb = prediction_of(big, "llama-tiny").peak / 2**20
     cap = (small_mb + big_mb) / 2
     assert big_mb * (1 - MEMORY_MARGIN) > cap  # the test's premise
-    pruned = prune_by_memory({"b2": small, "b64": big}, "llama-tiny", cap)
+    pruned = prune_by_memory(predicted_peaks({"b2": small, "b64": big}, "llama-tiny"), cap)
     assert set(pruned) == {"b64"} and "beyond the memory model's 15% margin" in pruned["b64"]
-    near = prune_by_memory({"b64": big}, "llama-tiny", big_mb * 0.95)  # within the margin: raced, not pruned
+    near = prune_by_memory(
+        predicted_peaks({"b64": big}, "llama-tiny"), big_mb * 0.95
+    )  # within the margin: raced, not pruned
     assert near == {}
 
 
@@ -122,8 +124,8 @@ def test_a_lower_bound_prunes_only_when_it_alone_exceeds_the_cap() -> None:
     low = prediction_of(sc, "vit-tiny")
     assert not low.activations_predicted  # the premise: ViT has no activation model
     mb = low.peak / 2**20
-    assert prune_by_memory({"b2": sc}, "vit-tiny", mb * 1.01) == {}
-    assert "a lower bound" in prune_by_memory({"b2": sc}, "vit-tiny", mb * 0.99)["b2"]
+    assert prune_by_memory(predicted_peaks({"b2": sc}, "vit-tiny"), mb * 1.01) == {}
+    assert "a lower bound" in prune_by_memory(predicted_peaks({"b2": sc}, "vit-tiny"), mb * 0.99)["b2"]
 
 
 def result(name: str, speed: float, parity: str = "equivalent", outcome: str = "raced", mem: float = 100.0):  # noqa: ANN201

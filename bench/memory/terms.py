@@ -164,3 +164,16 @@ def optimizer_temporaries(tensors: list[ParamTensor], optimizer: str, engine: st
 
 def workspace() -> int:
     return WORKSPACE_THREADS * WORKSPACE_PER_THREAD
+
+
+def every_k_layers(layers: int, k: int, one_layer: int, one_input: int) -> tuple[int, int, int, int]:
+    """Checkpointing every k-th of `layers` layers (0, k, 2k, ...; bench/worker/checkpointing.py), for
+    any family: (the body's saved activations, the layers checkpointed, the highest checkpointed layer,
+    the recompute beyond the saved body). A checkpointed layer keeps only its input (`one_input`), the
+    others what a layer saves (`one_layer`). The backward frees each layer as it passes it, so the
+    recompute of the highest checkpointed layer adds to the layers below it only."""
+    checkpointed = -(-layers // k)
+    body = (layers - checkpointed) * one_layer + checkpointed * one_input
+    top = (layers - 1) // k * k
+    below = (top - top // k) * one_layer + (top // k + 1) * one_input
+    return body, checkpointed, top, max(0, below + one_layer - body)

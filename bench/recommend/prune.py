@@ -17,18 +17,29 @@ from ..recipe.scenario import Scenario
 MEMORY_MARGIN = 0.15  # the memory model's error target (docs/memory.md)
 
 
-def prune_by_memory(probes: Mapping[str, Scenario], model: str, cap_mb: float) -> dict[str, str]:
-    """name -> why, for each candidate predicted not to fit `cap_mb` beyond the margin."""
+Peak = tuple[float, bool]  # a predicted peak in MB, and whether the activations are in it
+
+
+def predicted_peaks(probes: Mapping[str, Scenario], model: str) -> dict[str, Peak]:
+    """name -> the memory model's peak for each candidate it predicts (one prediction each: the
+    pruning and the staged search's start both read it)."""
     from ..predict.predictions import prediction_of
 
-    pruned = {}
+    peaks = {}
     for name, sc in probes.items():
         try:
             prediction = prediction_of(sc, model)
         except GpubenchError:
             continue  # not predicted: the probe decides
-        peak = prediction.peak / MB
-        if not prediction.activations_predicted:
+        peaks[name] = (prediction.peak / MB, prediction.activations_predicted)
+    return peaks
+
+
+def prune_by_memory(peaks: Mapping[str, Peak], cap_mb: float) -> dict[str, str]:
+    """name -> why, for each candidate predicted not to fit `cap_mb` beyond the margin."""
+    pruned = {}
+    for name, (peak, with_activations) in peaks.items():
+        if not with_activations:
             if peak > cap_mb:  # a lower bound above the cap: no error of the model can make it fit
                 pruned[name] = (
                     f"out of memory, predicted: {peak:,.0f} MB before any activation (a lower bound) "
@@ -40,19 +51,3 @@ def prune_by_memory(probes: Mapping[str, Scenario], model: str, cap_mb: float) -
                 f"beyond the memory model's {MEMORY_MARGIN:.0%} margin"
             )
     return pruned
-
-
-def predicted_mb(probes: Mapping[str, Scenario], model: str) -> dict[str, float]:
-    """name -> the memory model's predicted peak in MB, for each candidate it predicts with its
-    activations (the staged search starts from the leanest of them: bench/recommend/stages.py)."""
-    from ..predict.predictions import prediction_of
-
-    peaks = {}
-    for name, sc in probes.items():
-        try:
-            prediction = prediction_of(sc, model)
-        except GpubenchError:
-            continue
-        if prediction.activations_predicted:
-            peaks[name] = prediction.peak / MB
-    return peaks

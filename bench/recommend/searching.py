@@ -40,7 +40,7 @@ from ..run.proc import Interrupts
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from ..run.runner import NullReporter, Reporter, run_launcher, run_one
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
-from .prune import MEMORY_MARGIN, predicted_mb, prune_by_memory
+from .prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
 from .race import MIN_ROUNDS, race
 from .record import record
 from .resume import SETTINGS_KEY, check_same_search, earlier_rows, search_settings
@@ -179,7 +179,9 @@ def recommend(
         )
         space = dataclasses.replace(space, notes=(*space.notes, AxisNote("memory", why)))
     probes = {c.name: _probe(by_name[c.name], request, probe_cap) for c in [plain, *candidates]}
-    pruned = {**invalid, **(prune_by_memory(probes, model, cap) if cap is not None else {})}
+    peaks = predicted_peaks(probes, model)
+    pruned = {**invalid, **(prune_by_memory(peaks, cap) if cap is not None else {})}
+    lean = {name: mb for name, (mb, with_activations) in peaks.items() if with_activations}
     with locked(plan.out):
         if plan.resume:
             remove_stale_temps(plan.out)
@@ -196,8 +198,8 @@ def recommend(
         write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
         try:
             return _run(
-                request, plan, gpu, model, task, proxy, space, plain, every, probes, pruned, probe_cap, started,
-                reporter or NullReporter(), info, warn,
+                request, plan, gpu, model, task, proxy, space, plain, every, probes, pruned, lean, probe_cap,
+                started, reporter or NullReporter(), info, warn,
             )  # fmt: skip
         finally:
             shutil.rmtree(plan.shared_dir, ignore_errors=True)
@@ -308,7 +310,8 @@ def _certificate_base(request: RecommendRequest, model: str, probe: Scenario) ->
 def _run(
     request: RecommendRequest, plan: RunPlan, gpu: dict[str, Any] | None, model: str, task: str, proxy: str,
     space: Any, plain: Candidate, candidates: list[Candidate], probes: dict[str, Scenario], pruned: dict[str, str],
-    cap: float | None, started: float, reporter: Reporter, info: Callable[[str], None], warn: Callable[[str], None],
+    lean: dict[str, float], cap: float | None, started: float, reporter: Reporter, info: Callable[[str], None],
+    warn: Callable[[str], None],
 ) -> RecommendOutcome:  # fmt: skip
     earlier = earlier_rows(plan.out) if plan.resume else {}
     rows: list[dict[str, Any]] = list(earlier.values())  # a resumed search's rows stay, measured once
@@ -351,7 +354,6 @@ def _run(
                 standing = race(racing, measure, alpha=0.0, min_rounds=10**6, max_rounds=request.exhaustive_rounds)
             else:
                 left = race_budget - (time.monotonic() - started)
-                lean = predicted_mb({c.name: probes[c.name] for c in candidates}, model)
                 standing, stages = staged_race(candidates, pruned, measure, budget_s=left, floor=NOISE_FLOOR, lean=lean)
             info(f"race: {standing.rounds} rounds, {standing.stopped}")
             order = sorted((e for e in standing.entries.values() if e.values and not e.out), key=lambda e: -e.mean_log)

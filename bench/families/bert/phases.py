@@ -28,16 +28,12 @@ def every_k_layers(d: BertDims, sc: Scenario, tensors: list, layer: int, half: b
     it: the recompute of the highest checkpointed layer c adds to the layers below c only, so the
     recompute term is what that moment holds beyond the saved layers, and the layer's half copies."""
     b, s, k = sc.batch_size, sc.seq_len, sc.checkpoint_every
-    one_input = s * b * d.hidden * 4
-    checkpointed = -(-d.layers // k)
-    body = (d.layers - checkpointed) * layer + checkpointed * one_input
-    top = (d.layers - 1) // k * k  # the highest checkpointed layer
-    below = (top - top // k) * layer + (top // k + 1) * one_input
+    body, _, top, recompute = terms.every_k_layers(d.layers, k, layer, s * b * d.hidden * 4)
     acts = body + bert_acts.embedding_activations(d, b, s) + bert_acts.head_activations(d, b, s, half)
     kept = [t for t in tensors if t.layer is None or t.layer % k != 0]
     last = [t for t in tensors if t.layer == top]
     copies = terms.autocast_copies(kept) if half else 0
-    return acts, copies, max(0, below + layer - body) + (terms.autocast_copies(last) if half else 0)
+    return acts, copies, recompute + (terms.autocast_copies(last) if half else 0)
 
 
 def predict_bert(sc: Scenario, d: BertDims, assumed_gpus: int = 2) -> Prediction:

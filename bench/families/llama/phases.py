@@ -50,12 +50,9 @@ def every_k_layers(
     half weight copies. The backward frees each layer as it passes it, so the recompute of the highest
     checkpointed layer c adds to the saved tensors of the layers below c only: the recompute term is
     what that moment holds beyond the saved body, if anything, and the layer's half weight copies."""
-    k, layers = sc.checkpoint_every, d.layers
-    checkpointed = -(-layers // k)
-    body = (layers - checkpointed) * one_layer + checkpointed * input_bytes
-    top = (layers - 1) // k * k  # the highest checkpointed layer
-    below = (top - top // k) * one_layer + (top // k + 1) * input_bytes
-    return body, body_copies * (layers - checkpointed) // layers, max(0, below + one_layer - body) + last_copies
+    layers = d.layers
+    body, checkpointed, _, recompute = terms.every_k_layers(layers, sc.checkpoint_every, one_layer, input_bytes)
+    return body, body_copies * (layers - checkpointed) // layers, recompute + last_copies
 
 
 def predict_decoder(sc: Scenario, d: DecoderDims, assumed_gpus: int = 2) -> Prediction:
