@@ -186,3 +186,48 @@ def test_the_progress_counts_the_stages_candidates_not_the_spaces_product() -> N
     candidates = synthetic_space()
     assert len(candidates) == 648
     assert stage_candidates(candidates) == 3 + 3 + 2 + 3 + 4 * 3
+
+
+def test_the_start_keeps_the_optimizer_closest_to_adamw_that_is_sure_to_fit() -> None:
+    """The second H100 run started at the leanest recipe, an Adafactor one: every candidate measured
+    after it was Adafactor, whose loss deviates from AdamW's on the proxy task, so nothing could win.
+    Of the candidates sure to fit (the margin to spare), the start takes the earliest optimizer (the
+    space lists the one closest to the plain recipe's first), the leanest of its recipes."""
+    from bench.recommend.stages import reference
+
+    candidates = synthetic_space()
+    peak = {
+        c.name: 10.0 * (2 - int(c.axes["optimizer"][-1])) + 5.0 * (2 - int(c.axes["checkpointing"][-1]))
+        - int(c.axes["batch"][-1])
+        for c in candidates
+    }  # fmt: skip
+    sure = {n for n, p in peak.items() if p <= 8.0}  # opt0 never; opt1 only at che2
+    start = reference(candidates, list(AXES), set(), lean=peak, sure=sure)
+    assert (start["optimizer"], start["checkpointing"], start["batch"]) == ("opt1", "che2", "bat3")
+    assert reference(candidates, list(AXES), set(), lean=peak, sure=set())["optimizer"] == "opt2"  # none sure
+    everything = reference(candidates, list(AXES), set(), lean=peak, sure=set(peak))
+    assert everything["optimizer"] == "opt0"
+
+
+def test_the_race_keeps_what_the_finalists_checks_will_take_out_of_its_budget() -> None:
+    """The first H100 run's race spent its share of --budget 8m, then the loss checks ran past the
+    command's limit: the time the finalists' checks will take (reserve) is kept out of every stage."""
+    from bench.recommend.stages import staged_race
+
+    candidates = [c for c in synthetic_space() if c.axes["precision"] == "pre0" and c.axes["compile"] == "com0"]
+    candidates = [c for c in candidates if c.axes["liger"] == "lig0"]
+
+    def run(reserve: float) -> int:
+        now = [0.0]
+
+        def measure(name: str, rnd: int) -> float:
+            now[0] += 1.0
+            return 1.0 + 0.05 * (rnd % 2)
+
+        staged_race(
+            candidates, set(), measure, budget_s=60.0, clock=lambda: now[0], floor=0.01, reserve=lambda: reserve
+        )
+        return int(now[0])
+
+    assert run(0.0) > run(40.0)
+    assert run(60.0) <= 3 + 12  # nothing left: each stage stops after its first round

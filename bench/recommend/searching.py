@@ -11,7 +11,7 @@ import dataclasses
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,6 +182,7 @@ def recommend(
     peaks = predicted_peaks(probes, model)
     pruned = {**invalid, **(prune_by_memory(peaks, cap) if cap is not None else {})}
     lean = {name: mb for name, (mb, with_activations) in peaks.items() if with_activations}
+    sure = {name for name, mb in lean.items() if cap is None or mb * (1 + MEMORY_MARGIN) <= cap}
     with locked(plan.out):
         if plan.resume:
             remove_stale_temps(plan.out)
@@ -198,8 +199,8 @@ def recommend(
         write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
         try:
             return _run(
-                request, plan, gpu, model, task, proxy, space, plain, every, probes, pruned, lean, probe_cap,
-                started, reporter or NullReporter(), info, warn,
+                request, plan, gpu, model, task, proxy, space, plain, every, probes, pruned, (lean, sure),
+                probe_cap, started, reporter or NullReporter(), info, warn,
             )  # fmt: skip
         finally:
             shutil.rmtree(plan.shared_dir, ignore_errors=True)
@@ -266,26 +267,64 @@ def objective_value(row: dict[str, Any], objective: str) -> float | str:
     return float(value) if isinstance(value, int | float) and value == value and value > 0 else "no figure"
 
 
+def _reference_checks(
+    plan: RunPlan, request: RecommendRequest, one: Callable[[Scenario, int], dict[str, Any]], stop: Callable[[], bool]
+) -> list[dict[str, Any]]:
+    """The plain recipe's loss checks at its seeds (their rows). It is judged for its loss, not its
+    memory: uncapped, since the finalists' savers are what fits the cap (on one H100 capped at 24 GB
+    llama-1b's plain recipe ran out of memory)."""
+    reference = f"{PARITY_PREFIX}{PLAIN}"
+    seeds = [s for s in plan.scenarios if s.name == reference or s.name.startswith(f"{reference}.seed")]
+    checked: list[dict[str, Any]] = []
+    for sc in seeds:
+        if stop():
+            break
+        checked.append(one(_parity(sc, request, None), 0))
+    return checked
+
+
 def _judge(
     plan: RunPlan, request: RecommendRequest, cap: float | None, finalists: list[str],
     one: Callable[[Scenario, int], dict[str, Any]], stop: Callable[[], bool],
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """The finalists' loss checks against the plain recipe at its seeds (their rows, each judged)."""
-    reference = f"{PARITY_PREFIX}{PLAIN}"
-    seeds = [s for s in plan.scenarios if s.name == reference or s.name.startswith(f"{reference}.seed")]
-    # the plain recipe is judged for its loss, not its memory: uncapped, since the finalists' savers
-    # are what fits the cap (on one H100 capped at 24 GB llama-1b's plain recipe ran out of memory)
-    scenarios = [_parity(sc, request, None) for sc in seeds]
-    scenarios += [
-        _parity(sc, request, cap) for sc in plan.scenarios if sc.name in {PARITY_PREFIX + n for n in finalists}
-    ]
+    """The finalists' loss checks (their rows; add_parity judges them against the reference's)."""
+    wanted = {PARITY_PREFIX + n for n in finalists}
     judged: list[dict[str, Any]] = []
-    for sc in scenarios:
-        if stop():
-            break
-        judged.append(one(sc, 0))
-    add_parity(judged, reference)
+    for sc in plan.scenarios:
+        if sc.name in wanted and not stop():
+            judged.append(one(_parity(sc, request, cap), 0))
     return judged
+
+
+def pick_finalists(ranked: Sequence[str], named: Mapping[str, Candidate], n: int) -> list[str]:
+    """The `n` candidates whose loss is checked, from `ranked` (best first): the best of each optimizer
+    first (a different optimizer changes what training does: should the leader's deviate, the best
+    with another optimizer can still win), then the next best."""
+    firsts: dict[str, str] = {}
+    for name in ranked:
+        firsts.setdefault(named[name].axes.get("optimizer", ""), name)
+    chosen = [name for name in ranked if name in firsts.values()][:n]
+    chosen += [name for name in ranked if name not in chosen][: max(0, n - len(chosen))]
+    return sorted(chosen, key=list(ranked).index)
+
+
+def _mean_wall(rows: Sequence[Mapping[str, Any]]) -> float:
+    walls = [float(r["worker_wall_s"]) for r in rows if isinstance(r.get("worker_wall_s"), int | float)]
+    return sum(walls) / len(walls) if walls else 0.0
+
+
+def _leaders_walls(probe_rows: Mapping[tuple[str, int], Mapping[str, Any]], n: int) -> list[float]:
+    """The probe wall time of the `n` candidates now best on their figure (what their loss checks
+    will roughly take: a compiled candidate compiles again); `n` zeros before any probe."""
+    speed: dict[str, list[float]] = {}
+    wall: dict[str, float] = {}
+    for (name, _), row in probe_rows.items():
+        value = row.get("samples_per_s")
+        if row.get("status") == "ok" and isinstance(value, int | float) and value > 0:
+            speed.setdefault(name, []).append(float(value))
+            wall[name] = max(wall.get(name, 0.0), float(row.get("worker_wall_s") or 0.0))
+    best = sorted(speed, key=lambda name: -sum(speed[name]) / len(speed[name]))[:n]
+    return [wall[name] for name in best] + [0.0] * (n - len(best))
 
 
 def _plain_probes(
@@ -310,7 +349,8 @@ def _certificate_base(request: RecommendRequest, model: str, probe: Scenario) ->
 def _run(
     request: RecommendRequest, plan: RunPlan, gpu: dict[str, Any] | None, model: str, task: str, proxy: str,
     space: Any, plain: Candidate, candidates: list[Candidate], probes: dict[str, Scenario], pruned: dict[str, str],
-    lean: dict[str, float], cap: float | None, started: float, reporter: Reporter, info: Callable[[str], None],
+    peaks: tuple[dict[str, float], set[str]], cap: float | None, started: float, reporter: Reporter,
+    info: Callable[[str], None],
     warn: Callable[[str], None],
 ) -> RecommendOutcome:  # fmt: skip
     earlier = earlier_rows(plan.out) if plan.resume else {}
@@ -346,20 +386,34 @@ def _run(
         probe_rows[(name, rnd)] = row
         return objective_value(row, request.objective)
 
-    race_budget = 0.75 * request.budget_s
+    lean, sure = peaks
     stages: tuple[StageReport, ...] = ()
     with ctrl_c:
         try:
+            # the plain recipe's loss checks first: they do not depend on the race, and what they cost
+            # tells what the finalists' checks will, which the race keeps out of its budget
+            reference_rows = _reference_checks(plan, request, one, lambda: interrupted)
+            check_s = _mean_wall(reference_rows)
+
+            def reserve() -> float:  # the finalists' checks: the leaders' probe time or a plain check, the longer
+                return sum(max(check_s, wall) for wall in _leaders_walls(probe_rows, request.finalists))
+
             if request.exhaustive:
                 standing = race(racing, measure, alpha=0.0, min_rounds=10**6, max_rounds=request.exhaustive_rounds)
+            elif not interrupted:
+                left = request.budget_s - (time.monotonic() - started)
+                standing, stages = staged_race(
+                    candidates, pruned, measure, budget_s=left, floor=NOISE_FLOOR, lean=lean, sure=sure,
+                    reserve=reserve,
+                )  # fmt: skip
             else:
-                left = race_budget - (time.monotonic() - started)
-                standing, stages = staged_race(candidates, pruned, measure, budget_s=left, floor=NOISE_FLOOR, lean=lean)
+                standing = race([], measure)
             info(f"race: {standing.rounds} rounds, {standing.stopped}")
             order = sorted((e for e in standing.entries.values() if e.values and not e.out), key=lambda e: -e.mean_log)
-            finalists = [e.name for e in order][: request.finalists]
+            finalists = pick_finalists([e.name for e in order], {c.name: c for c in candidates}, request.finalists)
             if finalists and not interrupted:
-                parity_rows += _judge(plan, request, cap, finalists, one, lambda: interrupted)
+                parity_rows = [*reference_rows, *_judge(plan, request, cap, finalists, one, lambda: interrupted)]
+                add_parity(parity_rows, f"{PARITY_PREFIX}{PLAIN}")
                 write_results(plan.results_csv, rows)
             results = [
                 CandidateResult.of(c, standing.entries.get(c.name), pruned.get(c.name), probe_rows, parity_rows)

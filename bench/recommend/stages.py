@@ -9,10 +9,14 @@ the stage held at the current leader's choice:
                                                     checkpointing interact through memory, so jointly
 
 The first stages hold the memory axes at the reference. Given the memory model's predicted peaks,
-the reference is the leanest candidate not pruned among those with every axis but micro-batch,
-checkpointing and optimizer at its first choice: a reference that runs out of memory would leave the
-precision, compile and Liger stages with nothing measured (on one H100 capped at 24 GB, llama-1b's
-first-choice reference, fused AdamW at every-other-layer checkpointing, did). Without predictions: the
+the reference is chosen among the candidates not pruned with every axis but micro-batch,
+checkpointing and optimizer at its first choice: of those predicted to fit with the memory model's
+margin to spare, the one whose optimizer is closest to the plain recipe's (the space lists fused
+AdamW, 8-bit AdamW, Adafactor in that order), the leanest of them; when none is sure to fit, the
+leanest. A reference that runs out of memory would leave the precision, compile and Liger stages
+with nothing measured (on one H100 capped at 24 GB, llama-1b's first-choice reference, fused AdamW
+at every-other-layer checkpointing, did); one with Adafactor made every measured candidate an
+Adafactor one, and Adafactor's loss deviates from AdamW's on the proxy task (the second run did). Without predictions: the
 smallest micro-batch and the first checkpointing choice (none, then every k layers, then every
 layer) whose candidate with every other axis at its first choice is not pruned. Each stage's winner
 is the leader the next stage starts from; a stage that measures nothing (every candidate pruned, or
@@ -47,6 +51,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
 )
 MEMORY_AXES = ("batch", "checkpointing")
 LEAN_AXES = ("batch", "checkpointing", "optimizer")  # the axes the reference takes at its leanest
+CLOSEST_FIRST = ("optimizer",)  # axes that change what training computes: the reference keeps their first fitting choice
 
 
 @dataclass(frozen=True)
@@ -64,10 +69,13 @@ def reference(
     axes: Sequence[str],
     pruned: Container[str],
     lean: Mapping[str, float] | None = None,
+    sure: Container[str] | None = None,
 ) -> dict[str, str]:
-    """The start: with `lean` (name -> predicted peak MB), the leanest candidate not pruned whose axes
-    but LEAN_AXES are at their first choice; else every axis at its first choice, the memory axes at
-    the smallest micro-batch and the first checkpointing choice whose candidate is not pruned."""
+    """The start: with `lean` (name -> predicted peak MB), among the candidates not pruned whose axes
+    but LEAN_AXES are at their first choice, the one in `sure` (predicted to fit with the margin to
+    spare) earliest on the CLOSEST_FIRST axes, the leanest of them; none sure: the leanest. Without
+    `lean`: every axis at its first choice, the memory axes at the smallest micro-batch and the first
+    checkpointing choice whose candidate is not pruned."""
     order = {a: _choices(candidates, a) for a in axes}
     start = {a: labels[0] for a, labels in order.items()}
     if lean:
@@ -77,6 +85,10 @@ def reference(
             for c in candidates
             if c.name not in pruned and c.name in lean and all(c.axes[a] == start[a] for a in held)
         ]
+        rank = {a: {label: i for i, label in enumerate(order[a])} for a in CLOSEST_FIRST if a in order}
+        safe = [c for c in fits if sure is not None and c.name in sure]
+        if safe:
+            return dict(min(safe, key=lambda c: (tuple(rank[a][c.axes[a]] for a in rank), lean[c.name])).axes)
         if fits:
             return dict(min(fits, key=lambda c: lean[c.name]).axes)
     by_axes = {_key(c.axes, axes): c for c in candidates}
@@ -98,16 +110,20 @@ def staged_race(
     budget_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     lean: Mapping[str, float] | None = None,
+    sure: Container[str] | None = None,
+    reserve: Callable[[], float] | None = None,
     **options: Any,
 ) -> tuple[Standing, tuple[StageReport, ...]]:
     """Race stage by stage (`options` go to race()); the merged standing and what each stage did.
     `budget_s`: each stage may spend the time left times its share of the candidates left to race;
-    `lean`: the predicted peaks the reference is chosen by (reference())."""
+    `lean` and `sure`: the predicted peaks and the candidates sure to fit the reference is chosen by
+    (reference()); `reserve`: the seconds of the budget to keep for what follows the race (the
+    finalists' loss checks), asked again as each stage starts."""
     axes = list(candidates[0].axes) if candidates else []
     plan = stage_plan(candidates, stages)
     sizes = [math.prod(len(_choices(candidates, a)) for a in s) for s in plan]
     end = None if budget_s is None else clock() + budget_s
-    leader = reference(candidates, axes, pruned, lean)
+    leader = reference(candidates, axes, pruned, lean, sure)
     named = {c.name: c for c in candidates}
     memo = _Memo(measure)
     entries: dict[str, Entry] = {}
@@ -115,7 +131,8 @@ def staged_race(
     winner, stopped, rounds = None, "no stage ran", 0
     for i, stage in enumerate(plan):
         if end is not None:
-            deadline = clock() + max(0.0, end - clock()) * sizes[i] / sum(sizes[i:])
+            kept = reserve() if reserve is not None else 0.0
+            deadline = clock() + max(0.0, end - clock() - kept) * sizes[i] / sum(sizes[i:])
             options["spent"] = lambda d=deadline: clock() > d
         names = [
             c.name
