@@ -16,8 +16,8 @@ AdamW, 8-bit AdamW, Adafactor in that order), the leanest of them; when none is 
 leanest. A reference that runs out of memory would leave the precision, compile and Liger stages
 with nothing measured (on one H100 capped at 24 GB, llama-1b's first-choice reference, fused AdamW
 at every-other-layer checkpointing, did); one with Adafactor made every measured candidate an
-Adafactor one, and Adafactor's loss deviates from AdamW's on the proxy task (the second run did). Without predictions: the
-smallest micro-batch and the first checkpointing choice (none, then every k layers, then every
+Adafactor one, and Adafactor's loss deviates from AdamW's on the proxy task (the second run did).
+Without predictions: the smallest micro-batch and the first checkpointing choice (none, then every k layers, then every
 layer) whose candidate with every other axis at its first choice is not pruned. Each stage's winner
 is the leader the next stage starts from; a stage that measures nothing (every candidate pruned, or
 the budget spent) keeps the leader. So the probes grow with the sum of the axes' sizes (and the
@@ -51,7 +51,8 @@ STAGES: tuple[tuple[str, ...], ...] = (
 )
 MEMORY_AXES = ("batch", "checkpointing")
 LEAN_AXES = ("batch", "checkpointing", "optimizer")  # the axes the reference takes at its leanest
-CLOSEST_FIRST = ("optimizer",)  # axes that change what training computes: the reference keeps their first fitting choice
+# axes that change what training computes: the reference keeps their first choice that fits
+CLOSEST_FIRST = ("optimizer",)
 
 
 @dataclass(frozen=True)
