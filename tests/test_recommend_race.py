@@ -231,3 +231,46 @@ def test_the_race_keeps_what_the_finalists_checks_will_take_out_of_its_budget() 
 
     assert run(0.0) > run(40.0)
     assert run(60.0) <= 3 + 12  # nothing left: each stage stops after its first round
+
+
+@given(st.integers(2, 9), st.integers(0, 30))
+def test_the_budget_ends_between_probes_not_only_between_rounds(n: int, after: int) -> None:
+    """The H100 runs' compile stage measured both its candidates (56 s and 16 s) past the budget, since
+    the race asked only between rounds: now no probe starts once the budget is spent, but a round's first."""
+    from bench.recommend.race import race
+
+    probes: list[str] = []
+
+    def measure(name: str, rnd: int) -> float:
+        probes.append(name)
+        return 1.0 + 0.01 * (hash((name, rnd)) % 7)
+
+    standing = race([f"c{i}" for i in range(n)], measure, spent=lambda: len(probes) > after, floor=0.01)
+    assert len(probes) <= max(after + 1, 1)
+    if len(probes) < n * standing.rounds:
+        assert standing.stopped == "the budget is spent"
+    assert standing.winner in {p for p in probes}
+
+
+def test_a_leader_that_compiles_makes_the_race_keep_more_for_its_check() -> None:
+    """The reserve is asked before each probe: once a slow (compiled) candidate leads, the race stops
+    sooner, since its loss check will cost what its probe did."""
+    from bench.recommend.stages import staged_race
+
+    fixed = {a: f"{a[:3]}0" for a in AXES if a != "compile"} | {"batch": "bat0"}
+    candidates = [c for c in synthetic_space() if all(c.axes[a] == v for a, v in fixed.items())]
+    assert len(candidates) == 3  # one stage: compile
+    now = [0.0]
+    walls: dict[str, float] = {}
+
+    def measure(name: str, rnd: int) -> float:
+        slow = ".com1" in name or ".com2" in name
+        now[0] += 20.0 if slow else 1.0
+        walls[name] = 20.0 if slow else 1.0
+        return (2.0 if slow else 1.0) * (1.0 + 0.05 * (rnd % 2))
+
+    def reserve() -> float:
+        return max(walls.values(), default=1.0)
+
+    staged_race(candidates, set(), measure, budget_s=100.0, clock=lambda: now[0], floor=0.01, reserve=reserve)
+    assert now[0] <= 100.0  # asked only as the stage started (reserve 1 s), the race ran on to 103 s

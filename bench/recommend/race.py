@@ -8,9 +8,11 @@ noise level, and many degrees of freedom after two rounds). A candidate is elimi
 best's mean exceeds its own by more than t(1 - alpha / m, df) standard errors, m the number of
 comparisons that round and r the rounds that test (Bonferroni over both: alpha / (m * r)): so the
 chance that the true best is ever eliminated is at most `alpha` over the whole race, whatever the
-others are (tests/test_recommend_race.py checks it on simulated races). The race ends when one candidate is left, at
-`max_rounds` (the survivors are then tied within the noise, and the best mean wins, said so), or
-when the caller's budget is spent.
+others are (tests/test_recommend_race.py checks it on simulated races). The race ends when one
+candidate is left, at `max_rounds` (the survivors are then tied within the noise, and the best mean
+wins, said so), or when the caller's budget is spent, which is asked before each probe but a
+round's first (so a round cut short leaves some candidates with a figure fewer, and no elimination
+is tested on it).
 
 An out-of-memory or failed probe removes its candidate at once (a result, not a noise draw).
 Pure: the caller measures; race.py only decides.
@@ -112,11 +114,16 @@ def race(
             break
         rounds = rnd + 1
         for e in racing:
+            if e is not racing[0] and spent():  # the budget ends between probes, not only between rounds
+                stopped = "the budget is spent"
+                break
             got = measure(e.name, rnd)
             if isinstance(got, str) or not got > 0 or not math.isfinite(got):
                 e.out, e.round_out = (got if isinstance(got, str) else "no figure"), rnd
             else:
                 e.values.append(float(got))
+        if stopped == "the budget is spent":
+            break
         if rounds >= min_rounds:
             per_round = alpha / (max_rounds - min_rounds + 1)
             for name, why in eliminate(list(entries.values()), per_round, floor):

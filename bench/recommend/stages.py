@@ -134,7 +134,11 @@ def staged_race(
         if end is not None:
             kept = reserve() if reserve is not None else 0.0
             deadline = clock() + max(0.0, end - clock() - kept) * sizes[i] / sum(sizes[i:])
-            options["spent"] = lambda d=deadline: clock() > d
+            # the stage's share, and the whole budget less the reserve asked again before each probe
+            # (a compiled leader's check costs what its probe did: known only once it is measured)
+            options["spent"] = lambda d=deadline, e=end: (
+                clock() > d or (reserve is not None and clock() > e - reserve())
+            )
         names = [
             c.name
             for c in candidates
