@@ -284,6 +284,7 @@ def test_only_the_server_with_peft_keeps_it_importable() -> None:
     from bench.worker.__main__ import served_extras
 
     assert served_extras(["--serve", "accelerate", "--with", "torchao,peft,numpy"]) == ("peft", "torchao")
+    assert served_extras(["--serve", "accelerate", "--with", "bitsandbytes"]) == ("bitsandbytes",)
     assert served_extras(["--serve", "accelerate"]) == ()
     assert served_extras(["spec.json", "result.json"]) == ()
     code = (

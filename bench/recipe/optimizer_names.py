@@ -15,3 +15,7 @@ OPTIMIZERS: dict[str, str | None] = {
     "adam8bit_manual": None,  # the guide's manual recipe: bnb.optim.Adam8bit with its decay groups
     "sgd": "sgd",
 }
+
+# the optimizers bitsandbytes implements: a scenario naming one imports it (bench/worker/skips.py,
+# bench/recipe/scenario.py cuda_at_import)
+BITSANDBYTES_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit", "adam8bit_manual")

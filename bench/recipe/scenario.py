@@ -9,16 +9,20 @@ from typing import Any
 from ..checks import MAX_SECONDS, bounded, host_port
 from ..errors import BadInput, did_you_mean
 from ..safetext import control_char
+from .optimizer_names import BITSANDBYTES_OPTIMIZERS
 
 # Decoder LLM techniques (docs/llm.md)
 PEFTS = ("none", "lora")
 QUANTIZE_BASES = ("none", "int8", "nf4")  # bitsandbytes' LLM.int8() and 4-bit NormalFloat base weights
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")  # torch.compile's `mode`
 MAX_LORA_RANK = 65_536
-# Packages whose import creates a CUDA context: peft (it imports bitsandbytes) and torchao (its
-# Triton check asks for the device's properties). The fork server must not, so they are kept out of
-# its imports and of every worker that does not use them; a worker that does starts afresh.
-CUDA_AT_IMPORT = ("peft", "torchao")
+# Packages whose import creates a CUDA context: bitsandbytes (it asks for the compute capability),
+# peft (it imports bitsandbytes) and torchao (its Triton check asks for the device's properties). The
+# fork server must not, so they are kept out of its imports and of every worker that does not use
+# them; a worker that does is forked by the second server that preloads them (`--with`), or starts
+# afresh. bitsandbytes joined the list when 8-bit AdamW's workers were seen importing it each time
+# (2.6-3.7 s of every such probe's start on an H100, docs/recommend.md).
+CUDA_AT_IMPORT = ("peft", "torchao", "bitsandbytes")
 ATTENTION = ("default", "eager", "sdpa")
 # transformers' implementations of a mixture-of-experts layer (bench/families/moe.py); default: its own choice
 EXPERTS_IMPLEMENTATIONS = ("default", "eager", "batched_mm", "grouped_mm")
@@ -469,6 +473,14 @@ SETTING_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Scenario) if f.name
 
 def cuda_at_import(scenario: dict[str, Any]) -> tuple[str, ...]:
     """The packages of CUDA_AT_IMPORT a scenario's fields (as in a worker's spec) import: peft for
-    LoRA, torchao for fp8."""
-    used = {"peft": scenario.get("peft", "none") != "none", "torchao": bool(scenario.get("fp8", False))}
+    LoRA, torchao for fp8, bitsandbytes for LoRA (peft imports it), a quantized base or an 8-bit
+    optimizer."""
+    peft = scenario.get("peft", "none") != "none"
+    used = {
+        "peft": peft,
+        "torchao": bool(scenario.get("fp8", False)),
+        "bitsandbytes": peft
+        or scenario.get("quantize_base", "none") != "none"
+        or scenario.get("optimizer") in BITSANDBYTES_OPTIMIZERS,
+    }
     return tuple(name for name in CUDA_AT_IMPORT if used[name])

@@ -12,6 +12,7 @@ import torch
 from ..planner import datakinds
 from ..planner.rules import needs_cuda
 from ..recipe.engine_registry import ENGINES, precision_matmuls
+from ..recipe.optimizer_names import BITSANDBYTES_OPTIMIZERS
 from ..recipe.scenario import Scenario
 
 
@@ -45,7 +46,7 @@ def optional_packages(sc: Scenario) -> list[tuple[str, str, str]]:
         needed.append(("peft", 'LoRA (peft = "lora")', "peft"))
     if sc.quantize_base != "none":
         needed.append(("bitsandbytes", f'quantize_base = "{sc.quantize_base}"', "bitsandbytes"))
-    if sc.optimizer in ("adamw_8bit", "paged_adamw_8bit", "adam8bit_manual"):
+    if sc.optimizer in BITSANDBYTES_OPTIMIZERS:
         needed.append(("bitsandbytes", f'optimizer = "{sc.optimizer}"', "bitsandbytes"))
     if sc.liger:
         needed.append(("liger_kernel.transformers", "liger = true (Liger's kernels)", "liger-kernel"))
