@@ -297,3 +297,19 @@ def test_the_leaders_probe_time_is_what_the_race_keeps_for_their_checks() -> Non
     assert _leaders_walls(rows, 1) == [80.0]
     assert _leaders_walls(rows, 3) == [80.0, 8.0, 0.0]
     assert _leaders_walls({}, 2) == [0.0, 0.0]
+
+
+def test_a_winner_the_race_could_not_prove_says_what_its_lead_rests_on() -> None:
+    """The H100's llama-1b answer came from one probe a candidate, the budget spent with the runner-up
+    still racing: the answer says so, and says nothing when the race separated the winner."""
+    once = dataclasses.replace(result("a", 66.4), probes=1)
+    rival = dataclasses.replace(result("b", 52.8, parity=""), probes=1)
+    answer = build_answer("speed", [once, rival], (), "the budget is spent", "lm-synthetic", "causal-lm", "cuda:0",
+                          None, 0.15, 1)  # fmt: skip
+    said = [n for n in answer.notes if n.startswith("the winner rests on")]
+    assert said == [
+        "the winner rests on 1 probe (no interval); 1 other candidate still racing when the budget is spent, not "
+        "separated from it by an interval (the next: b, 52.8 samples/s): a larger --budget races more rounds"
+    ]
+    proven = answer_of([result("a", 10.0), result("b", 5.0, outcome="eliminated")])
+    assert not [n for n in proven.notes if n.startswith("the winner rests on")]

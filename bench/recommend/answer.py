@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import BadInput
 from ..fmt import toml_value
 from ..fsio import atomic_write_json
-from .race import Entry
+from .race import MIN_ROUNDS, Entry
 from .space import PLAIN, AxisNote, Candidate
 from .stages import StageReport
 
@@ -155,11 +155,34 @@ def build_answer(
         notes.append("cost on one GPU at an hourly price ranks as speed does (cost per sample = price / samples/s)")
     if winner is None:
         notes.append("no candidate both measured and judged equivalent to the plain recipe: no recommendation")
+    else:
+        notes.extend(_how_sure(eligible[0], measured, stopped))
     return Answer(
         objective=objective, winner=winner, runner_up=runner, candidates=tuple(results), pareto=pareto(measured),
         lost=tuple(why_lost(results)), notes=tuple(notes), stopped=stopped,
         judged_on=proxy, device=device, memory_cap_mb=cap, wall_s=wall_s, stages=tuple(stages),
     )  # fmt: skip
+
+
+def _how_sure(won: CandidateResult, measured: Sequence[CandidateResult], stopped: str) -> list[str]:
+    """What the winner's lead rests on, when the race could not prove it: too few probes for an
+    interval, or candidates still racing (not separated from it) when the race stopped."""
+    rivals = sorted(
+        (r for r in measured if r.outcome == "raced" and r.name != won.name and r.parity not in BAD_VERDICTS),
+        key=lambda r: -(r.objective or 0),
+    )
+    if won.probes >= MIN_ROUNDS and not rivals:
+        return []
+    said = f"the winner rests on {won.probes} probe{'s' if won.probes != 1 else ''}"
+    if won.probes < MIN_ROUNDS:
+        said += " (no interval)"
+    if rivals:
+        nxt = rivals[0]
+        said += (
+            f"; {len(rivals)} other candidate{'s' if len(rivals) != 1 else ''} still racing when {stopped}, not "
+            f"separated from it by an interval (the next: {nxt.name}, {nxt.samples_per_s or 0:.1f} samples/s)"
+        )
+    return [said + ": a larger --budget races more rounds"]
 
 
 def pareto(results: Sequence[CandidateResult]) -> tuple[str, ...]:
