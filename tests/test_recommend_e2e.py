@@ -78,3 +78,28 @@ def test_record_stores_the_winner_and_resume_measures_nothing_twice(tmp_path: Pa
     refused = gpubench("recommend", *changed, "--resume", timeout=300)
     assert refused.returncode == 2 and "made with --gpu-memory = '2GB', not '4GB'" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_an_exhaustive_search_stops_at_its_budget_and_resume_finishes_it(tmp_path: Path) -> None:
+    """--exhaustive takes longer than one GPU sitting: its --budget ends the sitting between probes
+    (exit 4, nothing judged, the resume command said) and --resume measures only what is missing."""
+    out = tmp_path / "rec"
+    args = ["--model", "llama-tiny", "--seq-len", "16", "--global-batch", "2", "--device", "cpu", "--axes", "batch"]
+    args += ["--gpu-memory", "2GB", "--probe-steps", "1", "--parity-steps", "4", "--finalists", "1"]
+    args += ["--exhaustive", "--out", out, "--format", "json"]
+    first = gpubench("recommend", *args, "--budget", "1s", timeout=900)
+    assert first.returncode == 4, first.stderr
+    assert f"--out {out} --resume finishes it" in first.stderr
+    answer = json.loads(first.stdout)
+    assert answer["winner"] is None and answer["stopped"] == "the budget is spent"
+    rows = read_results(out)
+    probes = rows[~rows["scenario"].str.startswith("parity.")]
+    assert len(probes) < 3 * len(answer["candidates"])  # stopped before its last probe
+    again = gpubench("recommend", *args, "--budget", "10m", "--resume", timeout=900)
+    assert again.returncode in (0, 1), again.stderr
+    done = read_results(out)
+    measured = done[~done["scenario"].str.startswith("parity.")]
+    assert len(measured) == 3 * len(answer["candidates"])  # every candidate's 3 rounds, none twice
+    kept = done.merge(rows[["scenario", "repeat", "worker_wall_s"]], on=["scenario", "repeat"])
+    assert len(kept) == len(rows) >= 3  # the plain recipe's checks at least ran in the first sitting
+    assert list(kept["worker_wall_s_x"]) == list(kept["worker_wall_s_y"])  # its rows reused, not rerun

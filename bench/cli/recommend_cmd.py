@@ -100,7 +100,8 @@ def recommend(
     Example: gpubench recommend --model llama-1b --gpu-memory 24GB --budget 15m
 
     Exit codes: 0 a recipe is recommended; 1 none measured and judged equivalent; 2 bad input,
-    nothing ran; 130 interrupted.
+    nothing ran; 4 an --exhaustive search's --budget ran out (finish it with --resume); 130
+    interrupted.
     """
     from .. import api
     from ..recommend.answer_text import HEADER, as_json, markdown, summary_lines, table_rows
@@ -120,7 +121,7 @@ def recommend(
         request,
         RichReporter(err),
         warn=lambda m: err.print(f"[yellow]warning:[/yellow] {escape(m)}"),
-        info=lambda m: err.print(m, highlight=False, markup=False),
+        info=lambda m: err.print(m, highlight=False, markup=False, soft_wrap=True),
     )
     answer = outcome.answer
     if fmt == Format.json:

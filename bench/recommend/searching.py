@@ -398,8 +398,11 @@ def _run(
             def reserve() -> float:  # the finalists' checks: the leaders' probe time or a plain check, the longer
                 return sum(max(check_s, wall) for wall in _leaders_walls(probe_rows, request.finalists))
 
-            if request.exhaustive:
-                standing = race(racing, measure, alpha=0.0, min_rounds=10**6, max_rounds=request.exhaustive_rounds)
+            if request.exhaustive:  # no elimination; --budget ends this sitting, --resume the next
+                standing = race(
+                    racing, measure, alpha=0.0, min_rounds=10**6, max_rounds=request.exhaustive_rounds,
+                    spent=lambda: time.monotonic() - started > request.budget_s,
+                )  # fmt: skip
             elif not interrupted:
                 left = request.budget_s - (time.monotonic() - started)
                 standing, stages = staged_race(
@@ -411,6 +414,12 @@ def _run(
             info(f"race: {standing.rounds} rounds, {standing.stopped}")
             order = sorted((e for e in standing.entries.values() if e.values and not e.out), key=lambda e: -e.mean_log)
             finalists = pick_finalists([e.name for e in order], {c.name: c for c in candidates}, request.finalists)
+            unfinished = request.exhaustive and standing.stopped == "the budget is spent"
+            if unfinished:  # judged once every candidate is measured, in the sitting that finishes it
+                finalists = []
+                info(
+                    f"the exhaustive search is unfinished: the same command with --out {plan.out} --resume finishes it"
+                )
             if finalists and not interrupted:
                 parity_rows = [*reference_rows, *_judge(plan, request, cap, finalists, one, lambda: interrupted)]
                 add_parity(parity_rows, f"{PARITY_PREFIX}{PLAIN}")
@@ -442,5 +451,10 @@ def _run(
             warn(f"interrupted, so nothing is recorded in the history: finish with --out {plan.out} --resume --record")
         else:
             warn("no recipe recommended, so nothing is recorded in the history")
-    code = ExitCode.INTERRUPTED if interrupted else (ExitCode.OK if answer.winner else ExitCode.FAILED)
+    if interrupted:
+        code = ExitCode.INTERRUPTED
+    elif unfinished:
+        code = ExitCode.TIME_LIMIT
+    else:
+        code = ExitCode.OK if answer.winner else ExitCode.FAILED
     return RecommendOutcome(plan.out, answer, rows, code)
