@@ -334,6 +334,7 @@ def test_recommend_answers_on_the_gpu_and_its_8bit_workers_are_forked(tmp_path: 
     answer = json.loads(done.stdout)
     winner = next(c for c in answer["candidates"] if c["name"] == answer["winner"])
     assert winner["parity"] == "equivalent" and winner["peak_mem_mb"] > 0
+    assert winner["mfu_ceiling"] > 0 and winner["bound"]  # against the ceiling the search measured
     rows = read_results(out).to_dict("records")
     eight_bit = [r for r in rows if r.get("optimizer") == "adamw_8bit" and r["status"] == "ok"]
     for row in eight_bit:

@@ -35,10 +35,11 @@ from ..run.envinfo import gpu_in_use
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.outdir import check_unused, locked, remove_folders, remove_stale_temps
 from ..run.plan import RunPlan, prepare
-from ..run.probe import probe, resolve_device
+from ..run.probe import ceiling_tflops, probe, resolve_device
 from ..run.proc import Interrupts
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from ..run.runner import NullReporter, Reporter, run_launcher, run_one
+from ..run.session import matmul_ceiling
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
 from .prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
 from .race import MIN_ROUNDS, race
@@ -196,6 +197,11 @@ def recommend(
             "objective": request.objective, "gpu_memory_mb": asked, "memory_cap_mb": cap, "proxy_data": proxy,
             "global_batch": request.global_batch, "exhaustive": request.exhaustive, SETTINGS_KEY: settings,
         }  # fmt: skip
+        if cuda:  # each candidate's MFU against the measured ceiling, as a run's rows have it (10-20 s)
+            env["matmul_ceiling"] = matmul_ceiling(plan, env)
+            plan = dataclasses.replace(plan, ceiling_tflops=ceiling_tflops(env["matmul_ceiling"]))
+        else:
+            env["matmul_ceiling"] = {"reason": "a CPU run"}
         write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
         try:
             return _run(
