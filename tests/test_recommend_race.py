@@ -176,7 +176,9 @@ def test_the_stages_start_from_the_leanest_recipe_the_memory_model_predicts() ->
     precision = stages[0]
     assert precision.axes == ("precision",) and str(precision.leader).startswith("pre2.")
     first_choice, stages_old = staged_race(candidates, set(), lambda n, _r: figure[n], floor=0.01)
-    assert stages_old[0].leader is None  # the old start: every precision out of memory, nothing learned
+    # the first-choice start ran out of memory in every precision; it now steps down to the same
+    # leaner reference, at the cost of the probes the prediction saves
+    assert stages_old[0].leader == precision.leader and stages_old[0].probes > precision.probes
 
 
 def test_the_progress_counts_the_stages_candidates_not_the_spaces_product() -> None:
@@ -274,3 +276,26 @@ def test_a_leader_that_compiles_makes_the_race_keep_more_for_its_check() -> None
 
     staged_race(candidates, set(), measure, budget_s=100.0, clock=lambda: now[0], floor=0.01, reserve=reserve)
     assert now[0] <= 100.0  # asked only as the stage started (reserve 1 s), the race ran on to 103 s
+
+
+@given(st.integers(0, 2), st.integers(0, 2))
+def test_a_reference_that_runs_out_of_memory_steps_down_until_a_stage_measures(opt_fits: int, ckpt_fits: int) -> None:
+    """Without predictions (qwen3, the MoE: no activation model) the reference is the first choices,
+    which may not fit, as llama-1b's did at 24 GB: every precision then ran out of memory and nothing
+    was learned. The stage is raced again at the next leaner reference (more checkpointing, then the
+    next optimizer) until a candidate fits; the first that fits is the lightest step that does."""
+    from bench.recommend.stages import staged_race
+
+    candidates = synthetic_space()
+
+    def fits(name: str) -> bool:
+        axes = next(c for c in candidates if c.name == name).axes
+        return (int(axes["optimizer"][-1]), int(axes["checkpointing"][-1])) >= (opt_fits, ckpt_fits)
+
+    figure = {c.name: 1.0 + 0.1 * int(c.axes["precision"][-1]) if fits(c.name) else "oom" for c in candidates}
+    standing, stages = staged_race(candidates, set(), lambda n, _r: figure[n], floor=0.01)
+    precision = stages[0]
+    assert precision.axes == ("precision",) and precision.leader is not None
+    leader = next(c for c in candidates if c.name == precision.leader).axes
+    assert (leader["optimizer"], leader["checkpointing"]) == (f"opt{opt_fits}", f"che{ckpt_fits}")
+    assert standing.winner is not None and fits(standing.winner)

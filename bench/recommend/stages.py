@@ -18,7 +18,10 @@ with nothing measured (on one H100 capped at 24 GB, llama-1b's first-choice refe
 at every-other-layer checkpointing, did); one with Adafactor made every measured candidate an
 Adafactor one, and Adafactor's loss deviates from AdamW's on the proxy task (the second run did).
 Without predictions: the smallest micro-batch and the first checkpointing choice (none, then every k layers, then every
-layer) whose candidate with every other axis at its first choice is not pruned. Each stage's winner
+layer) whose candidate with every other axis at its first choice is not pruned. When every candidate of a stage
+before the optimizer's runs out of memory at the reference, the stage is raced again at the next
+leaner one (step_down: more checkpointing, then the next optimizer from AdamW's end), so a model the
+memory model gives no activations for (qwen3, the MoE) is not left with nothing measured. Each stage's winner
 is the leader the next stage starts from; a stage that measures nothing (every candidate pruned, or
 the budget spent) keeps the leader. So the probes grow with the sum of the axes' sizes (and the
 product of batch and checkpointing), not with their product. The rule is exact for a separable
@@ -32,6 +35,7 @@ cannot spend what the last one needs. Pure: the caller measures.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Container, Mapping, Sequence
@@ -146,6 +150,18 @@ def staged_race(
         ]
         before = len(memo.fresh)
         standing = race(names, memo, **options)
+        while _all_out_of_memory(standing) and not set(stage) & set(LADDER):
+            leaner = step_down(leader, candidates, pruned, stage)  # the reference did not fit: a leaner one
+            if leaner is None:
+                break
+            leader = leaner
+            names = [
+                c.name
+                for c in candidates
+                if c.name not in pruned and all(c.axes[a] == leader[a] for a in axes if a not in stage)
+            ]
+            rounds += standing.rounds
+            standing = race(names, memo, **options)
         rounds, stopped = rounds + standing.rounds, standing.stopped
         entries.update({n: e for n, e in standing.entries.items() if e.values or e.out or n not in entries})
         if standing.winner is not None:
@@ -154,6 +170,38 @@ def staged_race(
         reports.append(StageReport(stage, len(names), len({n for n, _ in new}), len(new), standing.winner, stopped))
     survivors = tuple(n for n, e in entries.items() if not e.out and e.values)
     return Standing(winner, survivors, entries, rounds, stopped), tuple(reports)
+
+
+LADDER = ("optimizer", "checkpointing")  # the reference's way down when it runs out of memory: step_down()
+
+
+def _all_out_of_memory(standing: Standing) -> bool:
+    return bool(standing.entries) and all(e.out == "oom" for e in standing.entries.values())
+
+
+def step_down(
+    leader: Mapping[str, str], candidates: Sequence[Candidate], pruned: Container[str], stage: Sequence[str]
+) -> dict[str, str] | None:
+    """The next leaner reference after `leader` ran out of memory in every candidate of a stage (a
+    model the memory model predicts no activations for gives no lean start): more checkpointing
+    first (it keeps the training math), then the next optimizer from AdamW's end (the space's order),
+    each at its lightest checkpointing first. None when nothing leaner is left."""
+    axes = [a for a in LADDER if a in leader]
+    if not axes:
+        return None
+    order = {a: _choices(candidates, a) for a in axes}
+    ladder = [
+        dict(zip(axes, pair, strict=True))
+        for pair in itertools.product(*(order[a] for a in axes))  # optimizer outer, checkpointing inner
+    ]
+    here = ladder.index({a: leader[a] for a in axes})
+    for step in ladder[here + 1 :]:
+        trial = {**leader, **step}
+        if any(
+            c.name not in pruned and all(c.axes[a] == trial[a] for a in trial if a not in stage) for c in candidates
+        ):
+            return trial
+    return None
 
 
 def stage_plan(candidates: Sequence[Candidate], stages: Sequence[Sequence[str]] = STAGES) -> list[tuple[str, ...]]:
