@@ -17,20 +17,21 @@ leanest. A reference that runs out of memory would leave the precision, compile 
 with nothing measured (on one H100 capped at 24 GB, llama-1b's first-choice reference, fused AdamW
 at every-other-layer checkpointing, did); one with Adafactor made every measured candidate an
 Adafactor one, and Adafactor's loss deviates from AdamW's on the proxy task (the second run did).
-Without predictions: the smallest micro-batch and the first checkpointing choice (none, then every k layers, then every
-layer) whose candidate with every other axis at its first choice is not pruned. When every candidate of a stage
-before the optimizer's runs out of memory at the reference, the stage is raced again at the next
-leaner one (step_down: more checkpointing, then the next optimizer from AdamW's end), so a model the
-memory model gives no activations for (qwen3, the MoE) is not left with nothing measured. Each stage's winner
-is the leader the next stage starts from; a stage that measures nothing (every candidate pruned, or
-the budget spent) keeps the leader. So the probes grow with the sum of the axes' sizes (and the
-product of batch and checkpointing), not with their product. The rule is exact for a separable
-objective (each axis multiplies the figure by its own factor, whatever the others are); interactions
-between stages are not searched: `--exhaustive` measures every candidate, the twin a staged answer
-is checked against. A candidate met again in a later stage (the leader) reuses its figures for the
-rounds already measured. With a budget, each stage may spend the time left times its share of the
-candidates of the stages left (a stage of 12 after one of 3 gets 12/15 of it), so the first stage
-cannot spend what the last one needs. Pure: the caller measures.
+Without predictions: the smallest micro-batch and the first checkpointing choice (none, then every k
+layers, then every layer) whose candidate with every other axis at its first choice is not pruned.
+When every candidate of a stage before the optimizer's runs out of memory at the reference, the
+stage is raced again at the next leaner one (step_down: more checkpointing, then the next optimizer
+from AdamW's end), so a model the memory model gives no activations for (qwen3, the MoE) is not left
+with nothing measured. Each stage's winner is the leader the next stage starts from; a stage that
+measures nothing (every candidate pruned, or the budget spent) keeps the leader. So the probes grow
+with the sum of the axes' sizes (and the product of batch and checkpointing), not with their
+product. The rule is exact for a separable objective (each axis multiplies the figure by its own
+factor, whatever the others are); interactions between stages are not searched: `--exhaustive`
+measures every candidate, the twin a staged answer is checked against. A candidate met again in a
+later stage (the leader) reuses its figures for the rounds already measured. With a budget, each
+stage may spend the time left times its share of the candidates of the stages left (a stage of 12
+after one of 3 gets 12/15 of it), so the first stage cannot spend what the last one needs. Pure: the
+caller measures.
 """
 
 from __future__ import annotations
