@@ -44,3 +44,20 @@ def test_a_resumed_run_counts_from_its_finished_rows_and_the_last_line_has_no_et
 def test_an_error_is_not_markup() -> None:
     row = {"scenario": "x", "repeat": 0, "status": "error", "error": "bad [red]thing[/red]"}
     assert lines_of([row], total=1)[1] == "  [1/1] error       x r0  bad [red]thing[/red]"
+
+
+def test_the_eta_never_reaches_past_the_time_limit() -> None:
+    """recommend's H100 runs printed 'ETA 0:25:17' for a 4-minute budget (the staged search's
+    candidates counted, not the budget that ends it): the ETA is capped by the deadline, and says so."""
+    import time
+
+    def eta(total: int, deadline_in: float) -> str:
+        reporter = RichReporter(Console(file=io.StringIO(), force_terminal=False, width=200))
+        reporter.start(total, 0, deadline=time.monotonic() + deadline_in)
+        reporter.ran, reporter.done, reporter.started_at = 1, 1, time.monotonic() - 10.0  # one worker: 10 s
+        return reporter.eta_text()
+
+    capped = eta(1000, 240.0)  # 999 workers left at 10 s: 2.8 hours by the mean; the limit is sooner
+    assert capped.endswith(", the time limit") and capped.startswith(("  ETA 0:03:5", "  ETA 0:04:00")), capped
+    free = eta(3, 3600.0)  # 2 left at 10 s: 20 s, well inside the limit
+    assert free.startswith("  ETA 0:00:2") and "time limit" not in free, free

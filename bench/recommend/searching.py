@@ -371,7 +371,11 @@ def _run(
     # the probes to expect: every candidate's rounds when exhaustive, else the stages' candidates' first
     # rounds (not the space's product: 1,038 workers for llama-1b's staged search read as hours)
     staged = min(len(racing), stage_candidates(candidates))
-    reporter.start(total=len(racing) * request.exhaustive_rounds if request.exhaustive else staged * MIN_ROUNDS, done=0)
+    reporter.start(
+        total=len(racing) * request.exhaustive_rounds if request.exhaustive else staged * MIN_ROUNDS,
+        done=0,
+        deadline=started + request.budget_s,  # the search ends by its budget (and one probe)
+    )
 
     def one(sc: Scenario, repeat: int) -> dict[str, Any]:
         nonlocal interrupted

@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..recipe.scenario import Scenario
 from ..safetext import for_terminal
@@ -27,7 +27,7 @@ class RichReporter:
             TextColumn("elapsed"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
-            TimeRemainingColumn(),
+            TextColumn("{task.fields[eta]}"),  # eta_text's: capped by the deadline, as the lines are
             console=self.console,
             transient=True,
         )
@@ -36,16 +36,20 @@ class RichReporter:
         self.done = 0
         self.ran = 0  # workers finished in this process (a resumed run's earlier rows excluded)
         self.started_at = 0.0
+        self.deadline: float | None = None
 
-    def start(self, total: int, done: int) -> None:
+    def start(self, total: int, done: int, deadline: float | None = None) -> None:
+        """`deadline` (time.monotonic()): when the command stops starting workers (run's --time-limit,
+        recommend's --budget); the ETA never reaches past it."""
         self.total, self.done, self.ran, self.started_at = total, done, 0, time.monotonic()
+        self.deadline = deadline
         if total > done:
             self.console.print(
                 f"  {total - done} worker(s) to run; the first waits while torch and transformers load",
                 highlight=False,
             )
         self.progress.start()
-        self.task = self.progress.add_task("starting", total=total, completed=done)
+        self.task = self.progress.add_task("starting", total=total, completed=done, eta="-")
 
     def scenario_start(self, sc: Scenario, repeat: int) -> None:
         self.progress.update(self.task, description=escape(f"{for_terminal(sc.name)} (repeat {repeat})"))
@@ -63,15 +67,22 @@ class RichReporter:
             f"r{row['repeat']}  {escape(detail)}{eta}",
             highlight=False,
         )
+        self.progress.update(self.task, eta=self.eta_text().removeprefix("  ETA ") or "-")
         self.progress.advance(self.task)
 
     def eta_text(self) -> str:
-        """'  ETA 0:01:05': the mean time of this process's workers so far times the workers left."""
+        """'  ETA 0:01:05': the mean time of this process's workers so far times the workers left, or
+        the time to the deadline where that is sooner ('  ETA 0:00:40, the time limit')."""
         left = self.total - self.done
         if left <= 0 or self.ran == 0:
             return ""
-        seconds = int((time.monotonic() - self.started_at) / self.ran * left)
-        return f"  ETA {seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        now = time.monotonic()
+        seconds = int((now - self.started_at) / self.ran * left)
+        capped = self.deadline is not None and self.deadline - now < seconds
+        if capped and self.deadline is not None:
+            seconds = max(0, int(self.deadline - now))
+        hms = f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        return f"  ETA {hms}, the time limit" if capped else f"  ETA {hms}"
 
     def finish(self) -> None:
         self.progress.stop()
