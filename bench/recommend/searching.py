@@ -35,11 +35,11 @@ from ..run.envinfo import gpu_in_use
 from ..run.launcher import DEFAULT_LAUNCHER
 from ..run.outdir import check_unused, locked, remove_folders, remove_stale_temps
 from ..run.plan import RunPlan, prepare
-from ..run.probe import ceiling_tflops, probe, resolve_device
+from ..run.probe import probe, resolve_device
 from ..run.proc import Interrupts
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from ..run.runner import NullReporter, Reporter, run_launcher, run_one
-from ..run.session import matmul_ceiling
+from ..run.session import with_matmul_ceiling
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
 from .prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
 from .race import MIN_ROUNDS, race
@@ -198,8 +198,7 @@ def recommend(
             "global_batch": request.global_batch, "exhaustive": request.exhaustive, SETTINGS_KEY: settings,
         }  # fmt: skip
         if cuda:  # each candidate's MFU against the measured ceiling, as a run's rows have it (10-20 s)
-            env["matmul_ceiling"] = matmul_ceiling(plan, env)
-            plan = dataclasses.replace(plan, ceiling_tflops=ceiling_tflops(env["matmul_ceiling"]))
+            plan = with_matmul_ceiling(plan, env)
         else:
             env["matmul_ceiling"] = {"reason": "a CPU run"}
         write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
@@ -319,17 +318,19 @@ def _mean_wall(rows: Sequence[Mapping[str, Any]]) -> float:
     return sum(walls) / len(walls) if walls else 0.0
 
 
-def _leaders_walls(probe_rows: Mapping[tuple[str, int], Mapping[str, Any]], n: int) -> list[float]:
-    """The probe wall time of the `n` candidates now best on their figure (what their loss checks
+def _leaders_walls(
+    probe_rows: Mapping[tuple[str, int], dict[str, Any]], n: int, objective: str = "speed"
+) -> list[float]:
+    """The probe wall time of the `n` candidates now best on the objective (what their loss checks
     will roughly take: a compiled candidate compiles again); `n` zeros before any probe."""
-    speed: dict[str, list[float]] = {}
+    figures: dict[str, list[float]] = {}
     wall: dict[str, float] = {}
     for (name, _), row in probe_rows.items():
-        value = row.get("samples_per_s")
-        if row.get("status") == "ok" and isinstance(value, int | float) and value > 0:
-            speed.setdefault(name, []).append(float(value))
+        value = objective_value(row, objective)
+        if isinstance(value, float):
+            figures.setdefault(name, []).append(value)
             wall[name] = max(wall.get(name, 0.0), float(row.get("worker_wall_s") or 0.0))
-    best = sorted(speed, key=lambda name: -sum(speed[name]) / len(speed[name]))[:n]
+    best = sorted(figures, key=lambda name: -sum(figures[name]) / len(figures[name]))[:n]
     return [wall[name] for name in best] + [0.0] * (n - len(best))
 
 
@@ -406,7 +407,9 @@ def _run(
             check_s = _mean_wall(reference_rows)
 
             def reserve() -> float:  # the finalists' checks: the leaders' probe time or a plain check, the longer
-                return sum(max(check_s, wall) for wall in _leaders_walls(probe_rows, request.finalists))
+                return sum(
+                    max(check_s, wall) for wall in _leaders_walls(probe_rows, request.finalists, request.objective)
+                )
 
             if request.exhaustive:  # no elimination; --budget ends this sitting, --resume the next
                 standing = race(

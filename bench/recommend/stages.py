@@ -144,11 +144,7 @@ def staged_race(
             options["spent"] = lambda d=deadline, e=end: (
                 clock() > d or (reserve is not None and clock() > e - reserve())
             )
-        names = [
-            c.name
-            for c in candidates
-            if c.name not in pruned and all(c.axes[a] == leader[a] for a in axes if a not in stage)
-        ]
+        names = _stage_names(candidates, pruned, leader, stage)
         before = len(memo.fresh)
         standing = race(names, memo, **options)
         while _all_out_of_memory(standing) and not set(stage) & set(LADDER):
@@ -156,13 +152,8 @@ def staged_race(
             if leaner is None:
                 break
             leader = leaner
-            names = [
-                c.name
-                for c in candidates
-                if c.name not in pruned and all(c.axes[a] == leader[a] for a in axes if a not in stage)
-            ]
             rounds += standing.rounds
-            standing = race(names, memo, **options)
+            standing = race(_stage_names(candidates, pruned, leader, stage), memo, **options)
         rounds, stopped = rounds + standing.rounds, standing.stopped
         entries.update({n: e for n, e in standing.entries.items() if e.values or e.out or n not in entries})
         if standing.winner is not None:
@@ -171,6 +162,17 @@ def staged_race(
         reports.append(StageReport(stage, len(names), len({n for n, _ in new}), len(new), standing.winner, stopped))
     survivors = tuple(n for n, e in entries.items() if not e.out and e.values)
     return Standing(winner, survivors, entries, rounds, stopped), tuple(reports)
+
+
+def _stage_names(
+    candidates: Sequence[Candidate], pruned: Container[str], leader: Mapping[str, str], stage: Sequence[str]
+) -> list[str]:
+    """The candidates a stage races: not pruned, and the leader's on every axis outside the stage."""
+    return [
+        c.name
+        for c in candidates
+        if c.name not in pruned and all(label == leader[a] for a, label in c.axes.items() if a not in stage)
+    ]
 
 
 LADDER = ("optimizer", "checkpointing")  # the reference's way down when it runs out of memory: step_down()

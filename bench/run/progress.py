@@ -61,13 +61,13 @@ class RichReporter:
         detail = f"{sps:8.2f} samples/s" if status == "ok" and sps else for_terminal(row.get("error") or "")[:120]
         self.done += 1
         self.ran += 1
-        eta = "" if self.console.is_terminal else self.eta_text()
+        eta = self.eta_text()
         self.progress.console.print(
             f"  \\[{self.done}/{self.total}] [{style}]{status:<11}[/{style}] {escape(for_terminal(row['scenario']))} "
-            f"r{row['repeat']}  {escape(detail)}{eta}",
+            f"r{row['repeat']}  {escape(detail)}{'' if self.console.is_terminal else eta}",
             highlight=False,
         )
-        self.progress.update(self.task, eta=self.eta_text().removeprefix("  ETA ") or "-")
+        self.progress.update(self.task, eta=eta.removeprefix("  ETA ") or "-")
         self.progress.advance(self.task)
 
     def eta_text(self) -> str:
@@ -78,11 +78,13 @@ class RichReporter:
             return ""
         now = time.monotonic()
         seconds = int((now - self.started_at) / self.ran * left)
-        capped = self.deadline is not None and self.deadline - now < seconds
-        if capped and self.deadline is not None:
-            seconds = max(0, int(self.deadline - now))
-        hms = f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-        return f"  ETA {hms}, the time limit" if capped else f"  ETA {hms}"
+        if self.deadline is not None and self.deadline - now < seconds:
+            return f"  ETA {_hms(max(0, int(self.deadline - now)))}, the time limit"
+        return f"  ETA {_hms(seconds)}"
 
     def finish(self) -> None:
         self.progress.stop()
+
+
+def _hms(seconds: int) -> str:
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

@@ -155,8 +155,7 @@ def _run_rows(
         env["lanes"] = {"lanes": plan.lanes, "dirs": "lanes/lane-K", "devices": "each lane's env.json"}
         env["matmul_ceiling"] = {"reason": "--lanes: each lane measures its own GPU's (lanes/lane-K/env.json)"}
     elif plan.device != "cpu" and request.ceiling:  # a GPU run: the matmul ceiling, before any worker
-        env["matmul_ceiling"] = matmul_ceiling(plan, env)
-        plan = dataclasses.replace(plan, ceiling_tflops=ceiling_tflops(env["matmul_ceiling"]))
+        plan = with_matmul_ceiling(plan, env)
     else:
         env["matmul_ceiling"] = {"reason": "a CPU run" if plan.device == "cpu" else "--no-ceiling"}
     write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
@@ -180,6 +179,13 @@ def _run_rows(
         plan.out, harness_time(outcome.rows, time.monotonic() - started, workers_from), resumed=plan.resume
     )
     return plan, outcome
+
+
+def with_matmul_ceiling(plan: RunPlan, env: dict[str, Any]) -> RunPlan:
+    """The plan with its measured matmul ceiling (each row's MFU is against it), kept in env.json's
+    `matmul_ceiling`."""
+    env["matmul_ceiling"] = matmul_ceiling(plan, env)
+    return dataclasses.replace(plan, ceiling_tflops=ceiling_tflops(env["matmul_ceiling"]))
 
 
 def matmul_ceiling(plan: RunPlan, env: dict[str, Any]) -> dict[str, Any]:
