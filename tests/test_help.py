@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import typer
+from rich.markup import render
 from test_readme import EXIT_IN_COMMENT, Command, copy_published_sets, split_comment
 from typer.testing import CliRunner
 
@@ -74,6 +75,16 @@ def test_every_command_has_an_example() -> None:
     assert not missing, f"commands whose --help has no `gpubench ...` example: {missing}"
     for path, found in leaves:
         assert all(c.args[: len(path)] == path for c in found), f"{path}: an example of another command: {found}"
+
+
+def test_no_help_text_loses_words_to_rich_markup() -> None:
+    """typer renders help through rich: a `[model]` in a help string was read as a style tag and
+    vanished ("its  table"). Every command's and option's help shows as written (`\\[` escapes)."""
+    lost = []
+    for path, command in commands():
+        texts = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
+        lost += [(path, t) for t in texts if render(t).plain != t.replace("\\[", "[")]
+    assert not lost, f"help text rich would swallow part of (escape `[` as `\\[`): {lost}"
 
 
 def test_example_extraction() -> None:

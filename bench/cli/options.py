@@ -36,7 +36,7 @@ ModelOpt = Annotated[
         help="A preset (docs/models.md: bert-*, llama-*, qwen2-*, qwen3-0.6b, mistral-7b, mixtral-*, vit-*, tiny), "
         "a local checkpoint directory, a directory or .json file holding only config.json (random weights), "
         "an org/name already in the local Hugging Face cache (never downloaded), or auto (bert-large on a GPU, "
-        "tiny on the CPU; predict takes bert-large). Overrides the matrix and its [model] table.",
+        "tiny on the CPU; predict takes bert-large). Overrides the matrix and its \\[model] table.",
     ),
 ]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
@@ -46,7 +46,7 @@ EngineOpt = Annotated[
     str | None,
     typer.Option(
         "--engine",
-        help=f"{' or '.join(ENGINES)}, for every scenario that takes [base]'s engine (one that sets its own keeps it).",
+        help=f"{' or '.join(ENGINES)}, for every scenario that takes \\[base]'s engine (one that sets its own keeps it).",
     ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
