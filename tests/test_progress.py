@@ -61,3 +61,23 @@ def test_the_eta_never_reaches_past_the_time_limit() -> None:
     assert capped.endswith(", the time limit") and capped.startswith(("  ETA 0:03:5", "  ETA 0:04:00")), capped
     free = eta(3, 3600.0)  # 2 left at 10 s: 20 s, well inside the limit
     assert free.startswith("  ETA 0:00:2") and "time limit" not in free, free
+
+
+def test_a_race_counts_its_workers_without_a_total_and_its_eta_is_the_deadline() -> None:
+    """recommend's race runs until it decides or its budget ends: a total counted ahead (the stages'
+    first rounds) was passed on the CPU, `[29/28]` ... `[44/28]`. With none known, a line shows only
+    the count, and the ETA is the deadline's."""
+    import time
+
+    out = io.StringIO()
+    reporter = RichReporter(Console(file=out, force_terminal=False, width=200))
+    reporter.start(None, 0, deadline=time.monotonic() + 240.0)
+    for i in range(3):
+        row = {"scenario": f"c{i}", "repeat": 0, "status": "ok", "samples_per_s": 2.0}
+        reporter.scenario_start(Scenario(name=row["scenario"]), 0)
+        reporter.scenario_end(row)
+    reporter.finish()
+    lines = out.getvalue().rstrip("\n").splitlines()
+    assert lines[0].startswith("  workers until the search decides, by 0:04:00 at the latest; the first waits")
+    assert [line.split("]")[0] for line in lines[1:]] == ["  [1", "  [2", "  [3"], lines
+    assert all(", the time limit" in line and "ETA at most 0:0" in line for line in lines[1:]), lines

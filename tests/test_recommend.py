@@ -46,8 +46,9 @@ def test_a_decoder_on_cuda_with_every_package_searches_liger_fp8_and_8bit() -> N
 
 def test_what_the_space_leaves_out_is_said() -> None:
     space = build_space(by_name("llama"), cuda=True, global_batch=8, installed=frozenset())
-    notes = " | ".join(n.why for n in space.notes)
-    assert "fp8: needs torchao" in notes and "liger: needs liger_kernel" in notes and "8-bit AdamW" in notes
+    notes = " | ".join(f"{n.axis}: {n.why}" for n in space.notes)  # as the answer shows them
+    assert "precision: fp8: needs torchao" in notes and "| liger: needs liger_kernel" in notes
+    assert "8-bit AdamW" in notes
     assert "liger" not in axes_of(space)
 
 

@@ -48,6 +48,25 @@ def test_a_vit_gets_a_recipe_and_is_told_its_probes_were_not_capped_on_the_cpu(t
     assert any("learnable proxy task (vision-synthetic" in n for n in answer["notes"])
 
 
+def test_the_mixtral_style_moe_gets_a_recipe_and_every_note_reads_once(tmp_path: Path) -> None:
+    """The MoE family through the whole search: its space (no Liger on the CPU, said once: a note read
+    'liger: liger: a CUDA recipe'), no activation model (said), a winner judged equivalent."""
+    out = tmp_path / "rec"
+    args = ["--model", "mixtral-tiny", "--seq-len", "32", "--global-batch", "8", "--device", "cpu"]
+    args += ["--gpu-memory", "2GB", "--axes", "optimizer", "--parity-steps", "12", "--budget", "10m"]
+    done = gpubench("recommend", *args, "--out", out, "--format", "json", timeout=900)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert sorted(c["name"].rsplit(".", 1)[1] for c in answer["candidates"]) == ["adafactor", "adamw"]
+    assert any("no activations for the moe family" in n for n in answer["notes"]), answer["notes"]
+    assert "liger: a CUDA recipe" in answer["notes"]
+    assert not [n for n in answer["notes"] if n.split(": ")[0] == n.split(": ")[1]], answer["notes"]
+    winner = next(c for c in answer["candidates"] if c["name"] == answer["winner"])
+    assert winner["parity"] == "equivalent"
+    counts = [line.split("]")[0].strip() for line in done.stderr.splitlines() if line.strip().startswith("[")]
+    assert counts and all("/" not in c for c in counts), counts  # a race: no total it could pass
+
+
 def test_record_stores_the_winner_and_resume_measures_nothing_twice(tmp_path: Path) -> None:
     """--record: the winner's and the plain recipe's probes go into the history (`history show`
     lists the winner). --resume with the same flags reuses every measured row (no new worker) and

@@ -181,15 +181,6 @@ def test_the_stages_start_from_the_leanest_recipe_the_memory_model_predicts() ->
     assert stages_old[0].leader == precision.leader and stages_old[0].probes > precision.probes
 
 
-def test_the_progress_counts_the_stages_candidates_not_the_spaces_product() -> None:
-    """llama-1b's staged search on an H100 printed '1038 worker(s) to run' and an ETA of hours."""
-    from bench.recommend.stages import stage_candidates
-
-    candidates = synthetic_space()
-    assert len(candidates) == 648
-    assert stage_candidates(candidates) == 3 + 3 + 2 + 3 + 4 * 3
-
-
 def test_the_start_keeps_the_optimizer_closest_to_adamw_that_is_sure_to_fit() -> None:
     """The second H100 run started at the leanest recipe, an Adafactor one: every candidate measured
     after it was Adafactor, whose loss deviates from AdamW's on the proxy task, so nothing could win.

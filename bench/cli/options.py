@@ -46,7 +46,8 @@ EngineOpt = Annotated[
     str | None,
     typer.Option(
         "--engine",
-        help=f"{' or '.join(ENGINES)}, for every scenario that takes \\[base]'s engine (one that sets its own keeps it).",
+        help=f"{' or '.join(ENGINES)}, for every scenario that takes \\[base]'s engine "
+        "(one that sets its own keeps it).",
     ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]

@@ -42,11 +42,11 @@ from ..run.runner import NullReporter, Reporter, run_launcher, run_one
 from ..run.session import with_matmul_ceiling
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
 from .prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
-from .race import MIN_ROUNDS, race
+from .race import race
 from .record import record
 from .resume import SETTINGS_KEY, check_same_search, earlier_rows, search_settings
 from .space import OBJECTIVES, PLAIN, AxisNote, Candidate, build_space, plain_fields, valid_candidates
-from .stages import StageReport, stage_candidates, staged_race
+from .stages import StageReport, staged_race
 
 DEFAULT_GLOBAL_BATCH = 32
 DEFAULT_BUDGET_S = 900.0
@@ -278,14 +278,18 @@ def _reference_checks(
     """The plain recipe's loss checks at its seeds (their rows). It is judged for its loss, not its
     memory: uncapped, since the finalists' savers are what fits the cap (on one H100 capped at 24 GB
     llama-1b's plain recipe ran out of memory)."""
-    reference = f"{PARITY_PREFIX}{PLAIN}"
-    seeds = [s for s in plan.scenarios if s.name == reference or s.name.startswith(f"{reference}.seed")]
     checked: list[dict[str, Any]] = []
-    for sc in seeds:
+    for sc in _reference_seeds(plan):
         if stop():
             break
         checked.append(one(_parity(sc, request, None), 0))
     return checked
+
+
+def _reference_seeds(plan: RunPlan) -> list[Scenario]:
+    """The plain recipe's parity scenario and its seed twins."""
+    reference = f"{PARITY_PREFIX}{PLAIN}"
+    return [s for s in plan.scenarios if s.name == reference or s.name.startswith(f"{reference}.seed")]
 
 
 def _judge(
@@ -369,11 +373,11 @@ def _run(
     probe_rows: dict[tuple[str, int], dict[str, Any]] = {}
     parity_rows: list[dict[str, Any]] = []
     interrupted = False
-    # the probes to expect: every candidate's rounds when exhaustive, else the stages' candidates' first
-    # rounds (not the space's product: 1,038 workers for llama-1b's staged search read as hours)
-    staged = min(len(racing), stage_candidates(candidates))
+    # the workers to expect: an exhaustive search's every round and loss check; a race's are not known
+    # ahead (it runs until it decides or its budget ends), so its progress counts them without a total
+    checks = len(_reference_seeds(plan)) + min(request.finalists, len(racing))
     reporter.start(
-        total=len(racing) * request.exhaustive_rounds if request.exhaustive else staged * MIN_ROUNDS,
+        total=len(racing) * request.exhaustive_rounds + checks if request.exhaustive else None,
         done=0,
         deadline=started + request.budget_s,  # the search ends by its budget (and one probe)
     )

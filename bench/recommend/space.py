@@ -131,7 +131,7 @@ def build_space(
         if family.takes("fp8") and "torchao" in installed:
             precision.append(("fp8", {"precision": "bf16", "fp8": True}))
         else:
-            notes.append(AxisNote("precision", _missing(family, "fp8", "torchao", installed)))
+            notes.append(AxisNote("precision", f"fp8: {_missing(family, 'fp8', 'torchao', installed)}"))
     else:
         precision.append(("fp32", {"precision": "fp32"}))
         notes.append(AxisNote("precision", "on the CPU only fp32: bf16/fp16 autocast and tf32 are GPU recipes"))
@@ -194,8 +194,9 @@ def build_space(
 
 
 def _missing(family: Family, technique: str, package: str, installed: frozenset[str], cuda: bool = True) -> str:
+    """Why `technique` is not in the space (its axis's note names it: 'liger: a CUDA recipe')."""
     if not family.takes(technique):
-        return f"{technique}: the {family.name} family takes no {technique}"
+        return f"the {family.name} family takes no {technique}"
     if not cuda:
-        return f"{technique}: a CUDA recipe"
-    return f"{technique}: needs {package}, which is not installed"
+        return "a CUDA recipe"
+    return f"needs {package}, which is not installed"

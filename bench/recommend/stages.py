@@ -214,12 +214,6 @@ def stage_plan(candidates: Sequence[Candidate], stages: Sequence[Sequence[str]] 
     return [s for s in plan if s and any(len(_choices(candidates, a)) > 1 for a in s)]
 
 
-def stage_candidates(candidates: Sequence[Candidate], stages: Sequence[Sequence[str]] = STAGES) -> int:
-    """How many candidates the stages race at most (the sum of their sizes, not the space's product):
-    what the progress line counts, with the race's first rounds."""
-    return sum(math.prod(len(_choices(candidates, a)) for a in s) for s in stage_plan(candidates, stages))
-
-
 class _Memo:
     """measure(), once per (candidate, round): the leader met again in a later stage reuses its figures."""
 

@@ -1,6 +1,7 @@
 """Progress on stderr while a run goes: a live bar (scenario, i/n, elapsed, ETA) on a terminal, and
 one line per finished worker everywhere, `[i/n] status scenario rN figure`, with an ETA where
-there is no live bar (a CI log)."""
+there is no live bar (a CI log). A race's count of workers is not known ahead: its lines read `[i]`
+and its ETA is the deadline's."""
 
 from __future__ import annotations
 
@@ -32,22 +33,24 @@ class RichReporter:
             transient=True,
         )
         self.task: Any = None
-        self.total = 0
+        self.total: int | None = 0
         self.done = 0
         self.ran = 0  # workers finished in this process (a resumed run's earlier rows excluded)
         self.started_at = 0.0
         self.deadline: float | None = None
 
-    def start(self, total: int, done: int, deadline: float | None = None) -> None:
+    def start(self, total: int | None, done: int, deadline: float | None = None) -> None:
         """`deadline` (time.monotonic()): when the command stops starting workers (run's --time-limit,
-        recommend's --budget); the ETA never reaches past it."""
+        recommend's --budget); the ETA never reaches past it. `total` None: not known ahead (a race
+        runs until it decides; a count the race could pass would print [29/28])."""
         self.total, self.done, self.ran, self.started_at = total, done, 0, time.monotonic()
         self.deadline = deadline
-        if total > done:
-            self.console.print(
-                f"  {total - done} worker(s) to run; the first waits while torch and transformers load",
-                highlight=False,
-            )
+        first = "the first waits while torch and transformers load"
+        if total is None:
+            until = f", by {_hms(max(0, round(deadline - self.started_at)))} at the latest" if deadline else ""
+            self.console.print(f"  workers until the search decides{until}; {first}", highlight=False)
+        elif total > done:
+            self.console.print(f"  {total - done} worker(s) to run; {first}", highlight=False)
         self.progress.start()
         self.task = self.progress.add_task("starting", total=total, completed=done, eta="-")
 
@@ -62,8 +65,9 @@ class RichReporter:
         self.done += 1
         self.ran += 1
         eta = self.eta_text()
+        count = f"{self.done}" if self.total is None else f"{self.done}/{self.total}"
         self.progress.console.print(
-            f"  \\[{self.done}/{self.total}] [{style}]{status:<11}[/{style}] {escape(for_terminal(row['scenario']))} "
+            f"  \\[{count}] [{style}]{status:<11}[/{style}] {escape(for_terminal(row['scenario']))} "
             f"r{row['repeat']}  {escape(detail)}{'' if self.console.is_terminal else eta}",
             highlight=False,
         )
@@ -72,11 +76,14 @@ class RichReporter:
 
     def eta_text(self) -> str:
         """'  ETA 0:01:05': the mean time of this process's workers so far times the workers left, or
-        the time to the deadline where that is sooner ('  ETA 0:00:40, the time limit')."""
+        the time to the deadline where that is sooner ('  ETA 0:00:40, the time limit'); with no
+        count ahead, the deadline's ('  ETA at most 0:02:10, the time limit') or none."""
+        now = time.monotonic()
+        if self.total is None:
+            return f"  ETA at most {_hms(max(0, int(self.deadline - now)))}, the time limit" if self.deadline else ""
         left = self.total - self.done
         if left <= 0 or self.ran == 0:
             return ""
-        now = time.monotonic()
         seconds = int((now - self.started_at) / self.ran * left)
         if self.deadline is not None and self.deadline - now < seconds:
             return f"  ETA {_hms(max(0, int(self.deadline - now)))}, the time limit"
