@@ -4,20 +4,27 @@ memory model standing in for the cap, the finalists' loss judged, the certificat
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 from harness import gpubench
 
 from bench.results import read_results
 
 
-def test_llama_tiny_gets_a_recipe_whose_certificate_run_reruns(tmp_path: Path) -> None:
-    out = tmp_path / "rec"
-    args = ["--model", "llama-tiny", "--seq-len", "32", "--global-batch", "8", "--device", "cpu"]
-    args += ["--gpu-memory", "2GB", "--axes", "checkpointing", "--parity-steps", "12", "--budget", "10m"]
+def answered(out: Path, model: str, axes: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """recommend for a tiny decoder on the CPU at a 2 GB cap, racing `axes`: (the command, its answer)."""
+    args = ["--model", model, "--seq-len", "32", "--global-batch", "8", "--device", "cpu", "--gpu-memory", "2GB"]
+    args += ["--axes", axes, "--parity-steps", "12", "--budget", "10m"]
     done = gpubench("recommend", *args, "--out", out, "--format", "json", timeout=900)
     assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
+    return done, json.loads(done.stdout)
+
+
+def test_llama_tiny_gets_a_recipe_whose_certificate_run_reruns(tmp_path: Path) -> None:
+    out = tmp_path / "rec"
+    _, answer = answered(out, "llama-tiny", "checkpointing")
     assert answer == json.loads((out / "recommend.json").read_text(encoding="utf-8"))  # one figure everywhere
     assert answer["winner"] in {"fp32.b8x1.adamw", "fp32.b8x1.ckpt2.adamw", "fp32.b8x1.ckpt.adamw"}
     assert any("learnable proxy task (lm-synthetic" in n for n in answer["notes"])
@@ -51,12 +58,7 @@ def test_a_vit_gets_a_recipe_and_is_told_its_probes_were_not_capped_on_the_cpu(t
 def test_the_mixtral_style_moe_gets_a_recipe_and_every_note_reads_once(tmp_path: Path) -> None:
     """The MoE family through the whole search: its space (no Liger on the CPU, said once: a note read
     'liger: liger: a CUDA recipe'), no activation model (said), a winner judged equivalent."""
-    out = tmp_path / "rec"
-    args = ["--model", "mixtral-tiny", "--seq-len", "32", "--global-batch", "8", "--device", "cpu"]
-    args += ["--gpu-memory", "2GB", "--axes", "optimizer", "--parity-steps", "12", "--budget", "10m"]
-    done = gpubench("recommend", *args, "--out", out, "--format", "json", timeout=900)
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
+    done, answer = answered(tmp_path / "rec", "mixtral-tiny", "optimizer")
     assert sorted(c["name"].rsplit(".", 1)[1] for c in answer["candidates"]) == ["adafactor", "adamw"]
     assert any("no activations for the moe family" in n for n in answer["notes"]), answer["notes"]
     assert "liger: a CUDA recipe" in answer["notes"]
