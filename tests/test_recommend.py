@@ -157,6 +157,27 @@ def test_the_pareto_front_keeps_only_undominated_candidates() -> None:
     assert pareto(rs) == ("a", "b")
 
 
+def test_a_family_that_lost_on_speed_says_by_how_much_with_its_interval() -> None:
+    """Issue 61's answer names why each eliminated family lost, 'slower by X% with interval': the
+    closest of the family (its best figure), as the race eliminated it."""
+
+    def out(name: str, speed: float, by: str) -> CandidateResult:
+        why = f"slower than fp32.b8x1.adamw by {by} (interval 5.0% to 20.0%)"
+        return dataclasses.replace(result(name, speed, parity="", outcome="eliminated"), why=why)
+
+    rs = [
+        result("fp32.b8x1.adamw", 10.0),
+        out("fp32.b4x2.ckpt.adamw", 8.0, "20.0%"),
+        out("fp32.b2x4.ckpt.adamw", 9.0, "10.0%"),
+    ]
+    rs = [dataclasses.replace(r, axes={"checkpointing": "ckpt" if ".ckpt." in r.name else ""}) for r in rs]
+    (line,) = answer_of(rs).lost
+    assert line == (
+        "ckpt (checkpointing): 2 candidates out; most often: slower (interval separated); the closest, "
+        "fp32.b2x4.ckpt.adamw, slower than fp32.b8x1.adamw by 10.0% (interval 5.0% to 20.0%)"
+    )
+
+
 def test_the_certificate_is_a_matrix_run_reads(tmp_path: Path) -> None:
     answer = answer_of([result("fp32.b8x1.ckpt.adamw", 10.0)])
     plain = Candidate(PLAIN, plain_fields(False, 8), {})

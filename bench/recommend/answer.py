@@ -25,6 +25,7 @@ from .stages import StageReport
 
 ANSWER_JSON = "recommend.json"
 BAD_VERDICTS = ("deviates", "diverged")
+SLOWER = "slower (interval separated)"  # the gist of race.eliminate's "slower than B by X% (interval ...)"
 UNPROBED = "not measured: off the staged search's path, or the budget was spent (docs/recommend.md)"
 
 
@@ -212,6 +213,10 @@ def why_lost(results: Sequence[CandidateResult]) -> list[str]:
         if not reasons:
             continue
         common = max(set(_gist(w) for w in reasons), key=[_gist(w) for w in reasons].count)
+        slower = [r for r in group if r.outcome == "eliminated" and _gist(r.why) == SLOWER and r.objective]
+        if common == SLOWER and slower:  # by how much: the family's closest, with the race's interval
+            closest = max(slower, key=lambda r: r.objective or 0.0)
+            common = f"{SLOWER}; the closest, {closest.name}, {closest.why}"
         lines.append(f"{label} ({axis}): {len(group)} candidates out; most often: {common}")
     return lines
 
@@ -220,7 +225,7 @@ def _gist(why: str) -> str:
     if why.startswith("out of memory, predicted"):
         return "out of memory (predicted)"
     if why.startswith("slower than"):
-        return "slower (interval separated)"
+        return SLOWER
     return why.split(":")[0][:60]
 
 
