@@ -124,6 +124,45 @@ def test_the_staged_search_finds_the_best_of_a_separable_objective(
     assert len(set(probes)) <= 3 + 3 + 2 + 3 + 4 * 3 < len(candidates)  # the sum, not the product (648)
 
 
+@settings(max_examples=20, deadline=None)
+@given(
+    tied=st.sampled_from(["precision", "compile", "liger", "optimizer"]),
+    ranks=st.fixed_dictionaries({a: st.permutations(range(n)) for a, n in AXES.items()}),
+    sigma=st.floats(0.0, 0.005),
+    seed=st.integers(0, 2**31),
+)
+def test_a_stage_tied_within_the_noise_leads_on_with_its_plainest_choice(
+    tied: str, ranks: dict[str, list[int]], sigma: float, seed: int
+) -> None:
+    """An axis that changes nothing measurable (every choice the same figure, within the noise): its
+    stage ends tied and the search goes on from the axis's first choice, the plainest (on the CPU the
+    MoE's optimizer stage tied AdamW with Adafactor, and the best mean, Adafactor, led on), while
+    every other axis still ends on its best. Ties at max_rounds go to the best mean without the rule
+    (the exhaustive search's ranking)."""
+    from bench.recommend.stages import staged_race
+
+    rng = random.Random(seed)
+    candidates = synthetic_space()
+    names = {a: [f"{a[:3]}{i}" for i in range(n)] for a, n in AXES.items()}
+    factor = {(a, names[a][i]): 1.0 if a == tied else 1.15 ** ranks[a][i] for a in AXES for i in range(AXES[a])}
+    truth = {c.name: math.prod(factor[(a, label)] for a, label in c.axes.items()) for c in candidates}
+
+    def measure(name: str, _rnd: int) -> float:
+        return truth[name] * math.exp(rng.gauss(0, sigma))
+
+    standing, stages = staged_race(candidates, set(), measure, floor=0.01)
+    assert standing.winner is not None
+    won = next(c for c in candidates if c.name == standing.winner).axes
+    assert won[tied] == names[tied][0], (tied, standing.winner)
+    for axis in AXES:
+        if axis != tied:
+            assert won[axis] == max(names[axis], key=lambda label, a=axis: factor[(a, label)]), axis
+    (stage,) = [s for s in stages if s.axes == (tied,)]
+    assert "the plainest" in stage.stopped
+    plain_race = race(["x", "y"], lambda n, _r: {"x": 1.0, "y": 1.001}[n], floor=0.01)
+    assert plain_race.winner == "y"  # no rule: the best mean
+
+
 def test_out_of_memory_leaves_a_stage_at_once_and_the_leader_is_not_measured_again() -> None:
     from bench.recommend.stages import staged_race
 

@@ -9,8 +9,9 @@ best's mean exceeds its own by more than t(1 - alpha / m, df) standard errors, m
 comparisons that round and r the rounds that test (Bonferroni over both: alpha / (m * r)): so the
 chance that the true best is ever eliminated is at most `alpha` over the whole race, whatever the
 others are (tests/test_recommend_race.py checks it on simulated races). The race ends when one
-candidate is left, at `max_rounds` (the survivors are then tied within the noise, and the best mean
-wins, said so), or when the caller's budget is spent, which is asked before each probe but a
+candidate is left, at `max_rounds` (the survivors are then tied within the noise, said so: the best
+mean wins, or with `ties_to_first` the survivor listed first, the caller's plainest: a technique
+earns its place by a measured gain), or when the caller's budget is spent, which is asked before each probe but a
 round's first (so a round cut short leaves some candidates with a figure fewer, and no elimination
 is tested on it).
 
@@ -99,11 +100,14 @@ def race(
     max_rounds: int = MAX_ROUNDS,
     floor: float = 0.0,
     spent: Callable[[], bool] = lambda: False,
+    ties_to_first: bool = False,
 ) -> Standing:
     """Race `names`: measure(name, round) gives the objective (> 0, higher better) or a status
-    string (oom, error, ...) that removes the candidate."""
+    string (oom, error, ...) that removes the candidate. `ties_to_first`: survivors tied at
+    `max_rounds` go to the one earliest in `names` (not the best mean, which the noise can order)."""
     entries = {n: Entry(n) for n in names}
-    stopped, rounds = f"{max_rounds} rounds: the survivors are tied within the noise", 0
+    tied = f"{max_rounds} rounds: the survivors are tied within the noise"
+    stopped, rounds = tied, 0
     for rnd in range(max_rounds):
         racing = [e for e in entries.values() if not e.out]
         if len(racing) <= 1 and rnd > 0:
@@ -136,4 +140,7 @@ def race(
     if not survivors and rounds > 0:
         stopped = "no candidate left: every probe failed or ran out of memory"
     winner = max(survivors, key=lambda e: e.mean_log).name if survivors else None
+    if ties_to_first and stopped == tied and len(survivors) > 1:
+        winner = survivors[0].name  # tied within the noise after every round: the plainest
+        stopped = f"{stopped}; the plainest, {winner}, leads"
     return Standing(winner, tuple(e.name for e in survivors), entries, rounds, stopped)

@@ -28,7 +28,11 @@ with the sum of the axes' sizes (and the product of batch and checkpointing), no
 product. The rule is exact for a separable objective (each axis multiplies the figure by its own
 factor, whatever the others are); interactions between stages are not searched: `--exhaustive`
 measures every candidate, the twin a staged answer is checked against. A candidate met again in a
-later stage (the leader) reuses its figures for the rounds already measured. With a budget, each
+later stage (the leader) reuses its figures for the rounds already measured. A stage whose survivors
+are tied within the noise after every round leads on with the plainest of them (each axis lists its
+plainest choice first: no checkpointing, fused AdamW, no compile), not the best mean: on the CPU the
+MoE's optimizer stage tied AdamW and Adafactor, and its best mean, Adafactor, left every AdamW recipe
+at other micro-batches unmeasured. With a budget, each
 stage may spend the time left times its share of the candidates of the stages left (a stage of 12
 after one of 3 gets 12/15 of it), so the first stage cannot spend what the last one needs. Pure: the
 caller measures.
@@ -120,12 +124,14 @@ def staged_race(
     reserve: Callable[[], float] | None = None,
     **options: Any,
 ) -> tuple[Standing, tuple[StageReport, ...]]:
-    """Race stage by stage (`options` go to race()); the merged standing and what each stage did.
+    """Race stage by stage (`options` go to race(); a stage's tie goes to its plainest choice, each
+    axis's first); the merged standing and what each stage did.
     `budget_s`: each stage may spend the time left times its share of the candidates left to race;
     `lean` and `sure`: the predicted peaks and the candidates sure to fit the reference is chosen by
     (reference()); `reserve`: the seconds of the budget to keep for what follows the race (the
     finalists' loss checks), asked again as each stage starts."""
     axes = list(candidates[0].axes) if candidates else []
+    options.setdefault("ties_to_first", True)  # the space lists each axis's plainest choice first
     plan = stage_plan(candidates, stages)
     sizes = [math.prod(len(_choices(candidates, a)) for a in s) for s in plan]
     end = None if budget_s is None else clock() + budget_s
