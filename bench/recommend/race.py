@@ -11,9 +11,9 @@ chance that the true best is ever eliminated is at most `alpha` over the whole r
 others are (tests/test_recommend_race.py checks it on simulated races). The race ends when one
 candidate is left, at `max_rounds` (the survivors are then tied within the noise, said so: the best
 mean wins, or with `ties_to_first` the survivor listed first, the caller's plainest: a technique
-earns its place by a measured gain), or when the caller's budget is spent, which is asked before each probe but a
-round's first (so a round cut short leaves some candidates with a figure fewer, and no elimination
-is tested on it).
+earns its place by a measured gain), or when the caller's budget is spent, which is asked before
+each probe but a round's first (so a round cut short leaves some candidates with a figure fewer, and
+no elimination is tested on it).
 
 An out-of-memory or failed probe removes its candidate at once (a result, not a noise draw).
 Pure: the caller measures; race.py only decides.
@@ -31,6 +31,7 @@ from ..stats import t_quantile
 ALPHA = 0.05  # over the whole race: the chance of eliminating the true best (docs/recommend.md)
 MIN_ROUNDS = 2  # no noise estimate before two measurements each
 MAX_ROUNDS = 6
+BUDGET_SPENT = "the budget is spent"  # Standing.stopped when the caller's spent() ended the race
 
 
 @dataclass
@@ -114,19 +115,19 @@ def race(
             stopped = "one candidate left"
             break
         if spent():
-            stopped = "the budget is spent"
+            stopped = BUDGET_SPENT
             break
         rounds = rnd + 1
         for e in racing:
             if e is not racing[0] and spent():  # the budget ends between probes, not only between rounds
-                stopped = "the budget is spent"
+                stopped = BUDGET_SPENT
                 break
             got = measure(e.name, rnd)
             if isinstance(got, str) or not got > 0 or not math.isfinite(got):
                 e.out, e.round_out = (got if isinstance(got, str) else "no figure"), rnd
             else:
                 e.values.append(float(got))
-        if stopped == "the budget is spent":
+        if stopped == BUDGET_SPENT:
             break
         if rounds >= min_rounds:
             per_round = alpha / (max_rounds - min_rounds + 1)

@@ -42,7 +42,7 @@ from ..run.runner import NullReporter, Reporter, run_launcher, run_one
 from ..run.session import with_matmul_ceiling
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
 from .prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
-from .race import race
+from .race import BUDGET_SPENT, race
 from .record import record
 from .resume import SETTINGS_KEY, check_same_search, earlier_rows, search_settings
 from .space import OBJECTIVES, PLAIN, AxisNote, Candidate, build_space, plain_fields, valid_candidates
@@ -431,7 +431,7 @@ def _run(
             info(f"race: {standing.rounds} rounds, {standing.stopped}")
             order = sorted((e for e in standing.entries.values() if e.values and not e.out), key=lambda e: -e.mean_log)
             finalists = pick_finalists([e.name for e in order], {c.name: c for c in candidates}, request.finalists)
-            unfinished = request.exhaustive and standing.stopped == "the budget is spent"
+            unfinished = request.exhaustive and standing.stopped == BUDGET_SPENT
             if unfinished:  # judged once every candidate is measured, in the sitting that finishes it
                 finalists = []
                 info(

@@ -32,10 +32,9 @@ later stage (the leader) reuses its figures for the rounds already measured. A s
 are tied within the noise after every round leads on with the plainest of them (each axis lists its
 plainest choice first: no checkpointing, fused AdamW, no compile), not the best mean: on the CPU the
 MoE's optimizer stage tied AdamW and Adafactor, and its best mean, Adafactor, left every AdamW recipe
-at other micro-batches unmeasured. With a budget, each
-stage may spend the time left times its share of the candidates of the stages left (a stage of 12
-after one of 3 gets 12/15 of it), so the first stage cannot spend what the last one needs. Pure: the
-caller measures.
+at other micro-batches unmeasured. With a budget, each stage may spend the time left times its share
+of the candidates of the stages left (a stage of 12 after one of 3 gets 12/15 of it), so the first
+stage cannot spend what the last one needs. Pure: the caller measures.
 """
 
 from __future__ import annotations

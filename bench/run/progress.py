@@ -47,7 +47,7 @@ class RichReporter:
         self.deadline = deadline
         first = "the first waits while torch and transformers load"
         if total is None:
-            until = f", by {_hms(max(0, round(deadline - self.started_at)))} at the latest" if deadline else ""
+            until = f", by {_hms(round(deadline - self.started_at))} at the latest" if deadline else ""
             self.console.print(f"  workers until the search decides{until}; {first}", highlight=False)
         elif total > done:
             self.console.print(f"  {total - done} worker(s) to run; {first}", highlight=False)
@@ -80,18 +80,20 @@ class RichReporter:
         count ahead, the deadline's ('  ETA at most 0:02:10, the time limit') or none."""
         now = time.monotonic()
         if self.total is None:
-            return f"  ETA at most {_hms(max(0, int(self.deadline - now)))}, the time limit" if self.deadline else ""
+            return f"  ETA at most {_hms(self.deadline - now)}, the time limit" if self.deadline else ""
         left = self.total - self.done
         if left <= 0 or self.ran == 0:
             return ""
         seconds = int((now - self.started_at) / self.ran * left)
         if self.deadline is not None and self.deadline - now < seconds:
-            return f"  ETA {_hms(max(0, int(self.deadline - now)))}, the time limit"
+            return f"  ETA {_hms(self.deadline - now)}, the time limit"
         return f"  ETA {_hms(seconds)}"
 
     def finish(self) -> None:
         self.progress.stop()
 
 
-def _hms(seconds: int) -> str:
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+def _hms(seconds: float) -> str:
+    """H:MM:SS of whole seconds (truncated; none below 0)."""
+    whole = max(0, int(seconds))
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
