@@ -148,22 +148,28 @@ for line in sys.stdin:
 def test_a_scenario_that_imports_peft_goes_to_the_server_that_preloaded_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A run with peft or torchao scenarios starts a second server `--with` them (its own log); a
-    worker whose packages it preloaded is forked there, one that needs a package it did not preload
-    starts afresh, with one warning a package; the others go to the main server."""
+    """A run with peft or torchao scenarios starts one more server for each set of those packages
+    its scenarios import (`--with` them, each its own log); a worker whose packages its server
+    preloaded is forked there, one that needs a package its server did not preload starts afresh,
+    with one warning a server and package; the others go to the main server."""
     from bench.run import launcher as launcher_mod
 
     monkeypatch.setattr(launcher_mod, "WORKER", [sys.executable, "-c", FAKE_WORKER])
     warnings: list[str] = []
+    sets = [("peft",), ("torchao",), ("peft", "torchao")]
     launcher = ForkLauncher(
-        worker_env(None), tmp_path / "fs.log", warnings.append, [sys.executable, "-c", SERVES], ["peft", "torchao"]
+        worker_env(None), tmp_path / "fs.log", warnings.append, [sys.executable, "-c", SERVES], sets
     )
-    assert launcher.extra is not None and launcher.extra.server_cmd[-2:] == ["--with", "peft,torchao"]
+    assert {k: e.server_cmd[-2:] for k, e in launcher.extras.items()} == {
+        ("peft",): ["--with", "peft"],
+        ("torchao",): ["--with", "torchao"],
+        ("peft", "torchao"): ["--with", "peft,torchao"],
+    }
     spec, _ = _spec(tmp_path)
     jobs = {"none": (), "peft": ("peft",), "fp8": ("torchao",), "both": ("peft", "torchao"), "fp8-again": ("torchao",)}
     try:
         launcher.prestart()
-        assert launcher.extra.server is not None  # both started ahead
+        assert all(e.server is not None for e in launcher.extras.values())  # all started ahead
         done = {
             name: launcher.run(WorkerJob(spec, tmp_path / f"{name}.json", 120, tmp_path / f"{name}.log", imports=i))
             for name, i in jobs.items()
@@ -172,11 +178,51 @@ def test_a_scenario_that_imports_peft_goes_to_the_server_that_preloaded_it(
         launcher.close()
     assert all(d.returncode == 0 for d in done.values()), done
     by = {name: json.loads((tmp_path / f"{name}.json").read_text())["worker"] for name in jobs}
-    spawned = [str(spec), str(tmp_path / "fp8.json")]
-    assert by == {"none": "main", "peft": "with", "fp8": spawned, "both": by["both"], "fp8-again": by["fp8-again"]}
-    assert isinstance(by["both"], list) and isinstance(by["fp8-again"], list)  # torchao: not preloaded
-    assert len(warnings) == 1 and "did not preload torchao" in warnings[0] and "fs-with.log" in warnings[0]
-    assert launcher.server is None and launcher.extra.server is None  # close ends both
+    assert by["none"] == "main" and by["peft"] == "with"
+    for name in ("fp8", "both", "fp8-again"):  # torchao: not preloaded by their servers
+        assert by[name] == [str(spec), str(tmp_path / f"{name}.json")], name
+    assert len(warnings) == 2, warnings  # one a server, though two rows needed torchao alone
+    assert "import torchao did not preload torchao" in warnings[0] and "fs-with-torchao.log" in warnings[0]
+    assert "import peft,torchao did not preload torchao" in warnings[1] and "fs-with-peft-torchao.log" in warnings[1]
+    assert launcher.server is None and all(e.server is None for e in launcher.extras.values())  # close ends all
+
+
+def test_a_package_that_leaves_a_context_costs_only_its_own_scenarios_the_fork(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchao's import asks triton for the device (a CUDA context: its server cannot fork, seen on an
+    H100): the FP8 rows start afresh saying why, while the 8-bit optimizer's rows are still forked by
+    their own server (with one server for every package, none of them was)."""
+    from bench.run import launcher as launcher_mod
+
+    monkeypatch.setattr(launcher_mod, "WORKER", [sys.executable, "-c", FAKE_WORKER])
+    poisoned = SERVES.replace(
+        '{"ready": True, "imports_s": 0, "error": None, "preloaded": ["peft"] if extra else []}',
+        '{"ready": "torchao" not in sys.argv[-1], "imports_s": 0, "error": "a CUDA context" '
+        'if "torchao" in sys.argv[-1] else None, "preloaded": sys.argv[-1].split(",") if extra else []}',
+    )
+    assert poisoned != SERVES
+    warnings: list[str] = []
+    sets = [("bitsandbytes",), ("torchao",)]
+    launcher = ForkLauncher(
+        worker_env(None), tmp_path / "fs.log", warnings.append, [sys.executable, "-c", poisoned], sets
+    )
+    assert sorted(launcher.extras) == sets
+    spec, _ = _spec(tmp_path)
+    try:
+        for name, imports in (("adamw-8bit", ("bitsandbytes",)), ("fp8", ("torchao",))):
+            done = launcher.run(
+                WorkerJob(spec, tmp_path / f"{name}.json", 120, tmp_path / f"{name}.log", imports=imports)
+            )
+            assert done.returncode == 0
+    finally:
+        launcher.close()
+    assert json.loads((tmp_path / "adamw-8bit.json").read_text())["worker"] == "with"
+    assert json.loads((tmp_path / "fp8.json").read_text())["worker"] == [str(spec), str(tmp_path / "fp8.json")]
+    assert warnings == [
+        "the fork server of the scenarios that import torchao did not preload torchao (a CUDA context): "
+        "their scenarios start afresh"
+    ]
 
 
 def test_a_server_with_packages_that_cannot_serve_says_why_and_its_rows_start_afresh(
@@ -241,6 +287,29 @@ def test_the_server_preloads_only_what_imports_without_a_cuda_context(names: tup
     assert (unsafe, preloaded, imported, initialized) == (None, clean, clean, False)
     if "fails" in names:
         assert "importing fails failed: ImportError: no such library" in done.stderr
+    if "makes_context" in names:  # the log says so (and, where torch has CUDA, which call made it)
+        assert "importing makes_context created a CUDA context, first here:" in done.stderr
+
+
+def test_the_first_cuda_init_is_recorded_with_the_call_that_made_it() -> None:
+    """record_first_cuda_init: the stack of the first torch._C._cuda_init, naming its caller (what the
+    fork server's log shows for a package that cannot be preloaded); a torch without CUDA: nothing."""
+    from types import SimpleNamespace
+
+    from bench.worker.cudafree import record_first_cuda_init
+
+    calls: list[int] = []
+    fake = SimpleNamespace(_C=SimpleNamespace(_cuda_init=lambda: calls.append(1)))
+    first = record_first_cuda_init(fake)
+
+    def asks_for_the_device() -> None:
+        fake._C._cuda_init()
+
+    asks_for_the_device()
+    fake._C._cuda_init()
+    assert calls == [1, 1]  # the real init still runs, each time
+    assert "asks_for_the_device" in "".join(first) and "recording" not in "".join(first)
+    assert record_first_cuda_init(SimpleNamespace(_C=SimpleNamespace())) == []
 
 
 # An engine import that asks for the capability, as transformers.trainer importing peft and so

@@ -170,7 +170,7 @@ def test_quick_run_leaves_logs_and_no_temp_files(quick: tuple[subprocess.Complet
     names = load_matrix("quick").names()
     # adam-8bit imports bitsandbytes (it runs on the CPU too): a second server `--with` it, its own log
     assert sorted(p.name for p in (out / "logs").iterdir()) == sorted(
-        [*(f"{n}-r0.log" for n in names), "forkserver.log", "forkserver-with.log"]
+        [*(f"{n}-r0.log" for n in names), "forkserver.log", "forkserver-with-bitsandbytes.log"]
     )
     assert leftover_temp_files(out) == []
 

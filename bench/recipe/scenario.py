@@ -19,7 +19,7 @@ MAX_LORA_RANK = 65_536
 # Packages whose import creates a CUDA context: bitsandbytes (it asks for the compute capability),
 # peft (it imports bitsandbytes) and torchao (its Triton check asks for the device's properties). The
 # fork server must not, so they are kept out of its imports and of every worker that does not use
-# them; a worker that does is forked by the second server that preloads them (`--with`), or starts
+# them; a worker that does is forked by the server that preloads its set of them (`--with`), or starts
 # afresh. bitsandbytes joined the list when 8-bit AdamW's workers were seen importing it each time
 # (2.6-3.7 s of every such probe's start on an H100, docs/recommend.md).
 CUDA_AT_IMPORT = ("peft", "torchao", "bitsandbytes")

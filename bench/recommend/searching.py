@@ -368,7 +368,7 @@ def _run(
     rows: list[dict[str, Any]] = list(earlier.values())  # a resumed search's rows stay, measured once
     nvml, _ = open_nvml(plan.gpu_uuid)
     racing = [c.name for c in candidates if c.name not in pruned]
-    launcher = run_launcher(plan, lambda _m: None)
+    launcher = run_launcher(plan, warn)
     ctrl_c = Interrupts()
     probe_rows: dict[tuple[str, int], dict[str, Any]] = {}
     parity_rows: list[dict[str, Any]] = []

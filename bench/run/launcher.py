@@ -2,9 +2,11 @@
 `fork` (the default on Linux: a fork server, started once per run, imports torch and transformers
 and forks each worker; a worker is still its own process, in its own process group, with its own
 log, timeout and CUDA context). If the fork server cannot serve, the run goes on with `spawn`.
-A run with scenarios that import peft or torchao (scenario.CUDA_AT_IMPORT) starts a second fork
-server for them (`--with`), which preloads those of the packages that import without a CUDA
-context; a scenario that needs one it could not preload is spawned afresh."""
+A run with scenarios that import peft, torchao or bitsandbytes (scenario.CUDA_AT_IMPORT) starts one
+more fork server for each set of them its scenarios import (`--with`), which preloads those of the
+packages that import without a CUDA context; a scenario that needs one its server could not preload
+is spawned afresh. One server a set: a package that leaves a context behind (torchao asks triton
+for the device on import) costs its own scenarios the fork, not every other set's."""
 
 from __future__ import annotations
 
@@ -96,7 +98,7 @@ class ForkLauncher:
         log_path: Path,
         warn: Callable[[str], None] = lambda _m: None,
         server_cmd: list[str] | None = None,
-        imports: Sequence[str] = (),
+        imports: Sequence[Sequence[str]] = (),
         role: str = "the fork server",
     ) -> None:
         self.env, self.log_path, self.warn = env, log_path, warn
@@ -109,18 +111,23 @@ class ForkLauncher:
         self.preloaded: list[str] | None = None  # the `--with` packages the server imported (its ready line)
         self.unready: str | None = None  # why the server said it cannot serve, in that line
         self.role = role  # in warnings
-        # the second server, for the scenarios that import `imports` (CUDA_AT_IMPORT)
-        self.extra = (
-            ForkLauncher(
-                env,
-                log_path.with_name(f"{log_path.stem}-with.log"),
-                warn,
-                [*self.server_cmd, "--with", ",".join(imports)],
-                role=f"the fork server of the scenarios that import {','.join(imports)}",
+        # one more server for each set of CUDA_AT_IMPORT packages the scenarios import (`imports`)
+        self.extras: dict[tuple[str, ...], ForkLauncher] = {}
+        for packages in imports:
+            self._extra(tuple(packages))
+
+    def _extra(self, packages: tuple[str, ...]) -> ForkLauncher:
+        """The server `--with` these packages (made, not started, at the first ask)."""
+        if packages not in self.extras:
+            named = ",".join(packages)
+            self.extras[packages] = ForkLauncher(
+                self.env,
+                self.log_path.with_name(f"{self.log_path.stem}-with-{'-'.join(packages)}.log"),
+                self.warn,
+                [*self.server_cmd, "--with", named],
+                role=f"the fork server of the scenarios that import {named}",
             )
-            if imports
-            else None
-        )
+        return self.extras[packages]
 
     def prestart(self) -> None:
         """Start the server now, so that its imports (torch, transformers: 10-15 s on a GPU host)
@@ -129,8 +136,8 @@ class ForkLauncher:
         with contextlib.suppress(OSError, ValueError):
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._start()
-        if self.extra is not None:
-            self.extra.prestart()
+        for extra in self.extras.values():
+            extra.prestart()
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self.server is None or self.server.poll() is not None:
@@ -194,11 +201,11 @@ class ForkLauncher:
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         deadline = start + job.timeout_s
-        if job.imports:  # the second server's, where it preloaded them; else a fresh interpreter
-            if self.extra is not None and self.extra.serves(job.imports, deadline):
-                return self.extra.run(replace(job, imports=()))
-            if self.extra is not None:
-                self.extra.say_missing(job.imports)
+        if job.imports:  # the server `--with` them, where it preloaded them; else a fresh interpreter
+            extra = self._extra(tuple(job.imports))
+            if extra.serves(job.imports, deadline):
+                return extra.run(replace(job, imports=()))
+            extra.say_missing(job.imports)
             return SpawnLauncher(self.env).run(replace(job, timeout_s=max(1.0, deadline - time.monotonic())))
         pid: int | None = None
         try:
@@ -281,8 +288,8 @@ class ForkLauncher:
 
     def close(self, kill: bool = False) -> None:
         """End the server: closing its stdin ends it; `kill` ends it (and any worker of it) at once."""
-        if self.extra is not None:
-            self.extra.close(kill)
+        for extra in self.extras.values():
+            extra.close(kill)
         server, self.server = self.server, None
         if server is None:
             return
@@ -308,11 +315,12 @@ def open_launcher(
     log_path: Path,
     warn: Callable[[str], None],
     engines: Sequence[str] = tuple(ENGINES),
-    imports: Sequence[str] = (),
+    imports: Sequence[Sequence[str]] = (),
 ) -> Launcher:
     """`engines`: those the run's scenarios use; the fork server imports only these (the Trainer's
-    imports cost about 4 s of CPU that an Accelerate-only run does not need). `imports`: the
-    CUDA_AT_IMPORT packages they import, for which a second server is started."""
+    imports cost about 4 s of CPU that an Accelerate-only run does not need). `imports`: the sets of
+    CUDA_AT_IMPORT packages they import, for each of which one more server is started."""
     if name == "fork":
-        return ForkLauncher(env, log_path, warn, [*SERVER, ",".join(sorted(engines))], sorted(imports))
+        sets = sorted({tuple(s) for s in imports if s})
+        return ForkLauncher(env, log_path, warn, [*SERVER, ",".join(sorted(engines))], sets)
     return SpawnLauncher(env)

@@ -127,7 +127,7 @@ def execute(
 
 def run_launcher(plan: RunPlan, warn: Callable[[str], None], scenarios: list[Scenario] | None = None) -> Launcher:
     """The launcher of this run's workers (not started): the fork server imports the engines of
-    `scenarios` (default: every scenario of the plan), a second one the CUDA_AT_IMPORT packages
+    `scenarios` (default: every scenario of the plan), one more each set of CUDA_AT_IMPORT packages
     they use where they can run."""
     chosen = plan.scenarios if scenarios is None else scenarios
     return open_launcher(
@@ -136,7 +136,7 @@ def run_launcher(plan: RunPlan, warn: Callable[[str], None], scenarios: list[Sce
         plan.out / "logs" / "forkserver.log",
         warn,
         engines=sorted({sc.engine for sc in chosen}),
-        imports=sorted({name for sc in chosen for name in worker_imports(plan, sc)}),
+        imports=sorted({worker_imports(plan, sc) for sc in chosen} - {()}),
     )
 
 

@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -81,6 +82,24 @@ def import_nvml_capable(name: str) -> None:
         importlib.import_module(name)
 
 
+def record_first_cuda_init(torch: Any) -> list[str]:
+    """Make torch._C._cuda_init (which every CUDA context torch creates goes through) record, in the
+    list returned, the stack of its first call: the log of a package that cannot be preloaded says
+    which call made the context (torchao: triton asking for the device's properties)."""
+    first: list[str] = []
+    original = getattr(torch._C, "_cuda_init", None)
+    if original is None:  # a torch built without CUDA
+        return first
+
+    def recording() -> Any:
+        if not first:
+            first.extend(traceback.format_stack(limit=12)[:-1])
+        return original()
+
+    torch._C._cuda_init = recording
+    return first
+
+
 def imports_without_cuda(name: str) -> bool:
     """Whether `name` imports (with the capability from NVML) without creating a CUDA context,
     tried in a forked child so that this process stays as it is. The child's output goes to stderr."""
@@ -91,10 +110,17 @@ def imports_without_cuda(name: str) -> bool:
         code = FAILED
         try:
             os.dup2(2, 1)  # keep stdout (the fork server's protocol) clean
-            import_nvml_capable(name)
             import torch
 
+            first = record_first_cuda_init(torch)
+            import_nvml_capable(name)
             code = CONTEXT if torch.cuda.is_initialized() else CLEAN
+            if code == CONTEXT:
+                where = "".join(first) or "  (not through torch._C._cuda_init)\n"
+                print(
+                    f"gpubench fork server: importing {name} created a CUDA context, first here:\n{where}",
+                    file=sys.stderr,
+                )
         except BaseException as exc:  # an import that fails: not preloaded; its worker says why
             print(f"gpubench fork server: importing {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         finally:

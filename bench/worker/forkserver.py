@@ -10,7 +10,7 @@ A request while the server cannot fork safely gets {"error": WHY}.
 The server never creates a CUDA context: torch's availability check goes through NVML
 (PYTORCH_NVML_BASED_CUDA_CHECK), the packages that initialise CUDA on import (peft, torchao:
 scenario.CUDA_AT_IMPORT) are kept out of every worker that does not use them, and the server
-checks torch.cuda.is_initialized() before it forks. A second server (`--with PACKAGE,...`) serves
+checks torch.cuda.is_initialized() before it forks. Another server (`--with PACKAGE,...`), one for each set, serves
 the scenarios that use them: it preloads each one that imports without a CUDA context once
 torch.cuda.get_device_capability answers from NVML (cudafree.py), and says which in `preloaded`.
 Each worker runs under a reaper that leads its own session (bench/reaper.py): what the worker
@@ -44,7 +44,7 @@ def _preload(engines: Sequence[str], extras: Sequence[str] = ()) -> tuple[str | 
     import without a CUDA context; (None or why forking is not safe, the extras imported). A worker
     of another engine imports the rest itself. With extras, the engines' imports too answer the
     capability from NVML: transformers imports peft itself where it can (transformers.trainer)."""
-    from .cudafree import capability_from_nvml, import_nvml_capable, imports_without_cuda
+    from .cudafree import capability_from_nvml, import_nvml_capable, imports_without_cuda, record_first_cuda_init
     from .train_one import preload
 
     with capability_from_nvml() if extras else contextlib.nullcontext():
@@ -55,11 +55,14 @@ def _preload(engines: Sequence[str], extras: Sequence[str] = ()) -> tuple[str | 
     import torch
 
     preloaded = []
+    first = record_first_cuda_init(torch)
     for name in extras if not torch.cuda.is_initialized() else ():
         if imports_without_cuda(name):
             import_nvml_capable(name)
             preloaded.append(name)
     if torch.cuda.is_initialized():
+        where = "".join(first) or "  (not through torch._C._cuda_init)\n"
+        print(f"gpubench fork server: a CUDA context was created, first here:\n{where}", file=sys.stderr, flush=True)
         return "an import created a CUDA context in the fork server; workers are started afresh instead", []
     return None, preloaded
 
