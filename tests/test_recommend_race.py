@@ -192,6 +192,10 @@ def test_each_stage_spends_only_its_share_of_the_budget() -> None:
     assert [s.axes for s in stages] == [("optimizer",), ("batch", "checkpointing")]
     assert stages[0].probes <= 3 * 30 / 15 + 3  # its share, overrun by at most one round
     assert stages[1].probes >= 12  # the memory stage measured every one of its candidates
+    # the first stage says its share ended, not the budget (on an H100 every stage said "the budget is
+    # spent", and the next one still measured); the last stage's share is the budget
+    assert stages[0].stopped.startswith("its share of the budget is spent: 6 s of the 30 s left"), stages[0]
+    assert stages[1].stopped == standing.stopped == "the budget is spent"
 
 
 def test_the_stages_start_from_the_leanest_recipe_the_memory_model_predicts() -> None:

@@ -54,7 +54,7 @@ def summary_lines(answer: Answer) -> list[str]:
     for i, s in enumerate(answer.stages, start=1):
         lines.append(
             f"stage {i} ({' x '.join(s.axes)}): {s.candidates} candidates, {s.measured} measured in "
-            f"{s.probes} probes; leader {s.leader or 'none'} ({s.stopped})"
+            f"{s.probes} probe{'' if s.probes == 1 else 's'}; leader {s.leader or 'none'} ({s.stopped})"
         )
     if answer.pareto:
         lines.append("Pareto front (samples/s, peak memory, J/sample; no deviating row): " + ", ".join(answer.pareto))

@@ -46,7 +46,7 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .race import Entry, Standing, race
+from .race import BUDGET_SPENT, Entry, Standing, race
 from .space import Candidate
 
 STAGES: tuple[tuple[str, ...], ...] = (
@@ -141,14 +141,15 @@ def staged_race(
     reports: list[StageReport] = []
     winner, stopped, rounds = None, "no stage ran", 0
     for i, stage in enumerate(plan):
+        share = left = 0.0
         if end is not None:
             kept = reserve() if reserve is not None else 0.0
-            deadline = clock() + max(0.0, end - clock() - kept) * sizes[i] / sum(sizes[i:])
+            left = max(0.0, end - clock() - kept)
+            share = left * sizes[i] / sum(sizes[i:])
+            deadline = clock() + share
             # the stage's share, and the whole budget less the reserve asked again before each probe
             # (a compiled leader's check costs what its probe did: known only once it is measured)
-            options["spent"] = lambda d=deadline, e=end: (
-                clock() > d or (reserve is not None and clock() > e - reserve())
-            )
+            options["spent"] = lambda d=deadline, e=end: clock() > d or _spent(e, clock, reserve)
         names = _stage_names(candidates, pruned, leader, stage)
         before = len(memo.fresh)
         standing = race(names, memo, **options)
@@ -160,6 +161,8 @@ def staged_race(
             rounds += standing.rounds
             standing = race(_stage_names(candidates, pruned, leader, stage), memo, **options)
         rounds, stopped = rounds + standing.rounds, standing.stopped
+        if stopped == BUDGET_SPENT and end is not None and not _spent(end, clock, reserve):
+            stopped = f"{SHARE_SPENT}: {share:.0f} s of the {left:.0f} s left"  # later stages still race
         entries.update({n: e for n, e in standing.entries.items() if e.values or e.out or n not in entries})
         if standing.winner is not None:
             winner, leader = standing.winner, dict(named[standing.winner].axes)
@@ -167,6 +170,14 @@ def staged_race(
         reports.append(StageReport(stage, len(names), len({n for n, _ in new}), len(new), standing.winner, stopped))
     survivors = tuple(n for n, e in entries.items() if not e.out and e.values)
     return Standing(winner, survivors, entries, rounds, stopped), tuple(reports)
+
+
+SHARE_SPENT = "its share of the budget is spent"  # a stage's StageReport.stopped, the budget not yet
+
+
+def _spent(end: float, clock: Callable[[], float], reserve: Callable[[], float] | None) -> bool:
+    """Whether the whole budget, less what is kept for the finalists' checks, is spent."""
+    return clock() > end - (reserve() if reserve is not None else 0.0)
 
 
 def _stage_names(
