@@ -617,6 +617,7 @@ CATALOGUE: tuple[Column, ...] = (
     Column("pred_activations_mb", "MB", "predicted", ""),
     Column("pred_workspace_mb", "MB", "predicted", ""),
     Column("pred_peak_allocated_mb", "MB", "predicted", ""),
+    Column("pred_peak_min_mb", "MB", "predicted", ""),
     Column("pred_peak_phase", "", "predicted", "", text=True),
     Column("pred_peak_error_pct", "%", "predicted", "", signed=True),
     # -- flop

@@ -137,6 +137,23 @@ def result(name: str, speed: float, parity: str = "equivalent", outcome: str = "
     )  # fmt: skip
 
 
+def test_a_lower_bound_reads_as_one_in_every_output(tmp_path: Path) -> None:
+    """A candidate whose family has no activation model has a lower bound, not a peak: the table and
+    the report show it as >=, and recommend.json keeps it in its own field (read back the same)."""
+
+    from bench.recommend.answer import read_answer, write_answer
+    from bench.recommend.answer_text import row_cells
+
+    bound = dataclasses.replace(result("qwen", 10.0), pred_peak_min_mb=9159.2)
+    peak = dataclasses.replace(result("llama", 9.0), pred_peak_allocated_mb=18540.4)
+    answer = answer_of([bound, peak])
+    cells = {r.name: row_cells(answer, r)[4] for r in answer.candidates}
+    assert cells == {"qwen": ">=9,159", "llama": "18,540"}
+    write_answer(tmp_path, answer)
+    again = read_answer(tmp_path)
+    assert again is not None and {r.name: row_cells(again, r)[4] for r in again.candidates} == cells
+
+
 def answer_of(results: list[CandidateResult]):  # noqa: ANN201
     return build_answer("speed", results, (), "one candidate left", "lm-synthetic", "causal-lm", "cpu", 100.0, 0.15, 1)
 

@@ -174,6 +174,7 @@ EXPECTED_COLUMNS = [
     "pred_activations_mb",
     "pred_workspace_mb",
     "pred_peak_allocated_mb",
+    "pred_peak_min_mb",
     "pred_peak_phase",
     "pred_peak_error_pct",
     "model_params",

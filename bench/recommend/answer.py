@@ -46,6 +46,9 @@ class CandidateResult:
     mfu_ceiling: float | None
     parity: str  # equivalent, deviates, diverged, or "" (not judged)
     parity_delta: float | None
+    # where the memory model predicts no activations (generic decoders, the MoE): a lower bound only,
+    # and pred_peak_allocated_mb is empty (absent from a recommend.json written before 2026-12-07)
+    pred_peak_min_mb: float | None = None
 
     @classmethod
     def of(
@@ -79,6 +82,7 @@ class CandidateResult:
             bound=_label(ok), mfu_ceiling=_median(ok, "mfu_ceiling"),
             parity=str(judged.get("parity") or "") if judged else "",
             parity_delta=_number(judged.get("parity_delta")) if judged else None,
+            pred_peak_min_mb=_median(rows, "pred_peak_min_mb"),
         )  # fmt: skip
 
 

@@ -26,10 +26,17 @@ def _fig(value: float | None, digits: int = 1) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
 
 
+def predicted(r: CandidateResult) -> str:
+    """The memory model's peak, or ">=" its lower bound where it predicts no activations."""
+    if r.pred_peak_allocated_mb is None and r.pred_peak_min_mb is not None:
+        return f">={_fig(r.pred_peak_min_mb, 0)}"
+    return _fig(r.pred_peak_allocated_mb, 0)
+
+
 def row_cells(answer: Answer, r: CandidateResult) -> list[str]:
     return [
         r.name, outcome(answer, r), _fig(r.samples_per_s, 2), _fig(r.peak_mem_mb, 0),
-        _fig(r.pred_peak_allocated_mb, 0), _fig(r.energy_per_sample_j, 3), r.bound or "", r.parity, r.why,
+        predicted(r), _fig(r.energy_per_sample_j, 3), r.bound or "", r.parity, r.why,
     ]  # fmt: skip
 
 

@@ -179,6 +179,12 @@ def recommend(
             f"for an out-of-memory at {cap:,.0f} MB: candidates pruned by their lower bound alone, probes uncapped"
         )
         space = dataclasses.replace(space, notes=(*space.notes, AxisNote("memory", why)))
+    elif not family.activations and cap is not None:  # on a GPU: capped probes, pruned by the lower bound
+        why = (
+            f"the memory model has no activations for the {family.name} family: its peaks are lower bounds "
+            "(pred MB >=), a candidate is pruned only when its bound exceeds the cap, and probes under the cap decide"
+        )
+        space = dataclasses.replace(space, notes=(*space.notes, AxisNote("memory", why)))
     probes = {c.name: _probe(by_name[c.name], request, probe_cap) for c in [plain, *candidates]}
     peaks = predicted_peaks(probes, model)
     pruned = {**invalid, **(prune_by_memory(peaks, cap) if cap is not None else {})}
