@@ -4,6 +4,7 @@ memory model standing in for the cap, the finalists' loss judged, the certificat
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -129,3 +130,19 @@ def test_an_exhaustive_search_stops_at_its_budget_and_resume_finishes_it(tmp_pat
     kept = done.merge(rows[["scenario", "repeat", "worker_wall_s"]], on=["scenario", "repeat"])
     assert len(kept) == len(rows) >= 3  # the plain recipe's checks at least ran in the first sitting
     assert list(kept["worker_wall_s_x"]) == list(kept["worker_wall_s_y"])  # its rows reused, not rerun
+
+
+def test_a_budget_the_loss_checks_use_up_says_what_it_went_on_and_what_would_race(tmp_path: Path) -> None:
+    """mixtral-1b at --budget 3m on an H100: its three plain checks took 88 s, no probe ran, and the
+    answer said only 'no recommendation'. Now a note says where the budget went and a budget that races."""
+    out = tmp_path / "rec"
+    args = ["--model", "llama-tiny", "--seq-len", "32", "--global-batch", "8", "--device", "cpu", "--gpu-memory", "2GB"]
+    args += ["--axes", "optimizer", "--parity-steps", "12", "--budget", "5s"]
+    done = gpubench("recommend", *args, "--out", out, "--format", "json", timeout=900)
+    assert done.returncode == 1, done.stderr[-3000:]
+    answer = json.loads(done.stdout)
+    note = next(n for n in answer["notes"] if n.startswith("budget: the race measured nothing"))
+    checks = re.search(r"plain recipe's 3 loss checks took (\d+) s of the 5 s budget and (\d+) s was kept", note)
+    assert checks and int(checks[1]) > 0 and int(checks[2]) > 0, note
+    assert re.search(r"about --budget \d+m lets the stage probe once$", note), note
+    assert {c["outcome"] for c in answer["candidates"]} == {"skipped"}

@@ -8,6 +8,7 @@ repeat), then the finalists' loss judged against the plain recipe on a learnable
 from __future__ import annotations
 
 import dataclasses
+import math
 import shutil
 import tempfile
 import time
@@ -323,6 +324,23 @@ def pick_finalists(ranked: Sequence[str], named: Mapping[str, Candidate], n: int
     return sorted(chosen, key=list(ranked).index)
 
 
+def _nothing_raced(
+    request: RecommendRequest, reference_rows: Sequence[Mapping[str, Any]], kept: float, stages: Sequence[Any]
+) -> str:
+    """Why the race measured nothing, from what the checks measured, and the budget that would race:
+    the plain recipe's checks, the finalists' kept, and one probe a stage at a check's time (mixtral-1b
+    at --budget 3m on an H100: its three checks took 88 s, and no probe ran)."""
+    walls = [float(r["worker_wall_s"]) for r in reference_rows if isinstance(r.get("worker_wall_s"), int | float)]
+    checks, each = sum(walls), _mean_wall(reference_rows)
+    n = max(1, len(stages))
+    minutes = max(1, math.ceil((checks + kept + n * each) / 60))
+    return (
+        f"the race measured nothing: the plain recipe's {len(walls)} loss checks took {checks:.0f} s of the "
+        f"{request.budget_s:.0f} s budget and {kept:.0f} s was kept for the finalists' checks; about "
+        f"--budget {minutes}m lets {'the stage' if n == 1 else f'each of the {n} stages'} probe once"
+    )
+
+
 def _mean_wall(rows: Sequence[Mapping[str, Any]]) -> float:
     walls = [float(r["worker_wall_s"]) for r in rows if isinstance(r.get("worker_wall_s"), int | float)]
     return sum(walls) / len(walls) if walls else 0.0
@@ -435,6 +453,14 @@ def _run(
             else:
                 standing = race([], measure)
             info(f"race: {standing.rounds} rounds, {standing.stopped}")
+            if not request.exhaustive and not interrupted and not probe_rows:
+                space = dataclasses.replace(
+                    space,
+                    notes=(
+                        *space.notes,
+                        AxisNote("budget", _nothing_raced(request, reference_rows, reserve(), stages)),
+                    ),
+                )
             order = sorted((e for e in standing.entries.values() if e.values and not e.out), key=lambda e: -e.mean_log)
             finalists = pick_finalists([e.name for e in order], {c.name: c for c in candidates}, request.finalists)
             unfinished = request.exhaustive and standing.stopped == BUDGET_SPENT
