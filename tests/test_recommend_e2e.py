@@ -133,7 +133,7 @@ def test_an_exhaustive_search_stops_at_its_budget_and_resume_finishes_it(tmp_pat
 
 
 def test_a_budget_the_loss_checks_use_up_says_what_it_went_on_and_what_would_race(tmp_path: Path) -> None:
-    """mixtral-1b at --budget 3m on an H100: its three plain checks took 88 s, no probe ran, and the
+    """mixtral-1b at --budget 3m on an H100: its three plain checks took 98 s, no probe ran, and the
     answer said only 'no recommendation'. Now a note says where the budget went and a budget that races."""
     out = tmp_path / "rec"
     args = ["--model", "llama-tiny", "--seq-len", "32", "--global-batch", "8", "--device", "cpu", "--gpu-memory", "2GB"]

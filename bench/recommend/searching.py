@@ -329,7 +329,7 @@ def _nothing_raced(
 ) -> str:
     """Why the race measured nothing, from what the checks measured, and the budget that would race:
     the plain recipe's checks, the finalists' kept, and one probe a stage at a check's time (mixtral-1b
-    at --budget 3m on an H100: its three checks took 88 s, and no probe ran)."""
+    at --budget 3m on an H100: its three checks took 98 s, and no probe ran)."""
     walls = [float(r["worker_wall_s"]) for r in reference_rows if isinstance(r.get("worker_wall_s"), int | float)]
     checks, each = sum(walls), _mean_wall(reference_rows)
     n = max(1, len(stages))
