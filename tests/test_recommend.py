@@ -4,6 +4,7 @@ candidate cannot win; the Pareto front leaves it out), the certificate a matrix 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -152,6 +153,22 @@ def test_a_lower_bound_reads_as_one_in_every_output(tmp_path: Path) -> None:
     write_answer(tmp_path, answer)
     again = read_answer(tmp_path)
     assert again is not None and {r.name: row_cells(again, r)[4] for r in again.candidates} == cells
+
+
+def test_a_resumed_answer_gives_its_sitting_and_the_whole_search(tmp_path: Path) -> None:
+    """wall_s is this sitting's; a resumed search's answer also gives the whole search's time, in
+    the summary line and in recommend.json (search_s), and reads back the same."""
+    from bench.recommend.answer import read_answer, write_answer
+    from bench.recommend.answer_text import summary_lines
+
+    answer = dataclasses.replace(answer_of([result("a", 10.0)]), wall_s=50.0, earlier_sittings_s=(100.0, 30.0))
+    line = next(x for x in summary_lines(answer) if x.startswith("candidates:"))
+    assert line.endswith("; 50 s this sitting, 180 s over the search's 3 sittings"), line
+    write_answer(tmp_path, answer)
+    assert json.loads((tmp_path / "recommend.json").read_text())["search_s"] == 180.0
+    assert read_answer(tmp_path) == answer
+    once = dataclasses.replace(answer, earlier_sittings_s=())
+    assert next(x for x in summary_lines(once) if x.startswith("candidates:")).endswith("; 50 s")
 
 
 def answer_of(results: list[CandidateResult]):  # noqa: ANN201
@@ -352,3 +369,34 @@ def test_a_winner_the_race_could_not_prove_says_what_its_lead_rests_on() -> None
     ]
     proven = answer_of([result("a", 10.0), result("b", 5.0, outcome="eliminated")])
     assert not [n for n in proven.notes if n.startswith("the winner rests on")]
+
+
+@given(
+    st.lists(st.integers(1, 600), min_size=1, max_size=4),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 500), st.floats(0.1, 90.0)), max_size=12),
+)
+def test_each_earlier_sitting_lasts_from_its_start_to_the_end_of_its_last_row(
+    gaps: list[int], rows: list[tuple[int, int, float]]
+) -> None:
+    """A resumed search's time over its sittings: each earlier sitting from its start (env.json's
+    created_at, then each resume's) to the end of the last row it began; 0 for one that measured nothing;
+    this sitting (the last start) is not among them."""
+    from datetime import UTC, datetime, timedelta
+
+    from bench.recommend.resume import earlier_sittings_s
+
+    base = datetime(2026, 12, 7, 13, 0, tzinfo=UTC)
+    starts = [base]
+    for gap in gaps:  # each next sitting starts after the last one's rows could end
+        starts.append(starts[-1] + timedelta(seconds=600 + 90 + gap))
+    env = {"created_at": starts[0].isoformat(), "resumes": [{"created_at": s.isoformat()} for s in starts[1:]]}
+    sittings = len(starts) - 1  # the earlier ones
+    made = [
+        {"started_at": (starts[i % sittings] + timedelta(seconds=at)).isoformat(), "worker_wall_s": wall}
+        for i, at, wall in rows
+    ]
+    got = earlier_sittings_s(env, [*made, {"started_at": None, "worker_wall_s": 5.0}])
+    assert len(got) == sittings
+    for k in range(sittings):
+        ends = [at + wall for i, at, wall in rows if i % sittings == k]
+        assert got[k] == pytest.approx(max(ends) if ends else 0.0)

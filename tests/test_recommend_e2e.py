@@ -130,6 +130,11 @@ def test_an_exhaustive_search_stops_at_its_budget_and_resume_finishes_it(tmp_pat
     kept = done.merge(rows[["scenario", "repeat", "worker_wall_s"]], on=["scenario", "repeat"])
     assert len(kept) == len(rows) >= 3  # the plain recipe's checks at least ran in the first sitting
     assert list(kept["worker_wall_s_x"]) == list(kept["worker_wall_s_y"])  # its rows reused, not rerun
+    # the answer's time is the whole search's: the first sitting's (to the end of its last row) too
+    final = json.loads(again.stdout)
+    (first_s,) = final["earlier_sittings_s"]
+    assert first_s >= float(rows["worker_wall_s"].max()) > 0
+    assert final["search_s"] == final["wall_s"] + first_s
 
 
 def test_a_budget_the_loss_checks_use_up_says_what_it_went_on_and_what_would_race(tmp_path: Path) -> None:

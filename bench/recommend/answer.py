@@ -115,9 +115,16 @@ class Answer:
     memory_cap_mb: float | None
     wall_s: float
     stages: tuple[StageReport, ...] = ()  # the staged search's stages (none for --exhaustive)
+    # a --resume'd search: the wall seconds of each earlier sitting (wall_s is this sitting's)
+    earlier_sittings_s: tuple[float, ...] = ()
+
+    @property
+    def search_s(self) -> float:
+        """The whole search's wall time, over its sittings."""
+        return self.wall_s + sum(self.earlier_sittings_s)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "search_s": self.search_s}  # search_s: derived, for the JSON's readers
 
 
 def build_answer(
@@ -132,6 +139,7 @@ def build_answer(
     margin: float,
     wall_s: float,
     stages: Sequence[StageReport] = (),
+    earlier_sittings_s: Sequence[float] = (),
 ) -> Answer:
     measured = [r for r in results if r.objective is not None and r.outcome in ("raced", "eliminated")]
     eligible = sorted(
@@ -166,6 +174,7 @@ def build_answer(
         objective=objective, winner=winner, runner_up=runner, candidates=tuple(results), pareto=pareto(measured),
         lost=tuple(why_lost(results)), notes=tuple(notes), stopped=stopped,
         judged_on=proxy, device=device, memory_cap_mb=cap, wall_s=wall_s, stages=tuple(stages),
+        earlier_sittings_s=tuple(earlier_sittings_s),
     )  # fmt: skip
 
 
@@ -271,6 +280,8 @@ def read_answer(result_dir: Path) -> Answer | None:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         data["candidates"] = tuple(CandidateResult(**c) for c in data["candidates"])
         data["stages"] = tuple(StageReport(**{**s, "axes": tuple(s["axes"])}) for s in data.get("stages", ()))
+        data["earlier_sittings_s"] = tuple(data.get("earlier_sittings_s", ()))
+        data.pop("search_s", None)  # derived from the two above
         for key in ("pareto", "lost", "notes"):
             data[key] = tuple(data[key])
         return Answer(**data)

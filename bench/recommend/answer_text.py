@@ -26,6 +26,14 @@ def _fig(value: float | None, digits: int = 1) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
 
 
+def _seconds(answer: Answer) -> str:
+    """This sitting's wall time, and the whole search's over its sittings when it was resumed."""
+    if not answer.earlier_sittings_s:
+        return f"{answer.wall_s:.0f} s"
+    n = len(answer.earlier_sittings_s) + 1
+    return f"{answer.wall_s:.0f} s this sitting, {answer.search_s:.0f} s over the search's {n} sittings"
+
+
 def predicted(r: CandidateResult) -> str:
     """The memory model's peak, or ">=" its lower bound where it predicts no activations."""
     if r.pred_peak_allocated_mb is None and r.pred_peak_min_mb is not None:
@@ -56,7 +64,7 @@ def summary_lines(answer: Answer) -> list[str]:
     lines = [
         f"recommended ({answer.objective}): {answer.winner or 'none'}"
         + (f"; runner-up: {answer.runner_up}" if answer.runner_up else ""),
-        f"candidates: {len(answer.candidates)} ({said}); race: {answer.stopped}; {answer.wall_s:.0f} s",
+        f"candidates: {len(answer.candidates)} ({said}); race: {answer.stopped}; {_seconds(answer)}",
     ]
     for i, s in enumerate(answer.stages, start=1):
         lines.append(

@@ -12,7 +12,8 @@ time, not part of the settings."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +79,28 @@ def earlier_rows(out: Path) -> dict[tuple[str, int], dict[str, Any]]:
     keep = frame[frame["status"].isin(FINAL_STATUSES)]
     rows = [{k: (None if v != v else v) for k, v in row.items()} for row in keep.to_dict("records")]
     return {(str(r["scenario"]), int(r["repeat"] or 0)): r for r in rows}
+
+
+def _instant(text: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return None
+
+
+def earlier_sittings_s(env: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> tuple[float, ...]:
+    """The wall seconds of each earlier sitting of a resumed search: from its start (env.json's
+    `created_at`, then each `resumes` entry's; the last entry is this sitting) to the end of the
+    last row it started (`started_at` + `worker_wall_s`), so a sitting killed before it wrote its
+    answer counts too; 0 for one that measured nothing."""
+    resumes = env.get("resumes") if isinstance(env.get("resumes"), list) else []
+    starts = [_instant(env.get("created_at")), *(_instant(r.get("created_at")) for r in resumes)][:-1]
+    ends: list[float | None] = [None] * len(starts)
+    for row in rows:
+        began, wall = _instant(row.get("started_at")), row.get("worker_wall_s")
+        if began is None or not isinstance(wall, int | float) or wall != wall:
+            continue
+        sitting = max((i for i, s in enumerate(starts) if s is not None and s <= began), default=None)
+        if sitting is not None:
+            ends[sitting] = max(ends[sitting] or 0.0, began + float(wall))
+    return tuple(0.0 if s is None or e is None else max(0.0, e - s) for s, e in zip(starts, ends, strict=True))

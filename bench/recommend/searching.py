@@ -28,7 +28,7 @@ from ..planner import datakinds
 from ..predict.measured import DEFAULT_CONTEXT_MB
 from ..predict.predictions import parse_memory
 from ..recipe.scenario import Scenario
-from ..results import write_plan, write_results
+from ..results import read_env, write_plan, write_results
 from ..results.parity import add_parity
 from ..results.rowcheck import usable
 from ..run import envinfo
@@ -45,7 +45,7 @@ from .answer import Answer, CandidateResult, build_answer, certificate_toml, wri
 from .prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
 from .race import BUDGET_SPENT, race
 from .record import record
-from .resume import SETTINGS_KEY, check_same_search, earlier_rows, search_settings
+from .resume import SETTINGS_KEY, check_same_search, earlier_rows, earlier_sittings_s, search_settings
 from .space import OBJECTIVES, PLAIN, AxisNote, Candidate, build_space, plain_fields, valid_candidates
 from .stages import StageReport, staged_race
 
@@ -480,6 +480,7 @@ def _run(
             answer = build_answer(
                 request.objective, results, space.notes, standing.stopped, proxy, task, plan.device,
                 cap, MEMORY_MARGIN, time.monotonic() - started, stages,
+                earlier_sittings_s(read_env(plan.out) or {}, earlier.values()) if plan.resume else (),
             )  # fmt: skip
             recorded = _plain_probes(answer, probe_rows, measure) if request.record and not interrupted else []
             recorded = [] if interrupted else recorded  # a cut-off plain probe: nothing half recorded
