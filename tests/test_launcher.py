@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from harness import BASE, SHORT, gpubench, results, write_matrix
 
 from bench.recipe.scenario import Scenario
@@ -310,6 +311,38 @@ def test_the_first_cuda_init_is_recorded_with_the_call_that_made_it() -> None:
     assert calls == [1, 1]  # the real init still runs, each time
     assert "asks_for_the_device" in "".join(first) and "recording" not in "".join(first)
     assert record_first_cuda_init(SimpleNamespace(_C=SimpleNamespace())) == []
+
+
+@pytest.mark.parametrize(
+    ("capability", "package", "detection_off", "expected"),
+    [
+        ((9, 0), True, False, True),
+        ((6, 1), True, False, False),
+        ((9, 0), False, False, False),
+        ((9, 0), True, True, False),
+    ],
+)
+def test_triton_s_device_check_answers_from_nvml_as_it_would_from_cuda(
+    capability: tuple[int, int], package: bool, detection_off: bool, expected: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchao's import calls torch.utils._triton.has_triton, which asks CUDA for the device's properties
+    (a CUDA context in the fork server, seen on an H100): within capability_from_nvml it answers as the
+    real one would (Triton installed, detection on, capability >= 7.0) from NVML's capability; a module
+    that binds the name then keeps that answer, and the real function is back afterwards."""
+    import torch.utils._triton as triton_utils
+    from torch._inductor import config
+
+    from bench.worker import cudafree
+
+    monkeypatch.setattr(triton_utils, "has_triton_package", lambda: package)
+    monkeypatch.setattr(cudafree, "nvml_capability", lambda: lambda device=None: capability)
+    real = triton_utils.has_triton
+    with config.patch(triton_disable_device_detection=detection_off), cudafree.capability_from_nvml():
+        from torch.utils._triton import has_triton as bound  # as torchao's modules do
+
+        assert bound() is expected and triton_utils.has_triton is bound
+        assert torch.cuda.get_device_capability() == capability
+    assert triton_utils.has_triton is real and bound() is expected
 
 
 # An engine import that asks for the capability, as transformers.trainer importing peft and so

@@ -11,6 +11,7 @@ package that still creates a context stays with workers started afresh (bench/ru
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import sys
@@ -59,21 +60,42 @@ def nvml_capability() -> Callable[..., tuple[int, int]] | None:
     return capability
 
 
+def triton_answer(capability: Callable[..., tuple[int, int]]) -> Callable[[], bool]:
+    """torch.utils._triton.has_triton's stand-in on a CUDA host, answering as it would (Triton
+    installed, device detection on, compute capability 7.0 or more) with the capability from NVML:
+    the real one asks CUDA for the device's properties, which makes a CUDA context (torchao's
+    import calls it, and binds the name: its modules keep this stand-in, which gives the same answer)."""
+    import torch.utils._triton as triton_utils
+    from torch._inductor import config
+
+    answer = triton_utils.has_triton_package() and not config.triton_disable_device_detection and capability(0)[0] >= 7
+
+    @functools.cache
+    def has_triton() -> bool:
+        return bool(answer)
+
+    return has_triton
+
+
 @contextlib.contextmanager
 def capability_from_nvml() -> Iterator[None]:
-    """Within: torch.cuda.get_device_capability answers from NVML (unchanged where NVML cannot)."""
+    """Within: torch.cuda.get_device_capability answers from NVML, and so does Triton's device check
+    (torch.utils._triton.has_triton); both unchanged where NVML cannot answer."""
     import torch
+    import torch.utils._triton as triton_utils
 
     stand_in = nvml_capability()
     if stand_in is None:
         yield
         return
-    original = torch.cuda.get_device_capability
+    original, original_triton = torch.cuda.get_device_capability, triton_utils.has_triton
     torch.cuda.get_device_capability = stand_in
+    triton_utils.has_triton = triton_answer(stand_in)
     try:
         yield
     finally:
         torch.cuda.get_device_capability = original
+        triton_utils.has_triton = original_triton
 
 
 def import_nvml_capable(name: str) -> None:
