@@ -93,7 +93,8 @@ def earlier_sittings_s(env: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
     `created_at`, then each `resumes` entry's; the last entry is this sitting) to the end of the
     last row it started (`started_at` + `worker_wall_s`), so a sitting killed before it wrote its
     answer counts too; 0 for one that measured nothing."""
-    resumes = env.get("resumes") if isinstance(env.get("resumes"), list) else []
+    found = env.get("resumes")
+    resumes = found if isinstance(found, list) else []
     starts = [_instant(env.get("created_at")), *(_instant(r.get("created_at")) for r in resumes)][:-1]
     ends: list[float | None] = [None] * len(starts)
     for row in rows:

@@ -60,7 +60,7 @@ def nvml_capability() -> Callable[..., tuple[int, int]] | None:
     return capability
 
 
-def triton_answer(capability: Callable[..., tuple[int, int]]) -> Callable[[], bool]:
+def triton_answer(capability: Callable[..., tuple[int, int]]) -> functools._lru_cache_wrapper[bool]:
     """torch.utils._triton.has_triton's stand-in on a CUDA host, answering as it would (Triton
     installed, device detection on, compute capability 7.0 or more) with the capability from NVML:
     the real one asks CUDA for the device's properties, which makes a CUDA context (torchao's
