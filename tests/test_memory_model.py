@@ -348,3 +348,17 @@ def test_multi_gpu_matrix_on_two_h200s(name: str) -> None:
     scenario = next(s for s in load_matrix("multi-gpu").scenarios if s.name == name).replace(gpus=2)
     predicted = prediction_for(scenario, "bert-large").peak / MB
     assert abs(error_pct(predicted, H200X2_MULTI_GPU[name])) < 6.0
+
+
+@pytest.mark.parametrize("model", ["qwen3-0.6b", "mixtral-tiny"])
+def test_a_family_without_activations_gets_a_lower_bound_and_no_error(model: str) -> None:
+    """The generic decoders and the MoE: the memory model's peak is a lower bound (no activations), so
+    the row keeps it in pred_peak_min_mb, never as pred_peak_allocated_mb, and no error is computed
+    against the measured peak (on an H100 qwen3's 9,159 MB bound sat beside a measured 20,048 MB)."""
+    measured = {"torch_max_allocated_mb": 20_048.0}
+    columns = predicted_columns(sc().replace(model=model, precision="bf16"), model, measured)
+    assert columns["pred_peak_allocated_mb"] is None and columns["pred_peak_error_pct"] is None
+    assert columns["pred_peak_min_mb"] > 0 and columns["pred_activations_mb"] is None
+    bert = predicted_columns(sc().replace(precision="bf16"), "tiny", measured)
+    assert bert["pred_peak_min_mb"] is None and bert["pred_peak_allocated_mb"] > 0
+    assert bert["pred_peak_error_pct"] is not None
