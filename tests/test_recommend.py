@@ -191,6 +191,16 @@ def test_the_pareto_front_keeps_only_undominated_candidates() -> None:
     assert pareto(rs) == ("a", "b")
 
 
+def test_a_front_member_whose_loss_was_not_judged_says_so() -> None:
+    """Only the finalists' loss is judged: a Pareto member that was not (on an H100, llama-1b's Liger
+    recipe, the lightest) is marked, not shown as if it trained the same."""
+    from bench.recommend.answer_text import summary_lines
+
+    answer = answer_of([result("fast", 10.0, mem=200.0), result("light", 5.0, parity="", mem=100.0)])
+    line = next(x for x in summary_lines(answer) if x.startswith("Pareto front"))
+    assert line.endswith(": fast, light (loss not judged)"), line
+
+
 def test_a_family_that_lost_on_speed_says_by_how_much_with_its_interval() -> None:
     """Issue 61's answer names why each eliminated family lost, 'slower by X% with interval': the
     closest of the family (its best figure), as the race eliminated it."""

@@ -72,7 +72,9 @@ def summary_lines(answer: Answer) -> list[str]:
             f"{s.probes} probe{'' if s.probes == 1 else 's'}; leader {s.leader or 'none'} ({s.stopped})"
         )
     if answer.pareto:
-        lines.append("Pareto front (samples/s, peak memory, J/sample; no deviating row): " + ", ".join(answer.pareto))
+        judged = {r.name: r.parity for r in answer.candidates}
+        front = [n if judged.get(n) else f"{n} (loss not judged)" for n in answer.pareto]
+        lines.append("Pareto front (samples/s, peak memory, J/sample; no deviating row): " + ", ".join(front))
     lines += [f"lost: {line}" for line in answer.lost]
     lines += [f"note: {line}" for line in answer.notes]
     return lines
