@@ -7,7 +7,6 @@ repeat), then the finalists' loss judged against the plain recipe on a learnable
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import shutil
 import tempfile
@@ -46,7 +45,7 @@ from .prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
 from .race import BUDGET_SPENT, race
 from .record import record
 from .resume import SETTINGS_KEY, check_same_search, earlier_rows, earlier_sittings_s, search_settings
-from .space import OBJECTIVES, PLAIN, AxisNote, Candidate, build_space, plain_fields, valid_candidates
+from .space import OBJECTIVES, PLAIN, Candidate, build_space, plain_fields, valid_candidates
 from .stages import StageReport, staged_race
 
 DEFAULT_GLOBAL_BATCH = 32
@@ -179,13 +178,13 @@ def recommend(
             f"the memory model has no activations for the {family.name} family, so on the CPU no probe stands in "
             f"for an out-of-memory at {cap:,.0f} MB: candidates pruned by their lower bound alone, probes uncapped"
         )
-        space = dataclasses.replace(space, notes=(*space.notes, AxisNote("memory", why)))
+        space = space.noted("memory", why)
     elif not family.activations and cap is not None:  # on a GPU: capped probes, pruned by the lower bound
         why = (
             f"the memory model has no activations for the {family.name} family: its peaks are lower bounds "
             "(pred MB >=), a candidate is pruned only when its bound exceeds the cap, and probes under the cap decide"
         )
-        space = dataclasses.replace(space, notes=(*space.notes, AxisNote("memory", why)))
+        space = space.noted("memory", why)
     probes = {c.name: _probe(by_name[c.name], request, probe_cap) for c in [plain, *candidates]}
     peaks = predicted_peaks(probes, model)
     pruned = {**invalid, **(prune_by_memory(peaks, cap) if cap is not None else {})}
@@ -330,7 +329,7 @@ def _nothing_raced(
     """Why the race measured nothing, from what the checks measured, and the budget that would race:
     the plain recipe's checks, the finalists' kept, and one probe a stage at a check's time (mixtral-1b
     at --budget 3m on an H100: its three checks took 98 s, and no probe ran)."""
-    walls = [float(r["worker_wall_s"]) for r in reference_rows if isinstance(r.get("worker_wall_s"), int | float)]
+    walls = _walls(reference_rows)
     checks, each = sum(walls), _mean_wall(reference_rows)
     n = max(1, len(stages))
     minutes = max(1, math.ceil((checks + kept + n * each) / 60))
@@ -341,8 +340,12 @@ def _nothing_raced(
     )
 
 
+def _walls(rows: Sequence[Mapping[str, Any]]) -> list[float]:
+    return [float(r["worker_wall_s"]) for r in rows if isinstance(r.get("worker_wall_s"), int | float)]
+
+
 def _mean_wall(rows: Sequence[Mapping[str, Any]]) -> float:
-    walls = [float(r["worker_wall_s"]) for r in rows if isinstance(r.get("worker_wall_s"), int | float)]
+    walls = _walls(rows)
     return sum(walls) / len(walls) if walls else 0.0
 
 
@@ -454,13 +457,7 @@ def _run(
                 standing = race([], measure)
             info(f"race: {standing.rounds} rounds, {standing.stopped}")
             if not request.exhaustive and not interrupted and not probe_rows:
-                space = dataclasses.replace(
-                    space,
-                    notes=(
-                        *space.notes,
-                        AxisNote("budget", _nothing_raced(request, reference_rows, reserve(), stages)),
-                    ),
-                )
+                space = space.noted("budget", _nothing_raced(request, reference_rows, reserve(), stages))
             order = sorted((e for e in standing.entries.values() if e.values and not e.out), key=lambda e: -e.mean_log)
             finalists = pick_finalists([e.name for e in order], {c.name: c for c in candidates}, request.finalists)
             unfinished = request.exhaustive and standing.stopped == BUDGET_SPENT

@@ -10,6 +10,7 @@ out is said (AxisNote), never silently dropped. Pure: no torch, no model built.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,10 @@ class AxisNote:
 class Space:
     axes: tuple[tuple[str, tuple[tuple[str, Mapping[str, Any]], ...]], ...]
     notes: tuple[AxisNote, ...] = field(default_factory=tuple)
+
+    def noted(self, axis: str, why: str) -> Space:
+        """This space with one more note (what the answer says it rests on)."""
+        return dataclasses.replace(self, notes=(*self.notes, AxisNote(axis, why)))
 
     def candidates(self) -> list[Candidate]:
         names = [axis for axis, _ in self.axes]

@@ -122,6 +122,12 @@ def record_first_cuda_init(torch: Any) -> list[str]:
     return first
 
 
+def say_first_cuda_init(what: str, first: list[str]) -> None:
+    """Into the fork server's log: `what`, and the stack record_first_cuda_init kept."""
+    where = "".join(first) or "  (not through torch._C._cuda_init)\n"
+    print(f"gpubench fork server: {what}, first here:\n{where}", file=sys.stderr, flush=True)
+
+
 def imports_without_cuda(name: str) -> bool:
     """Whether `name` imports (with the capability from NVML) without creating a CUDA context,
     tried in a forked child so that this process stays as it is. The child's output goes to stderr."""
@@ -138,11 +144,7 @@ def imports_without_cuda(name: str) -> bool:
             import_nvml_capable(name)
             code = CONTEXT if torch.cuda.is_initialized() else CLEAN
             if code == CONTEXT:
-                where = "".join(first) or "  (not through torch._C._cuda_init)\n"
-                print(
-                    f"gpubench fork server: importing {name} created a CUDA context, first here:\n{where}",
-                    file=sys.stderr,
-                )
+                say_first_cuda_init(f"importing {name} created a CUDA context", first)
         except BaseException as exc:  # an import that fails: not preloaded; its worker says why
             print(f"gpubench fork server: importing {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         finally:

@@ -44,7 +44,13 @@ def _preload(engines: Sequence[str], extras: Sequence[str] = ()) -> tuple[str | 
     import without a CUDA context; (None or why forking is not safe, the extras imported). A worker
     of another engine imports the rest itself. With extras, the engines' imports too answer the
     capability from NVML: transformers imports peft itself where it can (transformers.trainer)."""
-    from .cudafree import capability_from_nvml, import_nvml_capable, imports_without_cuda, record_first_cuda_init
+    from .cudafree import (
+        capability_from_nvml,
+        import_nvml_capable,
+        imports_without_cuda,
+        record_first_cuda_init,
+        say_first_cuda_init,
+    )
     from .train_one import preload
 
     with capability_from_nvml() if extras else contextlib.nullcontext():
@@ -61,8 +67,7 @@ def _preload(engines: Sequence[str], extras: Sequence[str] = ()) -> tuple[str | 
             import_nvml_capable(name)
             preloaded.append(name)
     if torch.cuda.is_initialized():
-        where = "".join(first) or "  (not through torch._C._cuda_init)\n"
-        print(f"gpubench fork server: a CUDA context was created, first here:\n{where}", file=sys.stderr, flush=True)
+        say_first_cuda_init("a CUDA context was created", first)
         return "an import created a CUDA context in the fork server; workers are started afresh instead", []
     return None, preloaded
 
