@@ -260,7 +260,8 @@ def test_a_claim_made_on_more_gpus_is_not_comparable_before_the_run_on_one_gpu(m
 
 def test_a_verify_stopped_by_its_time_limit_is_finished_by_resume(tmp_path: Path) -> None:
     """On one H100 `verify --claims guide` needed more than one sitting: --time-limit stops it with
-    exit 4 and the command to finish it; --resume measures only what did not run."""
+    exit 4 and the command to finish it; --resume measures only what did not run, and on a finished
+    directory judges its claims again from the rows, with no device."""
     out = tmp_path / "v"
     args = ["--claims", team_file(tmp_path), "--only", "accum-at-least-half", "--device", "cpu", "--repeats", "2"]
     first = gpubench("verify", *args, "--out", out, "--time-limit", "0.001", "--format", "json", timeout=600)
@@ -275,3 +276,12 @@ def test_a_verify_stopped_by_its_time_limit_is_finished_by_resume(tmp_path: Path
     assert record["id"] == "accum-at-least-half" and record["interval"] is not None
     both = gpubench("verify", *args, "--out", out, "--resume", out)
     assert both.returncode == 2 and "--out and --resume" in both.stderr
+    # finished: judged again from its rows where it ran, no device asked (this machine has no CUDA)
+    rows = (out / "results.csv").read_bytes()
+    again = gpubench("verify", *[a for a in args if a != "cpu" and a != "--device"], "--device", "cuda",
+                     "--resume", out, "--format", "json", timeout=600)  # fmt: skip
+    assert again.returncode == second.returncode, again.stderr
+    assert "judged again" in again.stderr and json.loads(again.stdout) == [record]
+    assert (out / "results.csv").read_bytes() == rows
+    other = gpubench("verify", "--claims", "talk", "--only", "talk-compile-speed", "--resume", out)
+    assert other.returncode == 2 and "do not measure these claims" in other.stderr, other.stderr

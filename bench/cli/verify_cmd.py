@@ -38,7 +38,13 @@ def verify_command(
     timeout: Annotated[float, typer.Option(help="Seconds per scenario.")] = DEFAULT_TIMEOUT_S,
     resume: Annotated[
         Path | None,
-        typer.Option(parser=path_value, help="Finish a verify stopped by --time-limit or Ctrl-C in this directory."),
+        typer.Option(
+            parser=path_value,
+            help=(
+                "Finish a verify stopped by --time-limit or Ctrl-C in this directory; on a finished "
+                "one, judge its claims again from its rows (no device)."
+            ),
+        ),
     ] = None,
     time_limit: Annotated[
         float | None,

@@ -33,6 +33,7 @@ QUANTITIES: dict[str, tuple[str, str | None]] = {
     "flops_vs_6pd": ("x", None),  # the built model's counted FLOPs per token / (6 x parameters)
 }
 ARITHMETIC = frozenset(q for q, (_, column) in QUANTITIES.items() if column is None)
+TIMED = frozenset({"speed_ratio"})  # figures a busy host moves (memory and loss it does not)
 PAIRED = frozenset({"speed_ratio", "memory_ratio", "loss_ratio", "optimizer_memory_ratio"})
 TOP_KEYS = ("file", "base", "scale", "scenarios", "claims")
 FILE_KEYS = ("description",)
@@ -70,6 +71,10 @@ class Claim:
     @property
     def arithmetic(self) -> bool:
         return self.quantity in ARITHMETIC
+
+    @property
+    def timed(self) -> bool:
+        return self.quantity in TIMED
 
     def scenario_names(self) -> tuple[str, ...]:
         return tuple(n for n in (self.reference, self.treatment) if n)

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..errors import GpubenchError
 from ..results import scenario_status
+from ..results.bound import host_disturbed
 from .arithmetic import arithmetic
 from .claims import Claim
 from .scenarios import VerifyPlan
@@ -95,13 +96,29 @@ def from_rows(claim: Claim, plan: VerifyPlan, frame: pd.DataFrame, gpus: int) ->
     m = ratio(ref, new)
     v = judge(claim.effect, m)
     bound = _bound(ref_name, ref_ok, new_name, new_ok)
-    why = "; ".join(p for p in (SMOKE if plan.on_cpu else "", _noise(v, m), bound) if p)
+    host = "" if plan.on_cpu or not claim.timed else _disturbed(((ref_name, ref_ok), (new_name, new_ok)), frame)
+    why = "; ".join(p for p in (SMOKE if plan.on_cpu else "", _noise(v, m), host, bound) if p)
     low, high = (None, None) if math.isnan(m.low) else (m.low, m.high)
     return ClaimResult(claim, v.verdict, m.value, low, high, why, v.repeats_needed, bound, plan.on_cpu)
 
 
 def _noise(v: Verdict, m: Measurement) -> str:
     return v.why if v.verdict == "inconclusive" else ""
+
+
+def _disturbed(sides: tuple[tuple[str, pd.DataFrame], ...], frame: pd.DataFrame) -> str:
+    """The repeats that ran while the host was busier than at its quietest in this run (their
+    figures widen the interval, or shift it): named, so a rerun on a quiet host can be asked for."""
+    loops = pd.concat([pd.to_numeric(frame.get(k, pd.Series(dtype=float)), errors="coerce")
+                       for k in ("cpu_loop_start_ms", "cpu_loop_end_ms")]).dropna()  # fmt: skip
+    quiet = float(loops[loops > 0].min()) if (loops > 0).any() else None
+    found = []
+    for name, ok in sides:
+        for row in ok.to_dict("records"):
+            note = host_disturbed(row, quiet)
+            if note:
+                found.append(f"{name} r{row.get('repeat', '?')} ({note})")
+    return f"the host was busy around {', '.join(found)}" if found else ""
 
 
 def _why_not(name: str, status: str, group: pd.DataFrame) -> str:

@@ -10,12 +10,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from ..errors import BadInput
 from ..fsio import atomic_write_json
 from ..run.request import DEFAULT_TIMEOUT_S, RunRequest, check_device_name
 from .claims import load_claims
 from .judge import ClaimResult, from_arithmetic, from_rows, not_comparable
-from .scenarios import build, write_matrix
+from .scenarios import VerifyPlan, build, write_matrix
 
 VERIFY_JSON = "verify.json"
 VERIFY_FORMAT = 1
@@ -70,13 +72,21 @@ def verify(
 ) -> VerifyOutcome:
     check_device_name(request.device)
     files = load_claims(request.claims, request.only)
-    on_cpu = on_the_cpu(request.device)
-    plan = build(files, on_cpu, None if on_cpu else gpus_from(request.device))
     if request.resume is not None and request.out is not None:
         raise BadInput("--out and --resume: give one", hint="--resume DIR finishes the verify in DIR")
+    finished = None if request.resume is None else finished_run(request.resume)
+    if finished is not None and request.resume is not None:  # every run is a row: judged again where
+        device, gpus, frame, repeats = finished  # it ran, with no device asked
+        on_cpu = device == "cpu"
+        plan = build(files, on_cpu, None if on_cpu else gpus)
+        _check_same_scenarios(request.resume, plan, frame)
+    else:
+        on_cpu = on_the_cpu(request.device)
+        plan = build(files, on_cpu, None if on_cpu else gpus_from(request.device))
+        frame, gpus, device, repeats = None, 0, "cpu" if on_cpu else request.device, request.repeats
     out = request.resume or request.out or Path("results") / datetime.now().strftime("verify-%Y-%m-%dT%H-%M-%S")
-    frame, gpus, device, exit_code = None, 0, "cpu" if on_cpu else request.device, 0
-    if plan.scenarios:
+    exit_code = 0
+    if plan.scenarios and finished is None:
         from ..results import to_frame
         from ..run.session import run as run_session
 
@@ -106,7 +116,9 @@ def verify(
     else:
         from ..run.request import check_writable
 
-        check_writable(out)
+        check_writable(out, resume=finished is not None)
+        if finished is not None:
+            info(f"every run in {out} is a row: the claims are judged again from them ({device}); nothing runs")
     results = []
     for f in files:
         for claim in f.claims:
@@ -122,10 +134,48 @@ def verify(
         "verify_format": VERIFY_FORMAT,
         "claims": request.claims,
         "device": device,
-        "repeats": request.repeats,
+        "repeats": repeats,
         "smoke_test": on_cpu,
         "rules": plan.rules,
         "results": [r.record() for r in results],
     }
     atomic_write_json(out / VERIFY_JSON, document)
     return VerifyOutcome(out, device, tuple(results), bool(plan.scenarios), exit_code)
+
+
+def finished_run(result_dir: Path) -> tuple[str, int, pd.DataFrame, int] | None:
+    """(device, GPUs, rows, repeats) of a verify directory where every planned run is a row (ok or
+    not), read from its own files; None while runs are missing (then --resume runs them). So a
+    finished verify is judged again anywhere, a laptop included, from what its GPU measured."""
+    from ..results import read_results
+    from ..results.resultdir import RESULTS_CSV, read_env, read_plan
+
+    saved = read_plan(result_dir)
+    if not (result_dir / RESULTS_CSV).is_file():
+        return None
+    frame = read_results(result_dir / RESULTS_CSV)
+    try:
+        names, repeats, device = (
+            [str(s["name"]) for s in saved["scenarios"]],
+            int(saved["repeats"]),
+            str(saved["device"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadInput(f"{result_dir / 'scenarios.json'}: unreadable ({type(exc).__name__}: {exc})") from None
+    counts = frame["scenario"].astype(str).value_counts()
+    if any(counts.get(n, 0) < repeats for n in names):
+        return None
+    multi = (read_env(result_dir) or {}).get("multi_gpu") or {}
+    gpus = 0 if device == "cpu" else max(1, len(multi.get("gpus") or []))
+    return device, gpus, frame, repeats
+
+
+def _check_same_scenarios(result_dir: Path, plan: VerifyPlan, frame: pd.DataFrame) -> None:
+    """The claims asked for are measured by the directory's runs (else their verdicts would be
+    judged from rows of other settings, or from none)."""
+    missing = sorted({sc.name for sc in plan.scenarios} - set(frame["scenario"].astype(str)))
+    if missing:
+        raise BadInput(
+            f"--resume {result_dir}: its runs do not measure these claims (no rows of {', '.join(missing[:5])})",
+            hint="give the --claims and --only that verify in it was given",
+        )
