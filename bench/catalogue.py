@@ -662,7 +662,8 @@ CATALOGUE: tuple[Column, ...] = (
         "FLOP",
         "flop",
         "`FlopCounterMode` over one dense training step on the meta device, and its difference from the generic count"
-        " of that step, in %",
+        " of that step, in %; counted once a run for each model, task and sequence (its workers share it: the meta"
+        " copy is the plain model, whatever the row's precision, optimizer or memory savers)",
     ),
     Column("flops_check_gap_pct", "%", "flop", "", signed=True),
     Column(
@@ -813,6 +814,15 @@ CATALOGUE: tuple[Column, ...] = (
         "other",
         "JSON: `forked` (waiting for the fork server) or interpreter + imports (spawn), CUDA context, model, data, "
         "engine set-up",
+        text=True,
+    ),
+    Column(
+        "teardown_breakdown",
+        "",
+        "other",
+        "JSON: seconds from the window's last step to the engine's return (`engine_end`), the FLOP cross-check "
+        "(`flop_count`: read from the run's kept count after its first row), the memory readings and the held-out "
+        "evaluation; the result's write, the exit and the parent's reaping are the rest of `overhead_s`",
         text=True,
     ),
     Column("overhead_s", "s", "other", "`worker_wall_s` minus the training loop", signed=True),

@@ -216,6 +216,7 @@ EXPECTED_COLUMNS = [
     "worker_wall_s",
     "startup_s",
     "startup_breakdown",
+    "teardown_breakdown",
     "overhead_s",
     "cpu_affinity",
     "exit_code",

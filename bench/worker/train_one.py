@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -170,8 +171,10 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     inputs = build_inputs(sc, spec["model"], device, scratch, marks, rank, timeout_s, shared, trace)
     model, clock, losses, phases = inputs.model, inputs.clock, inputs.losses, inputs.phases
     engine_figures = ENGINES[sc.engine].implementation().train(inputs)
+    tail = {"engine_end": time.perf_counter()}  # the teardown, from the window's last step
     unit, tokens = what_ran.tokens(model, inputs.task, sc.seq_len)
-    flop_figures = count_flops(sc, spec["model"], model, tokens)
+    flop_figures = count_flops(sc, spec["model"], model, tokens, shared)
+    tail["flop_count"] = time.perf_counter()
     figures: dict[str, Any] = {
         **clock.summary(),
         **engine_figures,
@@ -190,7 +193,10 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
         "fp32_matmul_precision": matmul_precision() if device.type == "cuda" else "",
     }
     figures.update(memory_figures(device))
+    tail["memory"] = time.perf_counter()
     figures.update(held_out(inputs, rank.world_size if rank else 1))  # after the memory was read
+    tail["held_out"] = time.perf_counter()
+    figures["teardown_breakdown"] = teardown_breakdown(clock.t_window_end, tail)
     ranks = [figures]
     if rank is not None:
         figures["host"] = os.uname().nodename
@@ -203,10 +209,15 @@ def run(spec: dict[str, Any], scratch: Path, marks: dict[str, float] | None = No
     return {"status": status, "reason": reason, "figures": figures, "loss_curve": losses.curve()}
 
 
-def count_flops(sc: Scenario, model_name: str, model: Any, tokens: int | None) -> dict[str, Any]:
+def count_flops(
+    sc: Scenario, model_name: str, model: Any, tokens: int | None, shared: Path | None = None
+) -> dict[str, Any]:
     """The generic FLOP count of the trained model and FlopCounterMode's cross-check on a meta copy
     (bench/measure/flopcount.py), after the timed window: its cost is never in the figures. `tokens`:
-    per sample (bench/worker/what_ran.py); None for a model without tokens (a CNN: counted only)."""
+    per sample (bench/worker/what_ran.py); None for a model without tokens (a CNN: counted only).
+    `shared`: the run's shared folder, where the cross-check is kept for the next row of the same
+    model, task and sequence (the meta copy is the plain model: precision, optimizer, LoRA and the
+    memory savers do not change it)."""
     from ..measure import flopcount
     from .model import auto_class, model_config
 
@@ -237,7 +248,19 @@ def count_flops(sc: Scenario, model_name: str, model: Any, tokens: int | None) -
     no_check = (
         "Liger's Triton kernels patch the model's classes and cannot run on the meta device" if sc.liger else None
     )
-    return flopcount.figures(model, task, tokens, build_meta, inputs, no_check)
+    key = json.dumps([model_name, task, sc.seq_len, fam.name])
+    cache = shared / "flops" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json" if shared else None
+    return flopcount.figures(model, task, tokens, build_meta, inputs, no_check, cache)
+
+
+def teardown_breakdown(window_end: float | None, tail: dict[str, float]) -> str:
+    """Seconds from the window's last step to each step of the worker's teardown, in order, as JSON
+    (a results column; writing the result, exiting and the parent's reaping are the rest of
+    `overhead_s`)."""
+    if window_end is None:
+        return ""
+    steps = [("window_end", window_end), *tail.items()]
+    return json.dumps({name: round(t - prev, 3) for (_, prev), (name, t) in zip(steps, steps[1:], strict=False)})
 
 
 def startup_breakdown(launched_at: float, marks: dict[str, float], train_begin: float | None) -> str:
