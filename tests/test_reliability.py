@@ -350,6 +350,7 @@ def test_a_spent_time_limit_runs_nothing_exits_4_and_resume_finishes(tmp_path: P
         f"stopped at --time-limit 0.001 s with 0 of 2 rows done: finish the run with `gpubench run --resume {out}`"
         in said
     )
+    assert "(the time limit had passed before a could start)" in said  # why, not only that
     assert "Traceback" not in stopped.stderr and not (out / "work").exists()  # no worker started
     bad = gpubench("run", "--matrix", matrix, "--out", tmp_path / "o2", "--time-limit", "0", timeout=60)
     assert bad.returncode == 2 and error_lines(bad.stderr) == [

@@ -173,9 +173,13 @@ def test_the_time_limit_starts_no_worker_that_an_earlier_repeat_says_would_overr
     ]
     assert not runner.over_limit(None, a, seen, now=1e9)  # no limit
     assert not runner.over_limit(100.0, a, seen, now=69.0)  # 31 s left, a took 30 s
-    assert runner.over_limit(100.0, a, seen, now=71.0)  # 29 s left
+    # 29 s left: said with the figures it was decided on (a verify on an H100 stopped, saying nothing)
+    assert (
+        runner.over_limit(100.0, a, seen, now=71.0)
+        == "a was not started: 29 s were left and an earlier repeat of it took 30 s"
+    )
     assert not runner.over_limit(100.0, b, seen, now=99.0)  # b's time is unknown: any time left will do
-    assert runner.over_limit(100.0, b, seen, now=100.0)  # none left
+    assert runner.over_limit(100.0, b, seen, now=100.0) == "the time limit had passed before b could start"
 
     clock = [0.0]
     monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
@@ -194,4 +198,5 @@ def test_the_time_limit_starts_no_worker_that_an_earlier_repeat_says_would_overr
     # a-r0 and b-r0 end at 40 s; a-r1 (30 s) fits in the 35 s left and ends at 70; b-r1 (10 s) does not
     assert calls == ["a-r0", "b-r0", "a-r1"]
     assert (outcome.exit_code, outcome.time_limited, outcome.interrupted) == (ExitCode.TIME_LIMIT, True, False)
+    assert outcome.limit_reason == "b was not started: 5 s were left and an earlier repeat of it took 10 s"
     assert len(read_results(plan.results_csv)) == 3  # every finished row saved

@@ -404,6 +404,8 @@ def run(
             f"{len(plan.scenarios) * plan.repeats} rows done: finish the run with `gpubench run --resume {plan.out}`",
             markup=False,
         )
+        if outcome.limit_reason:
+            err.print(f"  ({outcome.limit_reason})", markup=False, highlight=False, soft_wrap=True)
         kept = folder_bytes(plan.shared_dir)
         if kept:
             err.print(

@@ -108,6 +108,7 @@ def verify_command(
         emit(render(records, fmt.value, title), output)
     if outcome.exit_code:
         again = f"gpubench verify --claims {claims}{f' --only {only}' if only else ''} --resume {outcome.out}"
-        err.print(f"not every scenario ran: finish with `{again}`", highlight=False, markup=False, soft_wrap=True)
+        why = f" ({outcome.limit_reason})" if outcome.limit_reason else ""
+        err.print(f"not every scenario ran{why}: finish with `{again}`", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(outcome.exit_code)
     raise typer.Exit(1 if any(r.verdict == "does not hold" for r in outcome.results) else 0)

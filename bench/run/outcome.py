@@ -16,5 +16,6 @@ class RunOutcome:
     interrupted: bool
     launcher_fallback: str | None = None  # the fork server gave way to spawn: why
     time_limited: bool = False  # --time-limit stopped the run before every scenario ran
+    limit_reason: str = ""  # and why the next worker did not start (runner.over_limit)
     skipped_required: tuple[tuple[str, str], ...] = ()  # (scenario, why): skipped, but --require names it
     discarded: bool = False  # interrupted before its first row: what the run wrote in --out is gone

@@ -49,15 +49,19 @@ class NullReporter:
     def finish(self) -> None: ...
 
 
-def over_limit(deadline: float | None, sc: Scenario, rows: list[dict[str, Any]], now: float) -> bool:
-    """True if the next worker should not start: the limit has passed, or an earlier repeat of this
-    scenario in this run took longer than the time left. A scenario never run yet starts if any time
-    is left (nothing is known about it)."""
+def over_limit(deadline: float | None, sc: Scenario, rows: list[dict[str, Any]], now: float) -> str:
+    """Why the next worker should not start ("" when it should): the limit has passed, or an earlier
+    repeat of this scenario in this run took longer than the time left. A scenario never run yet
+    starts if any time is left (nothing is known about it)."""
     if deadline is None:
-        return False
+        return ""
     left = deadline - now
+    if left <= 0:
+        return f"the time limit had passed before {sc.name} could start"
     walls = [float(r["worker_wall_s"]) for r in rows if r["scenario"] == sc.name and _number(r.get("worker_wall_s"))]
-    return left <= 0 or (bool(walls) and max(walls) > left)
+    if walls and max(walls) > left:
+        return f"{sc.name} was not started: {left:.0f} s were left and an earlier repeat of it took {max(walls):.0f} s"
+    return ""
 
 
 def _number(value: Any) -> bool:
@@ -82,6 +86,7 @@ def execute(
     nvml, _ = open_nvml(plan.gpu_uuid)
     reporter.start(total=len(todo) + len(done), done=len(done), deadline=deadline)
     interrupted = time_limited = False
+    limit_reason = ""
     ctrl_c = Interrupts()
     launcher = launcher or run_launcher(plan, warn, [sc for _, sc in todo])
     with ctrl_c:
@@ -90,7 +95,8 @@ def execute(
                 if ctrl_c.requested:  # a Ctrl-C held while the last row was saved
                     interrupted = True
                     break
-                if over_limit(deadline, sc, rows, time.monotonic()):
+                limit_reason = over_limit(deadline, sc, rows, time.monotonic())
+                if limit_reason:
                     time_limited = True
                     break
                 reporter.scenario_start(sc, repeat)
@@ -120,7 +126,7 @@ def execute(
     if interrupted:
         return RunOutcome(rows, ExitCode.INTERRUPTED, True, fallback)
     if time_limited:
-        return RunOutcome(rows, ExitCode.TIME_LIMIT, False, fallback, time_limited=True)
+        return RunOutcome(rows, ExitCode.TIME_LIMIT, False, fallback, time_limited=True, limit_reason=limit_reason)
     failed = any(r["status"] in FAILED_STATUSES for r in rows)
     return RunOutcome(rows, ExitCode.FAILED if failed else ExitCode.OK, False, fallback)
 

@@ -43,6 +43,7 @@ class VerifyOutcome:
     results: tuple[ClaimResult, ...]
     ran: bool  # whether any scenario ran (else only arithmetic and not-comparable claims)
     exit_code: int  # run's, when a run was interrupted; else 0
+    limit_reason: str = ""  # why --time-limit started no further worker (runner.over_limit)
 
 
 def on_the_cpu(device: str) -> bool:
@@ -85,7 +86,7 @@ def verify(
         plan = build(files, on_cpu, None if on_cpu else gpus_from(request.device))
         frame, gpus, device, repeats = None, 0, "cpu" if on_cpu else request.device, request.repeats
     out = request.resume or request.out or Path("results") / datetime.now().strftime("verify-%Y-%m-%dT%H-%M-%S")
-    exit_code = 0
+    exit_code, limit_reason = 0, ""
     if plan.scenarios and finished is None:
         from ..results import to_frame
         from ..run.session import run as run_session
@@ -112,7 +113,7 @@ def verify(
         gpus = 0 if run_plan.device == "cpu" else len(run_plan.gpu_uuids)
         frame = to_frame(outcome.rows) if outcome.rows else None
         if outcome.interrupted or outcome.time_limited:
-            exit_code = int(outcome.exit_code)
+            exit_code, limit_reason = int(outcome.exit_code), outcome.limit_reason
     else:
         from ..run.request import check_writable
 
@@ -140,7 +141,7 @@ def verify(
         "results": [r.record() for r in results],
     }
     atomic_write_json(out / VERIFY_JSON, document)
-    return VerifyOutcome(out, device, tuple(results), bool(plan.scenarios), exit_code)
+    return VerifyOutcome(out, device, tuple(results), bool(plan.scenarios), exit_code, limit_reason)
 
 
 def finished_run(result_dir: Path) -> tuple[str, int, pd.DataFrame, int] | None:
