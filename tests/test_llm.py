@@ -108,6 +108,12 @@ def test_lora_trains_a_small_fraction_and_the_checkpoint_is_the_preset(
     # peft stays out of the fork server: the LoRA worker was forked by the second server, `--with peft`
     assert all("forked" in json.loads(r["startup_breakdown"]) for r in (lora, base))
     assert (llm_run[1] / "logs" / "forkserver-with-peft-bitsandbytes.log").is_file()  # one server a set
+    # a worker's wall time holds its start-up and its loop: the first `--with` row's wait for its
+    # server's imports was in startup_s but not in worker_wall_s (an H100 row: overhead_s - startup_s = -14 s)
+    ok = frame[frame["status"] == "ok"]
+    assert (ok["worker_wall_s"] >= ok["startup_s"] + ok["train_loop_s"] - 0.05).all(), ok[
+        ["worker_wall_s", "startup_s"]
+    ]
 
 
 def test_the_matrix_lists_every_technique() -> None:
