@@ -85,6 +85,12 @@ def label(row: Mapping[str, Any]) -> tuple[str | None, str]:
     return None, reason
 
 
+def _step_spread(row: Mapping[str, Any]) -> float | None:
+    """The row's p90 step time over its p10; None without both."""
+    p10, p90 = _num(row, "step_time_p10_ms"), _num(row, "step_time_p90_ms")
+    return p90 / p10 if p10 and p90 else None
+
+
 def steadiness(row: Mapping[str, Any], found: str | None = None) -> str:
     """ "" for a steady row, else why its figures should not be read as a finding: its steps spread
     widely, or (for a launch-bound row, or one with no GPU label: the CPU's own) the CPU that
@@ -92,9 +98,9 @@ def steadiness(row: Mapping[str, Any], found: str | None = None) -> str:
     notes = []
     if found is None:
         found = row["bound"] if "bound" in row else label(row)[0]
-    p10, p90 = _num(row, "step_time_p10_ms"), _num(row, "step_time_p90_ms")
-    if p10 and p90 and p90 / p10 >= UNSTEADY_P90_OVER_P10:
-        notes.append(f"unsteady steps (p90/p10 {p90 / p10:.2f})")
+    spread = _step_spread(row)
+    if spread is not None and spread >= UNSTEADY_P90_OVER_P10:
+        notes.append(f"unsteady steps (p90/p10 {spread:.2f})")
     before, after = _num(row, "cpu_loop_start_ms"), _num(row, "cpu_loop_end_ms")
     follows_cpu = not isinstance(found, str) or found in ("", "launch-bound")
     if follows_cpu and before and after and max(before, after) / min(before, after) >= CPU_SHIFT:
@@ -109,9 +115,9 @@ def host_disturbed(row: Mapping[str, Any], quiet_ms: float | None) -> str:
     on an H100 a compute-bound bert-large ran 6% slower (34.0 -> 32.0 samples/s) with its loop at
     18.4 ms against 9.0 ms quiet, and a mixed one 17% slower with 17.7 ms."""
     notes = []
-    p10, p90 = _num(row, "step_time_p10_ms"), _num(row, "step_time_p90_ms")
-    if p10 and p90 and p90 / p10 >= UNSTEADY_P90_OVER_P10:
-        notes.append(f"steps p90/p10 {p90 / p10:.2f}")
+    spread = _step_spread(row)
+    if spread is not None and spread >= UNSTEADY_P90_OVER_P10:
+        notes.append(f"steps p90/p10 {spread:.2f}")
     loops = [v for v in (_num(row, "cpu_loop_start_ms"), _num(row, "cpu_loop_end_ms")) if v]
     if quiet_ms and loops and max(loops) / quiet_ms >= CPU_SHIFT:
         notes.append(f"CPU loop {max(loops):.1f} ms against {quiet_ms:.1f} quiet")

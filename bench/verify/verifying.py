@@ -75,9 +75,9 @@ def verify(
     files = load_claims(request.claims, request.only)
     if request.resume is not None and request.out is not None:
         raise BadInput("--out and --resume: give one", hint="--resume DIR finishes the verify in DIR")
-    finished = None if request.resume is None else finished_run(request.resume)
-    if finished is not None and request.resume is not None:  # every run is a row: judged again where
-        device, gpus, frame, repeats = finished  # it ran, with no device asked
+    finished = None
+    if request.resume is not None and (finished := finished_run(request.resume)) is not None:
+        device, gpus, frame, repeats = finished  # every run is a row: judged again where it ran, no device
         on_cpu = device == "cpu"
         plan = build(files, on_cpu, None if on_cpu else gpus)
         _check_same_scenarios(request.resume, plan, frame)

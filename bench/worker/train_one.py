@@ -248,7 +248,7 @@ def count_flops(
     no_check = (
         "Liger's Triton kernels patch the model's classes and cannot run on the meta device" if sc.liger else None
     )
-    key = json.dumps([model_name, task, sc.seq_len, fam.name])
+    key = json.dumps([model_name, task, sc.seq_len])
     cache = shared / "flops" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json" if shared else None
     return flopcount.figures(model, task, tokens, build_meta, inputs, no_check, cache)
 
@@ -259,8 +259,7 @@ def teardown_breakdown(window_end: float | None, tail: dict[str, float]) -> str:
     `overhead_s`)."""
     if window_end is None:
         return ""
-    steps = [("window_end", window_end), *tail.items()]
-    return json.dumps({name: round(t - prev, 3) for (_, prev), (name, t) in zip(steps, steps[1:], strict=False)})
+    return _seconds_between([("window_end", window_end), *tail.items()])
 
 
 def startup_breakdown(launched_at: float, marks: dict[str, float], train_begin: float | None) -> str:
@@ -268,4 +267,9 @@ def startup_breakdown(launched_at: float, marks: dict[str, float], train_begin: 
     steps = [("launched", launched_at), *sorted(marks.items(), key=lambda kv: kv[1])]
     if train_begin:
         steps.append(("train_begin", train_begin))
+    return _seconds_between(steps)
+
+
+def _seconds_between(steps: list[tuple[str, float]]) -> str:
+    """{each step after the first: seconds since the one before}, as JSON (the breakdown columns)."""
     return json.dumps({name: round(t - prev, 3) for (_, prev), (name, t) in zip(steps, steps[1:], strict=False)})
