@@ -68,7 +68,7 @@ def test_on_the_cpu_only_fp32_and_no_compile() -> None:
 
 def test_axes_keeps_the_others_at_their_default_and_names_a_wrong_axis() -> None:
     space = build_space(by_name("llama"), cuda=False, global_batch=8, axes=("checkpointing",))
-    names = ["fp32.b8x1.adamw", "fp32.b8x1.ckpt2.adamw", "fp32.b8x1.ckpt.adamw"]
+    names = ["fp32.b1x8.adamw", "fp32.b1x8.ckpt2.adamw", "fp32.b1x8.ckpt.adamw"]  # the plain micro-batch
     assert [c.name for c in space.candidates()] == names
     with pytest.raises(BadInput, match="--axes nope"):
         build_space(by_name("llama"), cuda=False, global_batch=8, axes=("nope",))
@@ -94,7 +94,7 @@ def test_checkpointing_is_none_every_other_layer_or_every_layer_where_the_family
     assert len(kept) == 3
     tv = build_space(by_name("torchvision"), cuda=False, global_batch=8, axes=("checkpointing",))
     kept, invalid = valid_candidates(tv.candidates(), "tv-vit-tiny", {})
-    assert [c.name for c in kept] == ["fp32.b8x1.adamw"] and len(invalid) == 2
+    assert [c.name for c in kept] == ["fp32.b1x8.adamw"] and len(invalid) == 2
 
 
 def test_the_plain_recipe_trains_the_same_global_batch() -> None:

@@ -27,7 +27,7 @@ def test_llama_tiny_gets_a_recipe_whose_certificate_run_reruns(tmp_path: Path) -
     out = tmp_path / "rec"
     _, answer = answered(out, "llama-tiny", "checkpointing")
     assert answer == json.loads((out / "recommend.json").read_text(encoding="utf-8"))  # one figure everywhere
-    assert answer["winner"] in {"fp32.b8x1.adamw", "fp32.b8x1.ckpt2.adamw", "fp32.b8x1.ckpt.adamw"}
+    assert answer["winner"] in {"fp32.b1x8.adamw", "fp32.b1x8.ckpt2.adamw", "fp32.b1x8.ckpt.adamw"}  # the plain micro-batch
     assert any("learnable proxy task (lm-synthetic" in n for n in answer["notes"])
     md = gpubench("report", out, "--format", "markdown")  # the report leads with the same answer
     assert md.returncode == 0 and f"**recommended (speed): {answer['winner']}" in md.stdout, md.stderr

@@ -124,7 +124,8 @@ def build_space(
     axes: Sequence[str] | None = None,
 ) -> Space:
     """The space for one model family on one device. `installed`: the optional packages that import
-    (bitsandbytes, liger_kernel, torchao); `axes`: keep only these axes (the rest at the plain recipe)."""
+    (bitsandbytes, liger_kernel, torchao); `axes`: keep only these axes (each of the rest at the plain
+    recipe's choice: its first, and the leanest micro-batch, as `plain_fields` trains)."""
     bad = [a for a in allow if a not in ALLOWABLE]
     if bad:
         raise BadInput(f"--allow {','.join(bad)}: not one of {', '.join(ALLOWABLE)}")
@@ -194,8 +195,14 @@ def build_space(
         unknown = [a for a in axes if a not in {name for name, _ in table}]
         if unknown:
             raise BadInput(f"--axes {','.join(unknown)}: not an axis here ({', '.join(n for n, _ in table)})")
-        table = [(name, choices if name in axes else choices[:1]) for name, choices in table]
+        table = [(name, choices if name in axes else _unsearched(name, choices)) for name, choices in table]
     return Space(tuple((name, tuple(choices)) for name, choices in table), tuple(notes))
+
+
+def _unsearched(axis: str, choices: list[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """An axis --axes leaves out keeps the plain recipe's choice: the smallest micro-batch for `batch`
+    (a 24 GB question at the largest leaves nothing that fits), the first (plainest) for the rest."""
+    return choices[-1:] if axis == "batch" else choices[:1]
 
 
 def _missing(family: Family, technique: str, package: str, installed: frozenset[str], cuda: bool = True) -> str:
