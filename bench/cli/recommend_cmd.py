@@ -79,6 +79,13 @@ def recommend(
         bool, typer.Option("--record", help="Store the winner and the plain recipe in the history (--db).")
     ] = False,
     db: DbOpt = None,
+    twin: Annotated[
+        Path | None,
+        typer.Option(
+            "--twin", parser=path_value,
+            help="A finished --exhaustive of the same search: judge this answer against its best (within 5%).",
+        ),
+    ] = None,
     finalists: Annotated[int, typer.Option("--finalists", help="Candidates whose loss is judged.")] = 2,
     probe_steps: Annotated[int, typer.Option("--probe-steps", help="Timed steps per probe.")] = 3,
     parity_steps: Annotated[int, typer.Option("--parity-steps", help="Steps of each loss check.")] = 24,
@@ -115,7 +122,7 @@ def recommend(
         seq_len=seq_len, global_batch=global_batch, engine=engine, probe_steps=probe_steps,
         parity_steps=parity_steps, finalists=finalists, exhaustive=exhaustive,
         axes=tuple(split_names(axes, "--axes") or ()) or None, command=["gpubench", *sys.argv[1:]],
-        resume=resume, record=db_target(db) if record else None,
+        resume=resume, record=db_target(db) if record else None, twin=twin,
     )  # fmt: skip
     outcome = api.recommend(
         request,

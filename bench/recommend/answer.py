@@ -22,6 +22,7 @@ from ..fsio import atomic_write_json
 from .race import MIN_ROUNDS, Entry
 from .space import PLAIN, AxisNote, Candidate
 from .stages import StageReport
+from .twin import TwinCheck
 
 ANSWER_JSON = "recommend.json"
 BAD_VERDICTS = ("deviates", "diverged")
@@ -117,6 +118,7 @@ class Answer:
     stages: tuple[StageReport, ...] = ()  # the staged search's stages (none for --exhaustive)
     # a --resume'd search: the wall seconds of each earlier sitting (wall_s is this sitting's)
     earlier_sittings_s: tuple[float, ...] = ()
+    twin: TwinCheck | None = None  # --twin: this answer judged against its exhaustive twin
 
     @property
     def search_s(self) -> float:
@@ -282,6 +284,7 @@ def read_answer(result_dir: Path) -> Answer | None:
         data["stages"] = tuple(StageReport(**{**s, "axes": tuple(s["axes"])}) for s in data.get("stages", ()))
         data["earlier_sittings_s"] = tuple(data.get("earlier_sittings_s", ()))
         data.pop("search_s", None)  # derived from the two above
+        data["twin"] = TwinCheck(**data["twin"]) if data.get("twin") else None
         for key in ("pareto", "lost", "notes"):
             data[key] = tuple(data[key])
         return Answer(**data)

@@ -75,6 +75,8 @@ def summary_lines(answer: Answer) -> list[str]:
         judged = {r.name: r.parity for r in answer.candidates}
         front = [n if judged.get(n) else f"{n} (loss not judged)" for n in answer.pareto]
         lines.append("Pareto front (samples/s, peak memory, J/sample; no deviating row): " + ", ".join(front))
+    if answer.twin is not None:
+        lines.append(answer.twin.line(answer.objective))
     lines += [f"lost: {line}" for line in answer.lost]
     lines += [f"note: {line}" for line in answer.notes]
     return lines

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from .record import record
 from .resume import SETTINGS_KEY, check_same_search, earlier_rows, earlier_sittings_s, search_settings
 from .space import OBJECTIVES, PLAIN, Candidate, build_space, plain_fields, valid_candidates
 from .stages import StageReport, staged_race
+from .twin import Twin, check_against, load_twin
 
 DEFAULT_GLOBAL_BATCH = 32
 DEFAULT_BUDGET_S = 900.0
@@ -80,6 +81,7 @@ class RecommendRequest:
     command: list[str] = field(default_factory=list)
     resume: bool = False  # finish the search in --out (bench/recommend/resume.py)
     record: str | None = None  # a history store: the winner and the plain recipe recorded there
+    twin: Path | None = None  # a finished --exhaustive of the same search: the answer judged against it
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,8 @@ def check_request(request: RecommendRequest) -> float | None:
         bounded(value, flag, 1, most, whole=True)
     if request.resume and request.out is None:
         raise BadInput("--resume needs --out DIR: the result directory of the search to finish")
+    if request.twin is not None and request.exhaustive:
+        raise BadInput("--twin with --exhaustive: the twin is the exhaustive search", hint="drop one of them")
     return parse_memory(request.gpu_memory) if request.gpu_memory is not None else None
 
 
@@ -149,6 +153,7 @@ def recommend(
         if request.resume:
             assert request.out is not None
             check_same_search(request.out, settings)
+        twin = load_twin(request.twin, settings) if request.twin is not None else None
         run_request = RunRequest(
             matrix=str(matrix), device=request.device, out=None if request.resume else request.out,
             resume=request.out if request.resume else None, timeout_s=request.timeout_s,
@@ -211,7 +216,7 @@ def recommend(
         try:
             return _run(
                 request, plan, gpu, model, task, proxy, space, plain, every, probes, pruned, (lean, sure),
-                probe_cap, started, reporter or NullReporter(), info, warn,
+                probe_cap, started, reporter or NullReporter(), info, warn, twin,
             )  # fmt: skip
         finally:
             shutil.rmtree(plan.shared_dir, ignore_errors=True)
@@ -263,6 +268,10 @@ def _parity(sc: Scenario, request: RecommendRequest, cap: float | None) -> Scena
         samples=sc.batch_size * sc.grad_accum_steps * steps, warmup_steps=request.warmup_steps, window="epoch",
         profile_steps=0, memory_cap_mb=cap, learning_rate=1e-3, lr_schedule="constant",
     )  # fmt: skip
+
+
+def _figure(objective: str) -> Callable[[Mapping[str, Any]], float | str]:
+    return lambda row: objective_value(dict(row), objective)
 
 
 def objective_value(row: dict[str, Any], objective: str) -> float | str:
@@ -390,6 +399,7 @@ def _run(
     peaks: tuple[dict[str, float], set[str]], cap: float | None, started: float, reporter: Reporter,
     info: Callable[[str], None],
     warn: Callable[[str], None],
+    twin: Twin | None = None,
 ) -> RecommendOutcome:  # fmt: skip
     earlier = earlier_rows(plan.out) if plan.resume else {}
     rows: list[dict[str, Any]] = list(earlier.values())  # a resumed search's rows stay, measured once
@@ -479,6 +489,8 @@ def _run(
                 cap, MEMORY_MARGIN, time.monotonic() - started, stages,
                 earlier_sittings_s(read_env(plan.out) or {}, earlier.values()) if plan.resume else (),
             )  # fmt: skip
+            if twin is not None and not interrupted:
+                answer = replace(answer, twin=check_against(answer, twin, _figure(request.objective), request.objective))
             recorded = _plain_probes(answer, probe_rows, measure) if request.record and not interrupted else []
             recorded = [] if interrupted else recorded  # a cut-off plain probe: nothing half recorded
         except BaseException:

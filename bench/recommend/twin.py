@@ -1,0 +1,132 @@
+"""`gpubench recommend --twin DIR`: a staged answer judged against its exhaustive twin.
+
+The twin is a finished `gpubench recommend --exhaustive` of the same search (the same settings in
+env.json but --exhaustive, --record and the rounds: the same model, cap, space and objective). Its
+best is its winner: every candidate measured 3 times, the finalists' loss judged. The staged winner
+is then read off the twin's own probes, so the gap compares two candidates measured side by side in
+one sitting, not two searches' figures taken apart: the winner's figure there over the twin's best,
+the ratio of the geometric means of their probes with a 95% t interval (bench/verify/verdict.ratio,
+as verify judges a claim), judged against "within TOLERANCE_PCT of the best" (`holds`, `does not
+hold`, `inconclusive`). The same recipe is exactly 1. The time of each search is its `search_s`
+over its sittings, so "in N GPU-minutes" is measured, not argued."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BadInput
+from ..results import read_env
+from ..verify.verdict import Effect, Measurement, judge, ratio
+from .race import BUDGET_SPENT
+from .resume import FLAGS, SETTINGS_KEY, earlier_rows
+
+if TYPE_CHECKING:
+    from .answer import Answer
+
+TOLERANCE_PCT = 5.0  # the issue's target: the staged answer within 5% of the exhaustive best
+NOT_COMPARED = ("exhaustive", "exhaustive_rounds", "record")  # what a twin differs in by design
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A finished exhaustive search, read once at plan time."""
+
+    path: Path
+    answer: Answer
+    rows: Mapping[tuple[str, int], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class TwinCheck:
+    twin: str  # the twin's directory
+    best: str | None  # the twin's winner
+    best_value: float | None  # its figure on the objective there (geometric mean of its probes)
+    winner_value: float | None  # this answer's winner's figure there
+    ratio: float | None  # winner_value / best_value
+    low: float | None  # the ratio's 95% interval
+    high: float | None
+    verdict: str  # holds, does not hold, inconclusive, or "not comparable here"
+    why: str
+    search_s: float  # this search, over its sittings
+    twin_search_s: float
+    twin_probes: int
+
+    def line(self, objective: str) -> str:
+        """The summary line: the gap, its verdict, and the two searches' times."""
+        times = (
+            f"this search {self.search_s:.0f} s ({self.search_s / 60:.1f} GPU-minutes) against the twin's "
+            f"{self.twin_search_s:.0f} s ({self.twin_probes} probes)"
+        )
+        if self.ratio is None:
+            return f"exhaustive twin {self.twin}: {self.verdict} ({self.why}); {times}"
+        interval = "" if self.low is None or self.high is None else f" ({self.low:.3f}-{self.high:.3f})"
+        return (
+            f"exhaustive twin {self.twin}: its best {self.best} at {self.best_value:.4g} ({objective}); "
+            f"this winner there {self.winner_value:.4g}, {self.ratio:.3f}x{interval}; within {TOLERANCE_PCT:g}% "
+            f"of the best: {self.verdict}{f' ({self.why})' if self.why else ''}; {times}"
+        )
+
+
+def load_twin(path: Path, settings: Mapping[str, Any]) -> Twin:
+    """The twin in `path`, checked before any work: BadInput (one line) unless it is a finished
+    exhaustive search of the same question."""
+    from .answer import read_answer  # answer.py holds a TwinCheck
+
+    stored = ((read_env(path) or {}).get("recommend") or {}).get(SETTINGS_KEY)
+    answer = read_answer(path) if path.is_dir() else None
+    if not isinstance(stored, dict) or answer is None:
+        raise BadInput(
+            f"--twin {path}: not a gpubench recommend directory (no recommend.json and settings in its env.json)",
+            hint="give the --out of a finished `gpubench recommend --exhaustive`",
+        )
+    if not stored.get("exhaustive"):
+        raise BadInput(f"--twin {path}: a staged search, not an --exhaustive one", hint="run its --exhaustive twin")
+    if answer.stopped == BUDGET_SPENT:
+        raise BadInput(
+            f"--twin {path}: the exhaustive search is unfinished (its budget ran out)",
+            hint=f"finish it with the same command and --out {path} --resume",
+        )
+    for key, value in settings.items():
+        if key not in NOT_COMPARED and stored.get(key) != value:
+            raise BadInput(
+                f"--twin {path}: made with {FLAGS.get(key, key)} = {stored.get(key)!r}, not {value!r}",
+                hint="the twin must search the same question: the same flags but --exhaustive",
+            )
+    return Twin(path, answer, earlier_rows(path))
+
+
+def check_against(
+    answer: Answer, twin: Twin, figure: Callable[[Mapping[str, Any]], float | str], objective: str
+) -> TwinCheck:
+    """`answer`'s winner judged on the twin's probes against the twin's best."""
+
+    def values(name: str | None) -> list[float]:
+        found = (figure(r) for (scenario, _), r in sorted(twin.rows.items()) if scenario == name)
+        return [v for v in found if isinstance(v, float)]
+
+    best = twin.answer.winner
+    probes = sum(1 for r in twin.rows.values() if not str(r.get("scenario", "")).startswith("parity."))
+    common = {"twin": str(twin.path), "best": best, "search_s": answer.search_s,
+              "twin_search_s": twin.answer.search_s, "twin_probes": probes}  # fmt: skip
+    empty = {"best_value": None, "winner_value": None, "ratio": None, "low": None, "high": None}
+    if best is None:
+        return TwinCheck(**common, **empty, verdict="not comparable here", why="the twin recommends nothing")
+    if answer.winner is None:
+        return TwinCheck(**common, **empty, verdict="does not hold", why="this search recommends nothing")
+    theirs, ours = values(best), values(answer.winner)
+    if not ours:
+        why = f"{answer.winner} has no ok probe in the twin"
+        return TwinCheck(**common, **empty, verdict="does not hold", why=why)
+    gap = ratio(theirs, ours) if answer.winner != best else Measurement.exact(1.0)
+    mean = math.exp(statistics.fmean(map(math.log, theirs)))  # the best's geometric mean
+    verdict = judge(Effect(1.0, "higher", TOLERANCE_PCT), gap)
+    low, high = (None, None) if gap.low != gap.low else (gap.low, gap.high)
+    return TwinCheck(
+        **common, best_value=mean, winner_value=mean * gap.value, ratio=gap.value, low=low, high=high,
+        verdict=verdict.verdict, why="the same recipe" if answer.winner == best else verdict.why,
+    )  # fmt: skip
