@@ -27,7 +27,11 @@ def test_llama_tiny_gets_a_recipe_whose_certificate_run_reruns(tmp_path: Path) -
     out = tmp_path / "rec"
     _, answer = answered(out, "llama-tiny", "checkpointing")
     assert answer == json.loads((out / "recommend.json").read_text(encoding="utf-8"))  # one figure everywhere
-    assert answer["winner"] in {"fp32.b1x8.adamw", "fp32.b1x8.ckpt2.adamw", "fp32.b1x8.ckpt.adamw"}  # the plain micro-batch
+    assert answer["winner"] in {
+        "fp32.b1x8.adamw",
+        "fp32.b1x8.ckpt2.adamw",
+        "fp32.b1x8.ckpt.adamw",
+    }  # the plain micro-batch
     assert any("learnable proxy task (lm-synthetic" in n for n in answer["notes"])
     md = gpubench("report", out, "--format", "markdown")  # the report leads with the same answer
     assert md.returncode == 0 and f"**recommended (speed): {answer['winner']}" in md.stdout, md.stderr
@@ -111,12 +115,16 @@ def test_an_exhaustive_search_stops_at_its_budget_and_resume_finishes_it(tmp_pat
     """--exhaustive takes longer than one GPU sitting: its --budget ends the sitting between probes
     (exit 4, nothing judged, the resume command said) and --resume measures only what is missing."""
     out = tmp_path / "rec"
-    args = ["--model", "llama-tiny", "--seq-len", "16", "--global-batch", "2", "--device", "cpu", "--axes", "batch"]
-    args += ["--gpu-memory", "2GB", "--probe-steps", "1", "--parity-steps", "4", "--finalists", "1"]
-    args += ["--exhaustive", "--out", out, "--format", "json"]
+    common = ["--model", "llama-tiny", "--seq-len", "16", "--global-batch", "2", "--device", "cpu", "--axes", "batch"]
+    common += ["--probe-steps", "1", "--parity-steps", "4", "--finalists", "1"]
+    args = [*common, "--gpu-memory", "2GB", "--exhaustive", "--out", out, "--format", "json"]
+    staged = [*common, "--gpu-memory", "2GB", "--format", "json"]  # the same question, not exhaustive
     first = gpubench("recommend", *args, "--budget", "1s", timeout=900)
     assert first.returncode == 4, first.stderr
     assert f"--out {out} --resume finishes it" in first.stderr
+    early = gpubench("recommend", *staged, "--out", tmp_path / "early", "--twin", out, timeout=300)
+    assert early.returncode == 2 and "the exhaustive search is unfinished" in early.stderr, early.stderr
+    assert not (tmp_path / "early").exists()  # refused before any work
     answer = json.loads(first.stdout)
     assert answer["winner"] is None and answer["stopped"] == "the budget is spent"
     rows = read_results(out)
@@ -135,6 +143,18 @@ def test_an_exhaustive_search_stops_at_its_budget_and_resume_finishes_it(tmp_pat
     (first_s,) = final["earlier_sittings_s"]
     assert first_s >= float(rows["worker_wall_s"].max()) > 0
     assert final["search_s"] == final["wall_s"] + first_s
+    # the staged search of the same question, judged on the finished twin's own probes
+    judged = gpubench("recommend", *staged, "--out", tmp_path / "staged", "--twin", out, "--budget", "10m", timeout=900)
+    assert judged.returncode in (0, 1), judged.stderr
+    check = json.loads(judged.stdout)["twin"]
+    assert check["twin"] == str(out) and check["best"] == final["winner"]
+    assert (
+        check["verdict"] in ("holds", "does not hold", "inconclusive") and check["twin_search_s"] == final["search_s"]
+    )
+    shown = gpubench("recommend", *common, "--gpu-memory", "2GB", "--out", tmp_path / "t", "--twin", out, timeout=900)
+    assert f"exhaustive twin {out}: its best {final['winner']}" in shown.stdout, shown.stderr
+    refused = gpubench("recommend", *common, "--gpu-memory", "4GB", "--out", tmp_path / "o", "--twin", out, timeout=300)
+    assert refused.returncode == 2 and "made with --gpu-memory = '2GB', not '4GB'" in refused.stderr
 
 
 def test_a_budget_the_loss_checks_use_up_says_what_it_went_on_and_what_would_race(tmp_path: Path) -> None:

@@ -34,7 +34,9 @@ def answer(winner: str | None, wall_s: float = 100.0, stopped: str = "one candid
 
 
 def twin(best: str | None, probes: dict[str, list[float]]) -> Twin:
-    rows = {(name, i): {"scenario": name, "status": "ok", "v": v} for name, vs in probes.items() for i, v in enumerate(vs)}
+    rows = {
+        (name, i): {"scenario": name, "status": "ok", "v": v} for name, vs in probes.items() for i, v in enumerate(vs)
+    }
     rows[("parity.plain", 0)] = {"scenario": "parity.plain", "status": "ok", "v": 1.0}  # a check, not a probe
     return Twin(Path("twin"), answer(best, wall_s=600.0), rows)
 
@@ -44,7 +46,9 @@ def figure(row) -> float | str:  # noqa: ANN001
 
 
 def test_the_same_recipe_holds_exactly_and_the_times_of_both_searches_are_said() -> None:
-    check = check_against(answer("a", wall_s=250.0), twin("a", {"a": [40.0, 41.0, 39.0], "b": [30.0] * 3}), figure, "speed")
+    check = check_against(
+        answer("a", wall_s=250.0), twin("a", {"a": [40.0, 41.0, 39.0], "b": [30.0] * 3}), figure, "speed"
+    )
     assert (check.ratio, check.verdict, check.why) == (1.0, "holds", "the same recipe")
     assert (check.search_s, check.twin_search_s, check.twin_probes) == (250.0, 600.0, 6)
     assert "this search 250 s (4.2 GPU-minutes) against the twin's 600 s (6 probes)" in check.line("speed")

@@ -82,7 +82,8 @@ def recommend(
     twin: Annotated[
         Path | None,
         typer.Option(
-            "--twin", parser=path_value,
+            "--twin",
+            parser=path_value,
             help="A finished --exhaustive of the same search: judge this answer against its best (within 5%).",
         ),
     ] = None,

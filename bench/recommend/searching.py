@@ -490,7 +490,9 @@ def _run(
                 earlier_sittings_s(read_env(plan.out) or {}, earlier.values()) if plan.resume else (),
             )  # fmt: skip
             if twin is not None and not interrupted:
-                answer = replace(answer, twin=check_against(answer, twin, _figure(request.objective), request.objective))
+                answer = replace(
+                    answer, twin=check_against(answer, twin, _figure(request.objective), request.objective)
+                )
             recorded = _plain_probes(answer, probe_rows, measure) if request.record and not interrupted else []
             recorded = [] if interrupted else recorded  # a cut-off plain probe: nothing half recorded
         except BaseException:

@@ -111,22 +111,27 @@ def check_against(
 
     best = twin.answer.winner
     probes = sum(1 for r in twin.rows.values() if not str(r.get("scenario", "")).startswith("parity."))
-    common = {"twin": str(twin.path), "best": best, "search_s": answer.search_s,
-              "twin_search_s": twin.answer.search_s, "twin_probes": probes}  # fmt: skip
-    empty = {"best_value": None, "winner_value": None, "ratio": None, "low": None, "high": None}
+
+    def made(verdict: str, why: str, best_value: float | None = None, gap: Measurement | None = None) -> TwinCheck:
+        interval = gap is not None and gap.low == gap.low  # nan: no interval (fewer than 2 probes a side)
+        return TwinCheck(
+            twin=str(twin.path), best=best, best_value=best_value,
+            winner_value=None if gap is None or best_value is None else best_value * gap.value,
+            ratio=None if gap is None else gap.value, low=gap.low if gap and interval else None,
+            high=gap.high if gap and interval else None, verdict=verdict, why=why, search_s=answer.search_s,
+            twin_search_s=twin.answer.search_s, twin_probes=probes,
+        )  # fmt: skip
+
     if best is None:
-        return TwinCheck(**common, **empty, verdict="not comparable here", why="the twin recommends nothing")
+        return made("not comparable here", "the twin recommends nothing")
     if answer.winner is None:
-        return TwinCheck(**common, **empty, verdict="does not hold", why="this search recommends nothing")
+        return made("does not hold", "this search recommends nothing")
     theirs, ours = values(best), values(answer.winner)
     if not ours:
-        why = f"{answer.winner} has no ok probe in the twin"
-        return TwinCheck(**common, **empty, verdict="does not hold", why=why)
-    gap = ratio(theirs, ours) if answer.winner != best else Measurement.exact(1.0)
+        return made("does not hold", f"{answer.winner} has no ok probe in the twin")
     mean = math.exp(statistics.fmean(map(math.log, theirs)))  # the best's geometric mean
+    if answer.winner == best:
+        return made("holds", "the same recipe", mean, Measurement.exact(1.0))
+    gap = ratio(theirs, ours)
     verdict = judge(Effect(1.0, "higher", TOLERANCE_PCT), gap)
-    low, high = (None, None) if gap.low != gap.low else (gap.low, gap.high)
-    return TwinCheck(
-        **common, best_value=mean, winner_value=mean * gap.value, ratio=gap.value, low=low, high=high,
-        verdict=verdict.verdict, why="the same recipe" if answer.winner == best else verdict.why,
-    )  # fmt: skip
+    return made(verdict.verdict, verdict.why, mean, gap)
