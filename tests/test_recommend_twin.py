@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bench.errors import BadInput
 from bench.recommend.answer import CandidateResult, build_answer, read_answer, write_answer
-from bench.recommend.answer_text import summary_lines
+from bench.recommend.answer_text import summary_lines, twin_line
 from bench.recommend.race import BUDGET_SPENT
 from bench.recommend.twin import TOLERANCE_PCT, Twin, check_against, load_twin
 
@@ -51,7 +51,7 @@ def test_the_same_recipe_holds_exactly_and_the_times_of_both_searches_are_said()
     )
     assert (check.ratio, check.verdict, check.why) == (1.0, "holds", "the same recipe")
     assert (check.search_s, check.twin_search_s, check.twin_probes) == (250.0, 600.0, 6)
-    assert "this search 250 s (4.2 GPU-minutes) against the twin's 600 s (6 probes)" in check.line("speed")
+    assert "this search 250 s (4.2 GPU-minutes) against the twin's 600 s (6 probes)" in twin_line(check, "speed")
 
 
 @settings(max_examples=60, deadline=None)
@@ -68,7 +68,7 @@ def test_another_winner_is_judged_on_the_twins_probes_against_the_5_percent_edge
     if share > edge + 0.02:
         assert check.verdict == "holds"
     elif share < edge - 0.02:
-        assert check.verdict == "does not hold" and f"{check.ratio:.3f}x" in check.line("speed")
+        assert check.verdict == "does not hold" and f"{check.ratio:.3f}x" in twin_line(check, "speed")
 
 
 def test_a_winner_the_twin_never_measured_or_no_answer_at_all_does_not_hold() -> None:
@@ -87,7 +87,7 @@ def test_the_check_reads_back_from_recommend_json_and_shows_in_the_summary(tmp_p
     write_answer(tmp_path, done)
     again = read_answer(tmp_path)
     assert again == done and again is not None and again.twin is not None
-    assert check.line("speed") in summary_lines(again)
+    assert twin_line(check, "speed") in summary_lines(again)
     assert json.loads((tmp_path / "recommend.json").read_text())["twin"]["verdict"] == check.verdict
 
 

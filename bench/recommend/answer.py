@@ -22,7 +22,6 @@ from ..fsio import atomic_write_json
 from .race import MIN_ROUNDS, Entry
 from .space import PLAIN, AxisNote, Candidate
 from .stages import StageReport
-from .twin import TwinCheck
 
 ANSWER_JSON = "recommend.json"
 BAD_VERDICTS = ("deviates", "diverged")
@@ -99,6 +98,23 @@ def _median(rows: Sequence[Mapping[str, Any]], column: str) -> float | None:
 def _label(rows: Sequence[Mapping[str, Any]]) -> str | None:
     labels = [str(r["bound"]) for r in rows if isinstance(r.get("bound"), str) and r.get("bound")]
     return max(set(labels), key=labels.count) if labels else None
+
+
+@dataclass(frozen=True)
+class TwinCheck:
+    twin: str  # the twin's directory
+    best: str | None  # the twin's winner
+    best_value: float | None  # its figure on the objective there (geometric mean of its probes)
+    winner_value: float | None  # this answer's winner's figure there
+    ratio: float | None  # winner_value / best_value
+    low: float | None  # the ratio's 95% interval
+    high: float | None
+    verdict: str  # holds, does not hold, inconclusive, or "not comparable here"
+    why: str
+    search_s: float  # this search, over its sittings
+    twin_search_s: float
+    twin_probes: int
+    tolerance_pct: float  # "within this much of the best"
 
 
 @dataclass(frozen=True)

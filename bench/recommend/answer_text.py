@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .answer import Answer, CandidateResult
+from .answer import Answer, CandidateResult, TwinCheck
 
 HEADER = ("candidate", "outcome", "samples/s", "peak MB", "pred MB", "J/sample", "bound", "parity", "why")
 ORDER = {"winner": 0, "runner-up": 1, "raced": 2, "eliminated": 3, "failed": 4, "pruned": 5, "skipped": 6}
@@ -76,10 +76,27 @@ def summary_lines(answer: Answer) -> list[str]:
         front = [n if judged.get(n) else f"{n} (loss not judged)" for n in answer.pareto]
         lines.append("Pareto front (samples/s, peak memory, J/sample; no deviating row): " + ", ".join(front))
     if answer.twin is not None:
-        lines.append(answer.twin.line(answer.objective))
+        lines.append(twin_line(answer.twin, answer.objective))
     lines += [f"lost: {line}" for line in answer.lost]
     lines += [f"note: {line}" for line in answer.notes]
     return lines
+
+
+def twin_line(check: TwinCheck, objective: str) -> str:
+    """--twin's line: the gap to the exhaustive best, its verdict, and the two searches' times."""
+    times = (
+        f"this search {check.search_s:.0f} s ({check.search_s / 60:.1f} GPU-minutes) against the twin's "
+        f"{check.twin_search_s:.0f} s ({check.twin_probes} probes)"
+    )
+    if check.ratio is None or check.best_value is None or check.winner_value is None:
+        return f"exhaustive twin {check.twin}: {check.verdict} ({check.why}); {times}"
+    interval = "" if check.low is None or check.high is None else f" ({check.low:.3f}-{check.high:.3f})"
+    why = f" ({check.why})" if check.why else ""
+    return (
+        f"exhaustive twin {check.twin}: its best {check.best} at {check.best_value:.4g} ({objective}); this winner "
+        f"there {check.winner_value:.4g}, {check.ratio:.3f}x{interval}; within {check.tolerance_pct:g}% of the best: "
+        f"{check.verdict}{why}; {times}"
+    )
 
 
 def markdown(answer: Answer) -> str:

@@ -17,16 +17,14 @@ import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import BadInput
 from ..results import read_env
 from ..verify.verdict import Effect, Measurement, judge, ratio
+from .answer import Answer, TwinCheck, read_answer
 from .race import BUDGET_SPENT
 from .resume import FLAGS, SETTINGS_KEY, earlier_rows
-
-if TYPE_CHECKING:
-    from .answer import Answer
 
 TOLERANCE_PCT = 5.0  # the issue's target: the staged answer within 5% of the exhaustive best
 NOT_COMPARED = ("exhaustive", "exhaustive_rounds", "record")  # what a twin differs in by design
@@ -41,42 +39,9 @@ class Twin:
     rows: Mapping[tuple[str, int], Mapping[str, Any]]
 
 
-@dataclass(frozen=True)
-class TwinCheck:
-    twin: str  # the twin's directory
-    best: str | None  # the twin's winner
-    best_value: float | None  # its figure on the objective there (geometric mean of its probes)
-    winner_value: float | None  # this answer's winner's figure there
-    ratio: float | None  # winner_value / best_value
-    low: float | None  # the ratio's 95% interval
-    high: float | None
-    verdict: str  # holds, does not hold, inconclusive, or "not comparable here"
-    why: str
-    search_s: float  # this search, over its sittings
-    twin_search_s: float
-    twin_probes: int
-
-    def line(self, objective: str) -> str:
-        """The summary line: the gap, its verdict, and the two searches' times."""
-        times = (
-            f"this search {self.search_s:.0f} s ({self.search_s / 60:.1f} GPU-minutes) against the twin's "
-            f"{self.twin_search_s:.0f} s ({self.twin_probes} probes)"
-        )
-        if self.ratio is None:
-            return f"exhaustive twin {self.twin}: {self.verdict} ({self.why}); {times}"
-        interval = "" if self.low is None or self.high is None else f" ({self.low:.3f}-{self.high:.3f})"
-        return (
-            f"exhaustive twin {self.twin}: its best {self.best} at {self.best_value:.4g} ({objective}); "
-            f"this winner there {self.winner_value:.4g}, {self.ratio:.3f}x{interval}; within {TOLERANCE_PCT:g}% "
-            f"of the best: {self.verdict}{f' ({self.why})' if self.why else ''}; {times}"
-        )
-
-
 def load_twin(path: Path, settings: Mapping[str, Any]) -> Twin:
     """The twin in `path`, checked before any work: BadInput (one line) unless it is a finished
     exhaustive search of the same question."""
-    from .answer import read_answer  # answer.py holds a TwinCheck
-
     stored = ((read_env(path) or {}).get("recommend") or {}).get(SETTINGS_KEY)
     answer = read_answer(path) if path.is_dir() else None
     if not isinstance(stored, dict) or answer is None:
@@ -119,7 +84,7 @@ def check_against(
             winner_value=None if gap is None or best_value is None else best_value * gap.value,
             ratio=None if gap is None else gap.value, low=gap.low if gap and interval else None,
             high=gap.high if gap and interval else None, verdict=verdict, why=why, search_s=answer.search_s,
-            twin_search_s=twin.answer.search_s, twin_probes=probes,
+            twin_search_s=twin.answer.search_s, twin_probes=probes, tolerance_pct=TOLERANCE_PCT,
         )  # fmt: skip
 
     if best is None:
