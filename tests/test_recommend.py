@@ -410,3 +410,23 @@ def test_each_earlier_sitting_lasts_from_its_start_to_the_end_of_its_last_row(
     for k in range(sittings):
         ends = [at + wall for i, at, wall in rows if i % sittings == k]
         assert got[k] == pytest.approx(max(ends) if ends else 0.0)
+
+
+@given(st.floats(1, 3600), st.floats(0, 3600), st.floats(0, 1), st.booleans())
+def test_a_search_past_its_budget_says_where_the_time_went_and_one_within_it_says_nothing(
+    budget: float, wall: float, share: float, compiled: bool
+) -> None:
+    """The MoE at --budget 230s on an H100 ran about 90 s past it, silently: its compiled leader's
+    check compiled again. Past the budget, the note gives the search's time, when the race ended and
+    what the checks took after it, from the sitting's own clock."""
+    from bench.recommend.budget import overran
+
+    race_end = wall * share
+    said = overran(budget, wall, race_end, wall - race_end, compiled)
+    if wall <= budget:
+        assert said is None
+        return
+    assert said is not None and said.startswith(f"the search took {wall:.0f} s against its --budget of {budget:.0f} s")
+    assert f"the race ended at {race_end:.0f} s" in said
+    assert ("ended past it" in said) == (race_end > budget)
+    assert ("compiles again" in said) == (compiled and wall - race_end > 0)

@@ -171,3 +171,5 @@ def test_a_budget_the_loss_checks_use_up_says_what_it_went_on_and_what_would_rac
     assert checks and int(checks[1]) > 0 and int(checks[2]) > 0, note
     assert re.search(r"about --budget \d+m lets the stage probe once$", note), note
     assert {c["outcome"] for c in answer["candidates"]} == {"skipped"}
+    late = next(n for n in answer["notes"] if n.startswith("budget: the search took"))  # 5 s: the checks ran past
+    assert re.search(r"--budget of 5 s: the race ended at \d+ s \(the plain recipe's checks.*ended past it\)$", late)

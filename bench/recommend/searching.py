@@ -7,7 +7,6 @@ repeat), then the finalists' loss judged against the plain recipe on a learnable
 
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
 import time
@@ -41,6 +40,7 @@ from ..run.request import DEFAULT_TIMEOUT_S, RunRequest
 from ..run.runner import NullReporter, Reporter, run_launcher, run_one
 from ..run.session import with_matmul_ceiling
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
+from .budget import mean_wall, nothing_raced, overran
 from .prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
 from .race import BUDGET_SPENT, race
 from .record import record
@@ -332,32 +332,6 @@ def pick_finalists(ranked: Sequence[str], named: Mapping[str, Candidate], n: int
     return sorted(chosen, key=list(ranked).index)
 
 
-def _nothing_raced(
-    request: RecommendRequest, reference_rows: Sequence[Mapping[str, Any]], kept: float, stages: Sequence[Any]
-) -> str:
-    """Why the race measured nothing, from what the checks measured, and the budget that would race:
-    the plain recipe's checks, the finalists' kept, and one probe a stage at a check's time (mixtral-1b
-    at --budget 3m on an H100: its three checks took 98 s, and no probe ran)."""
-    walls = _walls(reference_rows)
-    checks, each = sum(walls), _mean_wall(reference_rows)
-    n = max(1, len(stages))
-    minutes = max(1, math.ceil((checks + kept + n * each) / 60))
-    return (
-        f"the race measured nothing: the plain recipe's {len(walls)} loss checks took {checks:.0f} s of the "
-        f"{request.budget_s:.0f} s budget and {kept:.0f} s was kept for the finalists' checks; about "
-        f"--budget {minutes}m lets {'the stage' if n == 1 else f'each of the {n} stages'} probe once"
-    )
-
-
-def _walls(rows: Sequence[Mapping[str, Any]]) -> list[float]:
-    return [float(r["worker_wall_s"]) for r in rows if isinstance(r.get("worker_wall_s"), int | float)]
-
-
-def _mean_wall(rows: Sequence[Mapping[str, Any]]) -> float:
-    walls = _walls(rows)
-    return sum(walls) / len(walls) if walls else 0.0
-
-
 def _leaders_walls(
     probe_rows: Mapping[tuple[str, int], dict[str, Any]], n: int, objective: str = "speed"
 ) -> list[float]:
@@ -445,7 +419,7 @@ def _run(
             # the plain recipe's loss checks first: they do not depend on the race, and what they cost
             # tells what the finalists' checks will, which the race keeps out of its budget
             reference_rows = _reference_checks(plan, request, one, lambda: interrupted)
-            check_s = _mean_wall(reference_rows)
+            check_s = mean_wall(reference_rows)
 
             def reserve() -> float:  # the finalists' checks: the leaders' probe time or a plain check, the longer
                 return sum(
@@ -467,7 +441,8 @@ def _run(
                 standing = race([], measure)
             info(f"race: {standing.rounds} rounds, {standing.stopped}")
             if not request.exhaustive and not interrupted and not probe_rows:
-                space = space.noted("budget", _nothing_raced(request, reference_rows, reserve(), stages))
+                space = space.noted("budget", nothing_raced(request.budget_s, reference_rows, reserve(), stages))
+            race_end_s = time.monotonic() - started
             order = sorted((e for e in standing.entries.values() if e.values and not e.out), key=lambda e: -e.mean_log)
             finalists = pick_finalists([e.name for e in order], {c.name: c for c in candidates}, request.finalists)
             unfinished = request.exhaustive and standing.stopped == BUDGET_SPENT
@@ -480,13 +455,19 @@ def _run(
                 parity_rows = [*reference_rows, *_judge(plan, request, cap, finalists, one, lambda: interrupted)]
                 add_parity(parity_rows, f"{PARITY_PREFIX}{PLAIN}")
                 write_results(plan.results_csv, rows)
+            judged = bool(finalists) and not interrupted
+            checks_s = time.monotonic() - started - race_end_s if judged else 0.0  # the finalists' loss checks
             results = [
                 CandidateResult.of(c, standing.entries.get(c.name), pruned.get(c.name), probe_rows, parity_rows)
                 for c in candidates
             ]
+            wall_s = time.monotonic() - started
+            compiled = any(c.fields.get("compile") for c in candidates if c.name in finalists)
+            late = None if interrupted else overran(request.budget_s, wall_s, race_end_s, checks_s, compiled)
+            space = space.noted("budget", late) if late else space
             answer = build_answer(
                 request.objective, results, space.notes, standing.stopped, proxy, task, plan.device,
-                cap, MEMORY_MARGIN, time.monotonic() - started, stages,
+                cap, MEMORY_MARGIN, wall_s, stages,
                 earlier_sittings_s(read_env(plan.out) or {}, earlier.values()) if plan.resume else (),
             )  # fmt: skip
             if twin is not None and not interrupted:
