@@ -2,8 +2,8 @@
 measured nothing (the plain recipe's checks used the budget up) and a search that ended past its
 budget. The race asks before each probe, so a probe it started runs past; the finalists' loss
 checks are kept out of the budget at what the leaders' probes took when each probe started, so a
-leader found by the last probe, a compiled one above all (its check compiles again: about 115 s
-for the MoE on an H100, against 32 s kept), ends past it too. Measured, not predicted: the figures
+leader found by the last probe, a compiled one above all (its check compiles again: the MoE's on an
+H100 was still compiling 49 s in, against 32 s kept), ends past it too. Measured, not predicted: the figures
 are the sitting's own clock (docs/recommend.md)."""
 
 from __future__ import annotations
