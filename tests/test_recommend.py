@@ -311,7 +311,7 @@ def test_the_plain_recipes_loss_check_runs_uncapped_and_the_finalists_at_the_cap
     loss check, so no finalist could be judged: the reference is judged for its loss, not its memory."""
     from types import SimpleNamespace
 
-    from bench.recommend.searching import PARITY_PREFIX, _judge, _reference_checks
+    from bench.recommend.finalists import PARITY_PREFIX, judge_finalists, reference_checks
 
     names = [
         f"{PARITY_PREFIX}{PLAIN}",
@@ -327,8 +327,8 @@ def test_the_plain_recipes_loss_check_runs_uncapped_and_the_finalists_at_the_cap
         ran[sc.name] = sc.memory_cap_mb
         return {"scenario": sc.name, "status": "ok", "final_loss": 1.0, "loss_finite": True}
 
-    _reference_checks(plan, request, one, lambda: False)  # type: ignore[arg-type]
-    _judge(plan, request, 1500.0, ["fast"], one, lambda: False)  # type: ignore[arg-type]
+    reference_checks(plan, request, one, lambda: False)  # type: ignore[arg-type]
+    judge_finalists(plan, request, 1500.0, ["fast"], one, lambda: False)  # type: ignore[arg-type]
     assert ran == {names[0]: None, names[1]: None, names[2]: 1500.0}
 
 
@@ -340,7 +340,7 @@ def _named(*specs: tuple[str, str]) -> dict[str, Candidate]:
 def test_the_finalists_hold_the_best_of_each_optimizer_first(optimizers: list[str], n: int) -> None:
     """The second GPU run's finalists were all Adafactor recipes, whose loss deviates from AdamW's, so
     nothing could win: the best of each optimizer is checked before the next best of one already in."""
-    from bench.recommend.searching import pick_finalists
+    from bench.recommend.finalists import pick_finalists
 
     named = _named(*((f"c{i}", opt) for i, opt in enumerate(optimizers)))
     ranked = list(named)
@@ -353,16 +353,17 @@ def test_the_finalists_hold_the_best_of_each_optimizer_first(optimizers: list[st
 
 
 def test_the_leaders_probe_time_is_what_the_race_keeps_for_their_checks() -> None:
-    from bench.recommend.searching import _leaders_walls
+    from bench.recommend.finalists import leaders_walls
 
     rows = {
         ("slow-compiled", 0): {"status": "ok", "samples_per_s": 60.0, "worker_wall_s": 80.0},
         ("eager", 0): {"status": "ok", "samples_per_s": 30.0, "worker_wall_s": 8.0},
         ("oom", 0): {"status": "oom", "samples_per_s": None, "worker_wall_s": 3.0},
     }
-    assert _leaders_walls(rows, 1) == [80.0]
-    assert _leaders_walls(rows, 3) == [80.0, 8.0, 0.0]
-    assert _leaders_walls({}, 2) == [0.0, 0.0]
+    speed = lambda row: objective_value(dict(row), "speed")  # noqa: E731
+    assert leaders_walls(rows, 1, speed) == [80.0]
+    assert leaders_walls(rows, 3, speed) == [80.0, 8.0, 0.0]
+    assert leaders_walls({}, 2, speed) == [0.0, 0.0]
 
 
 def test_a_winner_the_race_could_not_prove_says_what_its_lead_rests_on() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,15 @@ from ..run.runner import NullReporter, Reporter, run_launcher, run_one
 from ..run.session import with_matmul_ceiling
 from .answer import Answer, CandidateResult, build_answer, certificate_toml, write_answer
 from .budget import mean_wall, nothing_raced, overran
+from .finalists import (
+    PARITY_PREFIX,
+    PARITY_SEEDS,
+    judge_finalists,
+    leaders_walls,
+    pick_finalists,
+    reference_checks,
+    reference_seeds,
+)
 from .prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
 from .race import BUDGET_SPENT, race
 from .record import record
@@ -51,8 +60,6 @@ from .twin import Twin, check_against, load_twin
 
 DEFAULT_GLOBAL_BATCH = 32
 DEFAULT_BUDGET_S = 900.0
-PARITY_PREFIX = "parity."
-PARITY_SEEDS = 3
 NOISE_FLOOR = 0.01  # the least relative noise assumed between probes (docs/recommend.md)
 OPTIONAL = ("bitsandbytes", "liger_kernel", "torchao")
 
@@ -262,14 +269,6 @@ def _probe(sc: Scenario, request: RecommendRequest, cap: float | None) -> Scenar
     )
 
 
-def _parity(sc: Scenario, request: RecommendRequest, cap: float | None) -> Scenario:
-    steps = request.warmup_steps + request.parity_steps
-    return sc.replace(
-        samples=sc.batch_size * sc.grad_accum_steps * steps, warmup_steps=request.warmup_steps, window="epoch",
-        profile_steps=0, memory_cap_mb=cap, learning_rate=1e-3, lr_schedule="constant",
-    )  # fmt: skip
-
-
 def _figure(objective: str) -> Callable[[Mapping[str, Any]], float | str]:
     return lambda row: objective_value(dict(row), objective)
 
@@ -285,67 +284,6 @@ def objective_value(row: dict[str, Any], objective: str) -> float | str:
         )
     value = row.get("samples_per_s")  # speed; cost: one GPU at an hourly price ranks as speed does
     return float(value) if isinstance(value, int | float) and value == value and value > 0 else "no figure"
-
-
-def _reference_checks(
-    plan: RunPlan, request: RecommendRequest, one: Callable[[Scenario, int], dict[str, Any]], stop: Callable[[], bool]
-) -> list[dict[str, Any]]:
-    """The plain recipe's loss checks at its seeds (their rows). It is judged for its loss, not its
-    memory: uncapped, since the finalists' savers are what fits the cap (on one H100 capped at 24 GB
-    llama-1b's plain recipe ran out of memory)."""
-    checked: list[dict[str, Any]] = []
-    for sc in _reference_seeds(plan):
-        if stop():
-            break
-        checked.append(one(_parity(sc, request, None), 0))
-    return checked
-
-
-def _reference_seeds(plan: RunPlan) -> list[Scenario]:
-    """The plain recipe's parity scenario and its seed twins."""
-    reference = f"{PARITY_PREFIX}{PLAIN}"
-    return [s for s in plan.scenarios if s.name == reference or s.name.startswith(f"{reference}.seed")]
-
-
-def _judge(
-    plan: RunPlan, request: RecommendRequest, cap: float | None, finalists: list[str],
-    one: Callable[[Scenario, int], dict[str, Any]], stop: Callable[[], bool],
-) -> list[dict[str, Any]]:  # fmt: skip
-    """The finalists' loss checks (their rows; add_parity judges them against the reference's)."""
-    wanted = {PARITY_PREFIX + n for n in finalists}
-    judged: list[dict[str, Any]] = []
-    for sc in plan.scenarios:
-        if sc.name in wanted and not stop():
-            judged.append(one(_parity(sc, request, cap), 0))
-    return judged
-
-
-def pick_finalists(ranked: Sequence[str], named: Mapping[str, Candidate], n: int) -> list[str]:
-    """The `n` candidates whose loss is checked, from `ranked` (best first): the best of each optimizer
-    first (a different optimizer changes what training does: should the leader's deviate, the best
-    with another optimizer can still win), then the next best."""
-    firsts: dict[str, str] = {}
-    for name in ranked:
-        firsts.setdefault(named[name].axes.get("optimizer", ""), name)
-    chosen = [name for name in ranked if name in firsts.values()][:n]
-    chosen += [name for name in ranked if name not in chosen][: max(0, n - len(chosen))]
-    return sorted(chosen, key=list(ranked).index)
-
-
-def _leaders_walls(
-    probe_rows: Mapping[tuple[str, int], dict[str, Any]], n: int, objective: str = "speed"
-) -> list[float]:
-    """The probe wall time of the `n` candidates now best on the objective (what their loss checks
-    will roughly take: a compiled candidate compiles again); `n` zeros before any probe."""
-    figures: dict[str, list[float]] = {}
-    wall: dict[str, float] = {}
-    for (name, _), row in probe_rows.items():
-        value = objective_value(row, objective)
-        if isinstance(value, float):
-            figures.setdefault(name, []).append(value)
-            wall[name] = max(wall.get(name, 0.0), float(row.get("worker_wall_s") or 0.0))
-    best = sorted(figures, key=lambda name: -sum(figures[name]) / len(figures[name]))[:n]
-    return [wall[name] for name in best] + [0.0] * (n - len(best))
 
 
 def _plain_probes(
@@ -386,7 +324,7 @@ def _run(
     interrupted = False
     # the workers to expect: an exhaustive search's every round and loss check; a race's are not known
     # ahead (it runs until it decides or its budget ends), so its progress counts them without a total
-    checks = len(_reference_seeds(plan)) + min(request.finalists, len(racing))
+    checks = len(reference_seeds(plan)) + min(request.finalists, len(racing))
     reporter.start(
         total=len(racing) * request.exhaustive_rounds + checks if request.exhaustive else None,
         done=0,
@@ -418,12 +356,13 @@ def _run(
         try:
             # the plain recipe's loss checks first: they do not depend on the race, and what they cost
             # tells what the finalists' checks will, which the race keeps out of its budget
-            reference_rows = _reference_checks(plan, request, one, lambda: interrupted)
+            reference_rows = reference_checks(plan, request, one, lambda: interrupted)
             check_s = mean_wall(reference_rows)
 
             def reserve() -> float:  # the finalists' checks: the leaders' probe time or a plain check, the longer
                 return sum(
-                    max(check_s, wall) for wall in _leaders_walls(probe_rows, request.finalists, request.objective)
+                    max(check_s, wall)
+                    for wall in leaders_walls(probe_rows, request.finalists, _figure(request.objective))
                 )
 
             if request.exhaustive:  # no elimination; --budget ends this sitting, --resume the next
@@ -452,7 +391,10 @@ def _run(
                     f"the exhaustive search is unfinished: the same command with --out {plan.out} --resume finishes it"
                 )
             if finalists and not interrupted:
-                parity_rows = [*reference_rows, *_judge(plan, request, cap, finalists, one, lambda: interrupted)]
+                parity_rows = [
+                    *reference_rows,
+                    *judge_finalists(plan, request, cap, finalists, one, lambda: interrupted),
+                ]
                 add_parity(parity_rows, f"{PARITY_PREFIX}{PLAIN}")
                 write_results(plan.results_csv, rows)
             judged = bool(finalists) and not interrupted
