@@ -195,14 +195,19 @@ def build_space(
         unknown = [a for a in axes if a not in {name for name, _ in table}]
         if unknown:
             raise BadInput(f"--axes {','.join(unknown)}: not an axis here ({', '.join(n for n, _ in table)})")
-        table = [(name, choices if name in axes else _unsearched(name, choices)) for name, choices in table]
+        plain = plain_fields(cuda, global_batch)
+        table = [(name, choices if name in axes else _unsearched(choices, plain)) for name, choices in table]
     return Space(tuple((name, tuple(choices)) for name, choices in table), tuple(notes))
 
 
-def _unsearched(axis: str, choices: list[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, Mapping[str, Any]]]:
-    """An axis --axes leaves out keeps the plain recipe's choice: the smallest micro-batch for `batch`
-    (a 24 GB question at the largest leaves nothing that fits), the first (plainest) for the rest."""
-    return choices[-1:] if axis == "batch" else choices[:1]
+def _unsearched(
+    choices: list[tuple[str, Mapping[str, Any]]], plain: Mapping[str, Any]
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """An axis --axes leaves out keeps the plain recipe's choice (`plain_fields`: the smallest
+    micro-batch, so a 24 GB question still has candidates that fit), else its first, the plainest
+    (fused AdamW where the plain recipe's AdamW is not a choice)."""
+    same = [c for c in choices if all(plain.get(k) == v for k, v in c[1].items())]
+    return same[:1] or choices[:1]
 
 
 def _missing(family: Family, technique: str, package: str, installed: frozenset[str], cuda: bool = True) -> str:
