@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bench.run.session import harness_time
 
@@ -25,3 +27,51 @@ def test_the_share_counts_the_rows_this_run_trained_not_a_resumed_runs() -> None
     assert spent["rows"] == 2 and spent["train_loop_s"] == 40.0 and spent["window_s"] == 28.0
     assert spent["training_share"] == pytest.approx(0.8)
     assert harness_time([], 0.0, since)["training_share"] is None
+
+
+def _row(start: float, startup: float, train: float, tail: float) -> dict[str, object]:
+    return {"started_at": at(start), "train_loop_s": train, "startup_s": startup, "overhead_s": startup + tail}
+
+
+@given(
+    st.lists(st.tuples(*[st.floats(0, 100, allow_nan=False)] * 3), min_size=1, max_size=8),
+    st.floats(0, 50, allow_nan=False),
+    st.floats(0, 50, allow_nan=False),
+    st.floats(0, 50, allow_nan=False),
+)
+def test_the_rest_is_told_apart_and_the_parts_add_up_to_the_wall(
+    rows: list[tuple[float, float, float]], before: float, after: float, gaps: float
+) -> None:
+    since = 1_800_000_000.0
+    made = [_row(since + i, *r) for i, r in enumerate(rows)]
+    wall = before + after + gaps + sum(sum(r) for r in rows)
+    spent = harness_time(made, wall, since, {"before_rows_s": before, "after_rows_s": after})
+    parts = ("before_rows_s", "rows_startup_s", "rows_teardown_s", "between_rows_s", "after_rows_s")
+    assert spent["rows_startup_s"] == pytest.approx(sum(r[0] for r in rows))
+    assert spent["rows_teardown_s"] == pytest.approx(sum(r[2] for r in rows), abs=1e-6)
+    assert spent["between_rows_s"] == pytest.approx(gaps, abs=1e-6)
+    assert sum(spent[k] for k in parts) + spent["train_loop_s"] == pytest.approx(wall)
+
+
+def test_a_row_without_its_timing_leaves_the_rest_untold_rather_than_put_in_between() -> None:
+    since = 1_800_000_000.0
+    made = [_row(since, 1.0, 10.0, 0.5), {"started_at": at(since + 20), "train_loop_s": 10.0}]  # torchrun's
+    spent = harness_time(made, 30.0, since, {"before_rows_s": 5.0, "after_rows_s": 1.0})
+    assert spent["training_share"] == pytest.approx(20 / 30) and "between_rows_s" not in spent
+
+
+def test_the_time_line_names_the_rest_where_it_was_told_apart_and_says_so_where_not() -> None:
+    from bench.results.harness import time_line
+
+    told = {"wall_s": 100.0, "train_loop_s": 90.0, "training_share": 0.9, "rows": 3}
+    older = {"harness_time": told}  # an env.json from before the rest was told apart
+    assert time_line(older) == (
+        "time: 100 s, 90% of it in the training loops (3 rows; the rest: start-up, imports, probes, between workers)"
+    )
+    parts = {"before_rows_s": 4.0, "rows_startup_s": 2.0, "rows_teardown_s": 1.5, "between_rows_s": 0.5}
+    line = time_line({"harness_time": told | parts | {"after_rows_s": 2.0}})
+    assert line is not None and line.endswith(
+        "(3 rows; the rest: 4.0 s before the first row, 2.0 s the rows' start, 1.5 s their ends,"
+        " 0.5 s between rows, 2.0 s after the last)"
+    )
+    assert time_line({"harness_time": told | {"rows": 0}}) is None  # trained nothing: no line

@@ -42,6 +42,11 @@ def test_quick_run_exits_0_and_prints_a_summary(quick: tuple[subprocess.Complete
     assert spent["rows"] == len(load_matrix("quick").names()) - 1  # tf32 is skipped: no training loop
     assert 0 < spent["window_s"] < spent["train_loop_s"] < spent["wall_s"]
     assert f"{spent['training_share']:.0%} of it in the training loops" in done.stderr
+    # the rest told apart: the parent before and after the rows, the rows' own start and end, between
+    parts = ("before_rows_s", "rows_startup_s", "rows_teardown_s", "between_rows_s", "after_rows_s")
+    assert all(spent[k] >= 0 for k in parts) and spent["before_rows_s"] > 0 and spent["rows_startup_s"] > 0
+    assert sum(spent[k] for k in parts) + spent["train_loop_s"] == pytest.approx(spent["wall_s"], abs=0.01)
+    assert f"{spent['before_rows_s']:.1f} s before the first row" in done.stderr
     for name in load_matrix("quick").names():
         assert name in done.stdout
 

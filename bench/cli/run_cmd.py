@@ -281,7 +281,8 @@ def run(
     from .. import api  # pandas and the run's machinery: only when a run starts
     from ..report.html import REPORT_HTML
     from ..report.table import summary_table
-    from ..results import CPU_NOTE, caveats, last_harness_time, read_env, summarize, to_frame, whole_run_harness_time
+    from ..results import CPU_NOTE, caveats, read_env, summarize, to_frame
+    from ..results.harness import time_line
     from ..run.progress import RichReporter
 
     err = Console(stderr=True)
@@ -369,21 +370,9 @@ def run(
             err.print(f"{label}: {caveat}", highlight=False, markup=False, soft_wrap=True)
         summary = summarize(frame)
         stdout_console().print(summary_table(summary, title=f"{plan.matrix} on {plan.device} ({plan.model})"))
-        run_env = read_env(plan.out)
-        spent = last_harness_time(run_env)  # this command's, a --resume's too
-        if spent.get("training_share") is not None and spent.get("rows"):
-            whole = whole_run_harness_time(run_env)
-            err.print(
-                f"time: {spent['wall_s']:.0f} s, {spent['training_share']:.0%} of it in the training loops "
-                f"({spent['rows']} rows; the rest: start-up, imports, probes, between workers)"
-                + (
-                    f"; the run's {whole['commands']} commands: {whole['wall_s']:.0f} s, {whole['training_share']:.0%}"
-                    if whole["commands"] > 1 and whole["training_share"] is not None
-                    else ""
-                ),
-                highlight=False,
-                markup=False,
-            )
+        spent = time_line(read_env(plan.out))  # this command's, a --resume's too
+        if spent is not None:
+            err.print(spent, highlight=False, markup=False, soft_wrap=True)
         err.print(f"results: {plan.results_csv}", highlight=False, markup=False, soft_wrap=True)
         html = plan.out / REPORT_HTML
         if report and html.is_file():  # not an older run's report under --no-report

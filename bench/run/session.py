@@ -161,6 +161,7 @@ def _run_rows(
     write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
     deadline = None if request.time_limit_s is None else started + request.time_limit_s
     workers_from = time.time()
+    rows_from = time.monotonic()
     outcome: RunOutcome | None = None
     try:
         if plan.lanes > 1:
@@ -172,12 +173,13 @@ def _run_rows(
         # for (a QLoRA row's llama-1b took 77-86 s to build on the H200 host, each command again)
         if outcome is None or not outcome.time_limited:
             shutil.rmtree(plan.shared_dir, ignore_errors=True)
+    rows_to = time.monotonic()
     outcome = judge_required(outcome, request.require)
     if outcome.launcher_fallback:  # env.json says how the workers really started
         note_launcher_fallback(plan.out, outcome.launcher_fallback)
-    note_harness_time(
-        plan.out, harness_time(outcome.rows, time.monotonic() - started, workers_from), resumed=plan.resume
-    )
+    ended = time.monotonic()
+    spans = {"before_rows_s": rows_from - started, "after_rows_s": ended - rows_to}
+    note_harness_time(plan.out, harness_time(outcome.rows, ended - started, workers_from, spans), resumed=plan.resume)
     return plan, outcome
 
 
@@ -199,21 +201,45 @@ def matmul_ceiling(plan: RunPlan, env: dict[str, Any]) -> dict[str, Any]:
         return measure_ceiling(plan.device, shapes, Path(scratch))
 
 
-def harness_time(rows: list[dict[str, Any]], wall_s: float, since: float) -> dict[str, Any]:
+def harness_time(
+    rows: list[dict[str, Any]], wall_s: float, since: float, spans: dict[str, float] | None = None
+) -> dict[str, Any]:
     """Where this invocation's wall time went (env.json `harness_time`): the training loops of the
     rows it ran (start of training to last step, warm-up included), their timed windows, and the
-    rest (start-up, imports, the probes, the ceiling, between workers)."""
+    rest, told apart where it was measured: `spans` (the parent's `before_rows_s`, from the start
+    of the command to its first worker: the probes, the ceiling; `after_rows_s`, from its last
+    worker to here), the rows' own start (`rows_startup_s`: launch to first step) and end
+    (`rows_teardown_s`: last step to result), and `between_rows_s`, what is left."""
     mine = [r for r in rows if _started(r) >= since - 1]  # --resume: not the rows an earlier run made
     trained = [r for r in mine if isinstance(r.get("train_loop_s"), int | float)]  # not a skipped row
     train = sum(float(r["train_loop_s"]) for r in trained)
     window = sum(float(r["window_s"]) for r in trained if isinstance(r.get("window_s"), int | float))
-    return {
+    spent: dict[str, Any] = {
         "wall_s": wall_s,
         "train_loop_s": train,
         "window_s": window,
         "training_share": train / wall_s if wall_s > 0 else None,
         "rows": len(trained),
     }
+    timed = [r for r in trained if all(_number(r.get(k)) for k in ("startup_s", "overhead_s"))]
+    if spans is None or len(timed) < len(trained):  # a row without its timing: the rest is not told apart
+        return spent
+    startup = sum(float(r["startup_s"]) for r in timed)
+    teardown = sum(float(r["overhead_s"]) - float(r["startup_s"]) for r in timed)
+    told = train + startup + teardown + spans["before_rows_s"] + spans["after_rows_s"]
+    return (
+        spent
+        | spans
+        | {
+            "rows_startup_s": startup,
+            "rows_teardown_s": teardown,
+            "between_rows_s": max(0.0, wall_s - told),
+        }
+    )
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
 
 
 def _started(row: dict[str, Any]) -> float:

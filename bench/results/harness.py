@@ -1,0 +1,39 @@
+"""The run's time line: how much of a command's wall time its training loops took, and where the
+rest went (env.json `harness_time`, written by bench/run/session.harness_time)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .resultdir import last_harness_time, whole_run_harness_time
+
+# env.json `harness_time` keys of the time outside the training loops, and their words, in the order
+# they happen
+REST = (
+    ("before_rows_s", "before the first row"),
+    ("rows_startup_s", "the rows' start"),
+    ("rows_teardown_s", "their ends"),
+    ("between_rows_s", "between rows"),
+    ("after_rows_s", "after the last"),
+)
+
+
+def time_line(env: dict[str, Any] | None) -> str | None:
+    """ "time: 570 s, 94% of it in the training loops (13 rows; the rest: 14 s before the first row,
+    ...)" for the latest command of the run in `env`, with the whole run's share after a --resume;
+    None when that command trained no row."""
+    spent = last_harness_time(env)
+    if spent.get("training_share") is None or not spent.get("rows"):
+        return None
+    if all(isinstance(spent.get(key), int | float) for key, _ in REST):
+        rest = ", ".join(f"{spent[key]:.1f} s {words}" for key, words in REST)
+    else:  # an env.json written before the rest was told apart, or a row without its timing
+        rest = "start-up, imports, probes, between workers"
+    line = (
+        f"time: {spent['wall_s']:.0f} s, {spent['training_share']:.0%} of it in the training loops "
+        f"({spent['rows']} rows; the rest: {rest})"
+    )
+    whole = whole_run_harness_time(env)
+    if whole["commands"] > 1 and whole["training_share"] is not None:
+        line += f"; the run's {whole['commands']} commands: {whole['wall_s']:.0f} s, {whole['training_share']:.0%}"
+    return line
