@@ -13,7 +13,10 @@ candidate is left, at `max_rounds` (the survivors are then tied within the noise
 mean wins, or with `ties_to_first` the survivor listed first, the caller's plainest: a technique
 earns its place by a measured gain), or when the caller's budget is spent, which is asked before
 each probe but a round's first (so a round cut short leaves some candidates with a figure fewer, and
-no elimination is tested on it).
+no elimination is tested on it). A race the budget cut with survivors not yet separated may, with
+`give_up`, lead on with a plainer survivor: the first in the caller's order whose mean is within
+`give_up` (a log ratio) of the best's and not separated from it; so a 1% gain measured once (whole-model
+compile on the MoE) does not make every later probe a compiled one, and what is given up is bounded.
 
 An out-of-memory or failed probe removes its candidate at once (a result, not a noise draw).
 Pure: the caller measures; race.py only decides.
@@ -102,10 +105,13 @@ def race(
     floor: float = 0.0,
     spent: Callable[[], bool] = lambda: False,
     ties_to_first: bool = False,
+    give_up: float = 0.0,
 ) -> Standing:
     """Race `names`: measure(name, round) gives the objective (> 0, higher better) or a status
     string (oom, error, ...) that removes the candidate. `ties_to_first`: survivors tied at
-    `max_rounds` go to the one earliest in `names` (not the best mean, which the noise can order)."""
+    `max_rounds` go to the one earliest in `names` (not the best mean, which the noise can order).
+    `give_up`: cut by the budget, the survivor earliest in `names` within that log ratio of the best
+    mean and not separated from it leads (plainer_on_cut)."""
     entries = {n: Entry(n) for n in names}
     tied = f"{max_rounds} rounds: the survivors are tied within the noise"
     stopped, rounds = tied, 0
@@ -144,4 +150,28 @@ def race(
     if ties_to_first and stopped == tied and len(survivors) > 1:
         winner = survivors[0].name  # tied within the noise after every round: the plainest
         stopped = f"{stopped}; the plainest, {winner}, leads"
+    if give_up > 0 and stopped == BUDGET_SPENT and len(survivors) > 1:
+        plainer = plainer_on_cut(survivors, give_up, alpha, floor)
+        if plainer is not None and plainer.name != winner:
+            gain = math.exp(max(survivors, key=lambda e: e.mean_log).mean_log - plainer.mean_log) - 1
+            winner = plainer.name
+            stopped = f"{stopped}; {winner} leads: the best mean, {gain:.1%} ahead, is not separated from it"
     return Standing(winner, tuple(e.name for e in survivors), entries, rounds, stopped)
+
+
+def plainer_on_cut(survivors: Sequence[Entry], give_up: float, alpha: float, floor: float = 0.0) -> Entry | None:
+    """The first of `survivors` (the caller's order: plainest first) whose mean is within `give_up`
+    (a log ratio) of the best's and, where the race has a noise estimate, not separated from it by
+    a one-sided t interval at `alpha`; None when none is (the best itself always is, give_up > 0)."""
+    best = max(survivors, key=lambda e: e.mean_log)
+    sd, df = pooled_sd(survivors)
+    for e in survivors:
+        gap = best.mean_log - e.mean_log
+        if gap >= give_up:
+            continue
+        if df and not math.isnan(sd):
+            se = max(sd, floor) * math.sqrt(1 / len(e.values) + 1 / len(best.values))
+            if gap > t_quantile(1.0 - alpha, df) * se:
+                continue  # measured slower: the gain is real, however small
+        return e
+    return None
