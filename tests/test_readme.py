@@ -122,6 +122,23 @@ def test_readme_is_at_most_250_lines() -> None:
     assert len(lines) <= MAX_LINES, f"README.md has {len(lines)} lines; the limit is {MAX_LINES}"
 
 
+RESULTS = REPO / "results"
+MAX_FINDINGS_LINES = 400  # results/README.md: findings, not a diary
+MAX_RESULT_FILES = 200  # results/: a set of answers, not a lab notebook
+
+
+def test_results_are_a_set_of_answers_each_with_its_provenance_and_machine() -> None:
+    """At most 200 files and a 400-line README of findings; each set a folder with its NOTES.md, and
+    every result folder (a results.csv) with the env.json of the machine that made it beside it."""
+    files = [f for f in RESULTS.rglob("*") if f.is_file()]
+    assert len(files) <= MAX_RESULT_FILES, f"results/ holds {len(files)} files; the limit is {MAX_RESULT_FILES}"
+    findings = (RESULTS / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(findings) <= MAX_FINDINGS_LINES, f"results/README.md has {len(findings)} lines"
+    sets = [d for d in RESULTS.iterdir() if d.is_dir()]
+    assert sets and [d.name for d in sets if not (d / "NOTES.md").is_file()] == []
+    assert [str(f.parent) for f in RESULTS.rglob("results.csv") if not (f.parent / "env.json").is_file()] == []
+
+
 def github_anchor(heading: str) -> str:
     """The id GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
     text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
