@@ -354,6 +354,10 @@ def _run(
     stages: tuple[StageReport, ...] = ()
     with ctrl_c:
         try:
+            # every fork server now (the one that preloads bitsandbytes, or torchao, too): their imports
+            # overlap the plain recipe's checks, not the race's budget (an H100's first 8-bit AdamW
+            # probe waited 14.3-15.2 s for its server's)
+            launcher.prestart()
             # the plain recipe's loss checks first: they do not depend on the race, and what they cost
             # tells what the finalists' checks will, which the race keeps out of its budget
             reference_rows = reference_checks(plan, request, one, lambda: interrupted)
