@@ -55,7 +55,7 @@ def test_the_rest_is_told_apart_and_the_parts_add_up_to_the_wall(
 
 def test_a_row_without_its_timing_leaves_the_rest_untold_rather_than_put_in_between() -> None:
     since = 1_800_000_000.0
-    made = [_row(since, 1.0, 10.0, 0.5), {"started_at": at(since + 20), "train_loop_s": 10.0}]  # torchrun's
+    made = [_row(since, 1.0, 10.0, 0.5), {"started_at": at(since + 20), "train_loop_s": 10.0}]  # no startup_s
     spent = harness_time(made, 30.0, since, {"before_rows_s": 5.0, "after_rows_s": 1.0})
     assert spent["training_share"] == pytest.approx(20 / 30) and "between_rows_s" not in spent
 
@@ -71,7 +71,7 @@ def test_the_time_line_names_the_rest_where_it_was_told_apart_and_says_so_where_
     parts = {"before_rows_s": 4.0, "rows_startup_s": 2.0, "rows_teardown_s": 1.5, "between_rows_s": 0.5}
     line = time_line({"harness_time": told | parts | {"after_rows_s": 2.0}})
     assert line is not None and line.endswith(
-        "(3 rows; the rest: 4.0 s before the first row, 2.0 s the rows' start, 1.5 s their ends,"
+        "(3 rows; the rest: 4.0 s before the first row, 2.0 s starting the rows, 1.5 s ending them,"
         " 0.5 s between rows, 2.0 s after the last)"
     )
     assert time_line({"harness_time": told | {"rows": 0}}) is None  # trained nothing: no line

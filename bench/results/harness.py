@@ -11,8 +11,8 @@ from .resultdir import last_harness_time, whole_run_harness_time
 # they happen
 REST = (
     ("before_rows_s", "before the first row"),
-    ("rows_startup_s", "the rows' start"),
-    ("rows_teardown_s", "their ends"),
+    ("rows_startup_s", "starting the rows"),
+    ("rows_teardown_s", "ending them"),
     ("between_rows_s", "between rows"),
     ("after_rows_s", "after the last"),
 )

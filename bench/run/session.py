@@ -222,7 +222,7 @@ def harness_time(
         "rows": len(trained),
     }
     timed = [r for r in trained if all(_number(r.get(k)) for k in ("startup_s", "overhead_s"))]
-    if spans is None or len(timed) < len(trained):  # a row without its timing: the rest is not told apart
+    if spans is None or len(timed) < len(trained):  # a trained row without its timing: the rest untold
         return spent
     startup = sum(float(r["startup_s"]) for r in timed)
     teardown = sum(float(r["overhead_s"]) - float(r["startup_s"]) for r in timed)
