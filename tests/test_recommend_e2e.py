@@ -4,12 +4,14 @@ memory model standing in for the cap, the finalists' loss judged, the certificat
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from harness import gpubench
+from harness import alive, children_of, finished, gpubench, results, start_gpubench, wait_for
 
 from bench.results import read_results
 
@@ -173,3 +175,36 @@ def test_a_budget_the_loss_checks_use_up_says_what_it_went_on_and_what_would_rac
     assert {c["outcome"] for c in answer["candidates"]} == {"skipped"}
     late = next(n for n in answer["notes"] if n.startswith("budget: the search took"))  # 5 s: the checks ran past
     assert re.search(r"--budget of 5 s: the race ended at \d+ s \(the plain recipe's checks.*ended past it\)$", late)
+
+
+def test_ctrl_c_mid_race_exits_130_keeps_every_row_and_leaves_no_server_or_worker(tmp_path: Path) -> None:
+    """Every fork server starts with the search (the one that preloads peft too): a Ctrl-C in the race
+    ends them and their workers with the command, and the rows measured so far stay."""
+    out = tmp_path / "rec"
+    args = ["--model", "llama-tiny", "--seq-len", "32", "--global-batch", "8", "--device", "cpu", "--gpu-memory", "2GB"]
+    args += ["--allow", "lora", "--axes", "precision,adapters", "--parity-steps", "12", "--budget", "10m"]
+    proc = start_gpubench("recommend", *args, "--out", out, log_dir=tmp_path / "logs")
+    try:
+        # the race has started: a probe's row after the plain recipe's three checks
+        wait_for("a probe's row", lambda: (f := finished(out)) is not None and len(f) >= 4, timeout=600, interval=0.05)
+        below = wait_for("the fork servers", lambda: d if len(d := descendants(proc.pid)) >= 2 else set(), 60)
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr = (tmp_path / "logs" / "stderr.txt").read_text()
+    assert "Traceback" not in stderr
+    assert wait_for("no survivor", lambda: not any(alive(pid) for pid in below), timeout=30)
+    kept = results(out)  # valid, every measured row kept: the three checks and the probes before the Ctrl-C
+    assert len(kept) >= 4 and set(kept["status"]) <= {"ok", "interrupted"}, kept[["scenario", "status"]]
+
+
+def descendants(pid: int) -> set[int]:
+    """The live processes below `pid` (its fork servers, their workers and reapers)."""
+    found, todo = set(), [pid]
+    while todo:
+        kids = children_of(todo.pop())
+        todo.extend(kids - found)
+        found |= kids
+    return found

@@ -31,7 +31,7 @@ from ..results.parity import add_parity
 from ..results.rowcheck import usable
 from ..run import envinfo
 from ..run.envinfo import gpu_in_use
-from ..run.launcher import DEFAULT_LAUNCHER
+from ..run.launcher import DEFAULT_LAUNCHER, Launcher
 from ..run.outdir import check_unused, locked, remove_folders, remove_stale_temps
 from ..run.plan import RunPlan, prepare
 from ..run.probe import probe, resolve_device
@@ -215,17 +215,27 @@ def recommend(
             "objective": request.objective, "gpu_memory_mb": asked, "memory_cap_mb": cap, "proxy_data": proxy,
             "global_batch": request.global_batch, "exhaustive": request.exhaustive, SETTINGS_KEY: settings,
         }  # fmt: skip
-        if cuda:  # each candidate's MFU against the measured ceiling, as a run's rows have it (10-20 s)
-            plan = with_matmul_ceiling(plan, env)
-        else:
-            env["matmul_ceiling"] = {"reason": "a CPU run"}
-        write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
+        # every fork server now, after the CPU probe (envinfo.collect, which a busy import would disturb):
+        # their imports (torch, transformers; bitsandbytes, torchao or peft in their own) overlap the
+        # ceiling and the plain recipe's checks, not the race's budget (on an H100 the first 8-bit
+        # AdamW probe waited 14.3-15.2 s for its server's)
+        launcher = run_launcher(plan, warn)
         try:
+            launcher.prestart()
+            if cuda:  # each candidate's MFU against the measured ceiling, as a run's rows have it (10-20 s)
+                plan = with_matmul_ceiling(plan, env)
+            else:
+                env["matmul_ceiling"] = {"reason": "a CPU run"}
+            write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
             return _run(
                 request, plan, gpu, model, task, proxy, space, plain, every, probes, pruned, (lean, sure),
-                probe_cap, started, reporter or NullReporter(), info, warn, twin,
+                probe_cap, started, reporter or NullReporter(), info, warn, launcher, twin,
             )  # fmt: skip
+        except BaseException:
+            launcher.close(kill=True)
+            raise
         finally:
+            launcher.close()  # _run closed it; else it ends here
             shutil.rmtree(plan.shared_dir, ignore_errors=True)
 
 
@@ -311,13 +321,13 @@ def _run(
     peaks: tuple[dict[str, float], set[str]], cap: float | None, started: float, reporter: Reporter,
     info: Callable[[str], None],
     warn: Callable[[str], None],
+    launcher: Launcher,
     twin: Twin | None = None,
 ) -> RecommendOutcome:  # fmt: skip
     earlier = earlier_rows(plan.out) if plan.resume else {}
     rows: list[dict[str, Any]] = list(earlier.values())  # a resumed search's rows stay, measured once
     nvml, _ = open_nvml(plan.gpu_uuid)
     racing = [c.name for c in candidates if c.name not in pruned]
-    launcher = run_launcher(plan, warn)
     ctrl_c = Interrupts()
     probe_rows: dict[tuple[str, int], dict[str, Any]] = {}
     parity_rows: list[dict[str, Any]] = []
@@ -354,10 +364,6 @@ def _run(
     stages: tuple[StageReport, ...] = ()
     with ctrl_c:
         try:
-            # every fork server now (the one that preloads bitsandbytes, or torchao, too): their imports
-            # overlap the plain recipe's checks, not the race's budget (an H100's first 8-bit AdamW
-            # probe waited 14.3-15.2 s for its server's)
-            launcher.prestart()
             # the plain recipe's loss checks first: they do not depend on the race, and what they cost
             # tells what the finalists' checks will, which the race keeps out of its budget
             reference_rows = reference_checks(plan, request, one, lambda: interrupted)
