@@ -37,7 +37,8 @@ with the plainest survivor within what is left of GIVE_UP (5% over all the stage
 and not separated from it (race.plainer_on_cut): a gain measured once and small does not make every
 later probe pay for it (the MoE's whole-model compile: 1% on one 90 s probe). With a budget, each
 stage may spend the time left times its share of the candidates of the stages left (a stage of 12
-after one of 3 gets 12/15 of it), so the first stage cannot spend what the last one needs. Pure: the caller measures.
+after one of 3 gets 12/15 of it), so the first stage cannot spend what the last one needs. Pure:
+the caller measures.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ REST = (
 
 
 def time_line(env: dict[str, Any] | None) -> str | None:
-    """ "time: 570 s, 94% of it in the training loops (13 rows; the rest: 14 s before the first row,
-    ...)" for the latest command of the run in `env`, with the whole run's share after a --resume;
-    None when that command trained no row."""
+    """ "time: W s, P% of it in the training loops (R rows; the rest: A s before the first row, ...)"
+    for the latest command of the run in `env`, with the whole run's share after a --resume; None
+    when that command trained no row."""
     spent = last_harness_time(env)
     if spent.get("training_share") is None or not spent.get("rows"):
         return None

@@ -208,8 +208,10 @@ def harness_time(
     rows it ran (start of training to last step, warm-up included), their timed windows, and the
     rest, told apart where it was measured: `spans` (the parent's `before_rows_s`, from the start
     of the command to its first worker: the probes, the ceiling; `after_rows_s`, from its last
-    worker to here), the rows' own start (`rows_startup_s`: launch to first step) and end
-    (`rows_teardown_s`: last step to result), and `between_rows_s`, what is left."""
+    worker's end, the fork servers closed and the shared weights removed, to here), the rows' own
+    start (`rows_startup_s`: launch to first step) and end (`rows_teardown_s`: last step to result),
+    and `between_rows_s`, what is left: the parent between workers, rows that trained nothing, the
+    closing of the servers."""
     mine = [r for r in rows if _started(r) >= since - 1]  # --resume: not the rows an earlier run made
     trained = [r for r in mine if isinstance(r.get("train_loop_s"), int | float)]  # not a skipped row
     train = sum(float(r["train_loop_s"]) for r in trained)
