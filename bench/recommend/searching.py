@@ -235,7 +235,7 @@ def recommend(
             launcher.close(kill=True)
             raise
         finally:
-            launcher.close()  # _run closed it; else it ends here
+            launcher.close()  # the servers end with the search; on an exception, killed above
             shutil.rmtree(plan.shared_dir, ignore_errors=True)
 
 
@@ -428,11 +428,7 @@ def _run(
                 )
             recorded = _plain_probes(answer, probe_rows, measure) if request.record and not interrupted else []
             recorded = [] if interrupted else recorded  # a cut-off plain probe: nothing half recorded
-        except BaseException:
-            launcher.close(kill=True)
-            raise
         finally:
-            launcher.close()
             reporter.finish()
     write_answer(plan.out, answer)
     atomic_write_text(
