@@ -101,7 +101,7 @@ def recommend(
     once its interval separates it from the best), judges the finalists' loss against the plain
     recipe on a learnable task, and writes DIR/recommend.json and DIR/recommended.toml, a matrix
     `gpubench run --matrix` reruns. On the CPU, --gpu-memory stands in through the memory model.
-    The race is staged (one axis at a time, then micro-batch x checkpointing); --exhaustive
+    The race is staged (precision; micro-batch with the memory savers; compile); --exhaustive
     measures every candidate, --resume finishes a search in its --out, --record stores the answer
     in the history.
 

@@ -12,11 +12,12 @@ others are (tests/test_recommend_race.py checks it on simulated races). The race
 candidate is left, at `max_rounds` (the survivors are then tied within the noise, said so: the best
 mean wins, or with `ties_to_first` the survivor listed first, the caller's plainest: a technique
 earns its place by a measured gain), or when the caller's budget is spent, which is asked before
-each probe but a round's first (so a round cut short leaves some candidates with a figure fewer, and
-no elimination is tested on it). A race the budget cut with survivors not yet separated may, with
-`give_up`, lead on with a plainer survivor: the first in the caller's order whose mean is within
-`give_up` (a log ratio) of the best's and not separated from it; so a 1% gain measured once (whole-model
-compile on the MoE) does not make every later probe a compiled one, and what is given up is bounded.
+each probe not yet measured (a figure the caller already holds, `known`, costs nothing; a round cut
+short leaves some candidates with a figure fewer, and no elimination is tested on it). A race the
+budget cut with survivors not yet separated may, with `give_up`, lead on with a plainer survivor:
+the first in the caller's order whose mean is within `give_up` (a log ratio) of the best's and not
+separated from it; so a 1% gain measured once (whole-model compile on the MoE) does not make every
+later probe a compiled one, and what is given up is bounded.
 
 An out-of-memory or failed probe removes its candidate at once (a result, not a noise draw).
 Pure: the caller measures; race.py only decides.
@@ -106,12 +107,15 @@ def race(
     spent: Callable[[], bool] = lambda: False,
     ties_to_first: bool = False,
     give_up: float = 0.0,
+    known: Callable[[str, int], bool] = lambda _name, _rnd: False,
 ) -> Standing:
     """Race `names`: measure(name, round) gives the objective (> 0, higher better) or a status
     string (oom, error, ...) that removes the candidate. `ties_to_first`: survivors tied at
     `max_rounds` go to the one earliest in `names` (not the best mean, which the noise can order).
     `give_up`: cut by the budget, the survivor earliest in `names` within that log ratio of the best
-    mean and not separated from it leads (plainer_on_cut)."""
+    mean and not separated from it leads (plainer_on_cut). `known(name, round)`: that figure is
+    already measured (an earlier stage's, a walk down to the largest micro-batch that fits): it costs
+    nothing, so the budget does not stop it."""
     entries = {n: Entry(n) for n in names}
     tied = f"{max_rounds} rounds: the survivors are tied within the noise"
     stopped, rounds = tied, 0
@@ -120,12 +124,12 @@ def race(
         if len(racing) <= 1 and rnd > 0:
             stopped = "one candidate left"
             break
-        if spent():
+        if spent() and not (racing and known(racing[0].name, rnd)):
             stopped = BUDGET_SPENT
             break
         rounds = rnd + 1
         for e in racing:
-            if e is not racing[0] and spent():  # the budget ends between probes, not only between rounds
+            if e is not racing[0] and spent() and not known(e.name, rnd):  # between probes, not only rounds
                 stopped = BUDGET_SPENT
                 break
             got = measure(e.name, rnd)

@@ -4,41 +4,50 @@ The space is the product of its axes (hundreds of candidates for a Llama-style d
 staged search races one stage at a time (race.py's rule within each stage), with every axis outside
 the stage held at the current leader's choice:
 
-  precision, compile, liger, optimizer, adapters   one stage each, at one memory setting (below)
-  batch x checkpointing                             one stage: micro-batch x accumulation and
-                                                    checkpointing interact through memory, so jointly
+  precision                                         at one memory setting, the reference (below)
+  batch x checkpointing x liger x optimizer x adapters   one stage: the memory they save is what lets
+                                                    a larger micro-batch fit, so they are raced jointly
+  compile                                           at the memory stage's leader
 
-The first stages hold the memory axes at the reference. Given the memory model's predicted peaks,
+Every stage races each combination of its axes but the micro-batch at the largest micro-batch that
+fits: it walks down from the largest not pruned until a first probe does not run out of memory
+(frontier(), _fitted()), and the smaller micro-batches of that combination are not raced. At a fixed
+global batch a larger micro-batch does the same arithmetic in fewer, larger launches; on llama-1b at
+24 GB on an H100 each larger one that fitted ran faster, in every combination where two or more ran.
+Before, Liger and the optimizer were raced one axis at a time at micro-batch 4 x 8: Liger ran a third
+slower there and lost, and the search ended at 0.577x of its exhaustive twin's best, 32 x 1 with
+Liger, which only Liger let fit (results/recommend/llama-1b-24gb-twin-liger/).
+
+The precision stage holds the memory axes at the reference. Given the memory model's predicted peaks,
 the reference is chosen among the candidates not pruned with every axis but micro-batch,
 checkpointing and optimizer at its first choice: of those predicted to fit with the memory model's
 margin to spare, the one whose optimizer is closest to the plain recipe's (the space lists fused
 AdamW, 8-bit AdamW, Adafactor in that order), the leanest of them; when none is sure to fit, the
-leanest. A reference that runs out of memory would leave the precision, compile and Liger stages
-with nothing measured (on one H100 capped at 24 GB, llama-1b's first-choice reference, fused AdamW
-at every-other-layer checkpointing, did); one with Adafactor made every measured candidate an
-Adafactor one, and Adafactor's loss deviates from AdamW's on the proxy task (the second run did).
-Without predictions: the smallest micro-batch and the first checkpointing choice (none, then every k
-layers, then every layer) whose candidate with every other axis at its first choice is not pruned.
-When every candidate of a stage before the optimizer's runs out of memory at the reference, the
-stage is raced again at the next leaner one (step_down: more checkpointing, then the next optimizer
-from AdamW's end), so a model the memory model gives no activations for (qwen3, the MoE) is not left
-with nothing measured. Each stage's winner is the leader the next stage starts from; a stage that
-measures nothing (every candidate pruned, or the budget spent) keeps the leader. So the probes grow
-with the sum of the axes' sizes (and the product of batch and checkpointing), not with their
-product. The rule is exact for a separable objective (each axis multiplies the figure by its own
-factor, whatever the others are); interactions between stages are not searched: `--exhaustive`
-measures every candidate, the twin a staged answer is checked against. A candidate met again in a
-later stage (the leader) reuses its figures for the rounds already measured. A stage whose survivors
-are tied within the noise after every round leads on with the plainest of them (each axis lists its
-plainest choice first: no checkpointing, fused AdamW, no compile), not the best mean: on the CPU the
-MoE's optimizer stage tied AdamW and Adafactor, and its best mean, Adafactor, left every AdamW recipe
-at other micro-batches unmeasured. A stage the budget cuts before its survivors separate leads on
-with the plainest survivor within what is left of GIVE_UP (5% over all the stages) of the best mean
-and not separated from it (race.plainer_on_cut): a gain measured once and small does not make every
-later probe pay for it (the MoE's whole-model compile: 1% on one 90 s probe). With a budget, each
-stage may spend the time left times its share of the candidates of the stages left (a stage of 12
-after one of 3 gets 12/15 of it), so the first stage cannot spend what the last one needs. Pure:
-the caller measures.
+leanest. A reference that runs out of memory would leave the precision stage with nothing measured;
+one with Adafactor made every measured candidate an Adafactor one, and Adafactor's loss deviates from
+AdamW's on the proxy task. Without predictions: the smallest micro-batch and the first checkpointing
+choice (none, then every k layers, then every layer) whose candidate with every other axis at its
+first choice is not pruned. When every candidate of the precision stage runs out of memory at the
+reference, at every micro-batch, the stage is raced again at the next leaner one (step_down: more
+checkpointing, then the next optimizer from AdamW's end), so a model the memory model gives no
+activations for (qwen3, the MoE) is not left with nothing measured. Each stage's winner is the leader
+the next stage starts from; a stage that measures nothing (every candidate pruned, or the budget
+spent) keeps the leader. The rule is exact when each axis but the micro-batch multiplies the figure by
+its own factor, a larger micro-batch that fits is never slower, and precision and compile do not
+change what fits (tests/test_recommend_race.py); what precision and compile change in memory is not
+searched jointly: `--exhaustive` measures every candidate, the twin a staged answer is checked
+against. A candidate met again in a later stage (the leader) reuses its figures for the rounds
+already measured, and a figure already measured costs no budget. A stage whose survivors are tied
+within the noise after every round leads on with the plainest of them (each axis lists its plainest
+choice first: no checkpointing, fused AdamW, no compile), not the best mean: on the CPU the MoE's
+optimizer stage tied AdamW and Adafactor, and its best mean, Adafactor, left every AdamW recipe at
+other micro-batches unmeasured. A stage the budget cuts before its survivors separate leads on with
+the plainest survivor within what is left of GIVE_UP (5% over all the stages) of the best mean and
+not separated from it (race.plainer_on_cut): a gain measured once and small does not make every later
+probe pay for it (the MoE's whole-model compile: 1% on one 90 s probe). With a budget, each stage may
+spend the time left times its share of the combinations of the stages left (a stage of 18 after one
+of 4 gets 18/22 of it), so the first stage cannot spend what the last one needs. Pure: the caller
+measures.
 """
 
 from __future__ import annotations
@@ -55,13 +64,12 @@ from .space import Candidate
 
 STAGES: tuple[tuple[str, ...], ...] = (
     ("precision",),
+    ("batch", "checkpointing", "liger", "optimizer", "adapters"),
     ("compile",),
-    ("liger",),
-    ("optimizer",),
-    ("adapters",),
-    ("batch", "checkpointing"),
 )
-MEMORY_AXES = ("batch", "checkpointing")
+# every stage races each combination of its other axes at the largest micro-batch that fits (frontier());
+# the memory stage names it so that a space where only the micro-batch varies still has a stage
+FRONTIER = "batch"
 LEAN_AXES = ("batch", "checkpointing", "optimizer")  # the axes the reference takes at its leanest
 # axes that change what training computes: the reference keeps their first choice that fits
 CLOSEST_FIRST = ("optimizer",)
@@ -139,7 +147,7 @@ def staged_race(
     axes = list(candidates[0].axes) if candidates else []
     options.setdefault("ties_to_first", True)  # the space lists each axis's plainest choice first
     plan = stage_plan(candidates, stages)
-    sizes = [math.prod(len(_choices(candidates, a)) for a in s) for s in plan]
+    sizes = [math.prod(len(_choices(candidates, a)) for a in s if a != FRONTIER) for s in plan]
     end = None if budget_s is None else clock() + budget_s
     leader = reference(candidates, axes, pruned, lean, sure)
     named = {c.name: c for c in candidates}
@@ -159,16 +167,17 @@ def staged_race(
             # the stage's share, and the whole budget less the reserve asked again before each probe
             # (a compiled leader's check costs what its probe did: known only once it is measured)
             options["spent"] = lambda d=deadline, e=end: clock() > d or _spent(e, clock, reserve)
-        names = _stage_names(candidates, pruned, leader, stage)
         before = len(memo.fresh)
-        standing = race(names, memo, **options)
+        names = _fitted(frontier(candidates, pruned, leader, stage), memo, options.get("spent"))
+        standing = race(names, memo, known=memo.known, **options)
         while _all_out_of_memory(standing) and not set(stage) & set(LADDER):
             leaner = step_down(leader, candidates, pruned, stage)  # the reference did not fit: a leaner one
             if leaner is None:
                 break
             leader = leaner
             rounds += standing.rounds
-            standing = race(_stage_names(candidates, pruned, leader, stage), memo, **options)
+            names = _fitted(frontier(candidates, pruned, leader, stage), memo, options.get("spent"))
+            standing = race(names, memo, known=memo.known, **options)
         rounds, stopped = rounds + standing.rounds, standing.stopped
         given_up += _given_up(standing)
         if stopped.startswith(BUDGET_SPENT) and end is not None and not _spent(end, clock, reserve):
@@ -178,7 +187,8 @@ def staged_race(
         if standing.winner is not None:
             winner, leader = standing.winner, dict(named[standing.winner].axes)
         new = memo.fresh[before:]
-        reports.append(StageReport(stage, len(names), len({n for n, _ in new}), len(new), standing.winner, stopped))
+        size = sum(map(len, frontier(candidates, pruned, leader, stage)))
+        reports.append(StageReport(stage, size, len({n for n, _ in new}), len(new), standing.winner, stopped))
     survivors = tuple(n for n, e in entries.items() if not e.out and e.values)
     return Standing(winner, survivors, entries, rounds, stopped), tuple(reports)
 
@@ -200,15 +210,40 @@ def _spent(end: float, clock: Callable[[], float], reserve: Callable[[], float] 
     return clock() > end - (reserve() if reserve is not None else 0.0)
 
 
-def _stage_names(
+def frontier(
     candidates: Sequence[Candidate], pruned: Container[str], leader: Mapping[str, str], stage: Sequence[str]
-) -> list[str]:
-    """The candidates a stage races: not pruned, and the leader's on every axis outside the stage."""
-    return [
-        c.name
-        for c in candidates
-        if c.name not in pruned and all(label == leader[a] for a, label in c.axes.items() if a not in stage)
-    ]
+) -> list[list[str]]:
+    """A stage's candidates, one list per combination of its axes but the micro-batch, plainest
+    combination first (each axis's order): those not pruned and the leader's on every axis outside
+    the stage, largest micro-batch first (the space lists it so). The stage races each combination at
+    the first of its list that does not run out of memory (_fitted)."""
+    axes = [a for a in (candidates[0].axes if candidates else {}) if a in stage and a != FRONTIER]
+    rank = {a: {label: i for i, label in enumerate(_choices(candidates, a))} for a in axes}
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for c in candidates:
+        held = all(label == leader[a] for a, label in c.axes.items() if a not in stage and a != FRONTIER)
+        if held and c.name not in pruned:
+            groups.setdefault(tuple(rank[a][c.axes[a]] for a in axes), []).append(c.name)
+    return [groups[key] for key in sorted(groups)]
+
+
+def _fitted(groups: Sequence[Sequence[str]], memo: _Memo, spent: Callable[[], bool] | None) -> list[str]:
+    """The names a stage races: each combination walked down from its largest micro-batch until one
+    does not run out of memory on its first probe (what ran out stays in, out at once; a combination
+    all out of memory stays in as such), while the budget lasts. At a fixed global batch a larger
+    micro-batch does the same arithmetic in fewer, larger launches: the walk stops at the first that
+    fits, and the smaller ones of that combination are not raced (llama-1b at 24 GB on an H100: in
+    each of the twin's 10 combinations where two or more micro-batches ran, each larger one ran
+    faster; results/recommend/llama-1b-24gb-twin-liger/)."""
+    names: list[str] = []
+    for group in groups:
+        for name in group:
+            if spent is not None and spent() and not memo.known(name, 0):
+                return names
+            names.append(name)
+            if memo(name, 0) != "oom":
+                break
+    return names
 
 
 LADDER = ("optimizer", "checkpointing")  # the reference's way down when it runs out of memory: step_down()
@@ -237,7 +272,8 @@ def step_down(
     for step in ladder[here + 1 :]:
         trial = {**leader, **step}
         if any(
-            c.name not in pruned and all(c.axes[a] == trial[a] for a in trial if a not in stage) for c in candidates
+            c.name not in pruned and all(c.axes[a] == trial[a] for a in trial if a not in stage and a != FRONTIER)
+            for c in candidates
         ):
             return trial
     return None
@@ -257,6 +293,9 @@ class _Memo:
         self.measure = measure
         self.seen: dict[tuple[str, int], float | str] = {}
         self.fresh: list[tuple[str, int]] = []
+
+    def known(self, name: str, rnd: int) -> bool:
+        return (name, rnd) in self.seen
 
     def __call__(self, name: str, rnd: int) -> float | str:
         if (name, rnd) not in self.seen:
