@@ -34,7 +34,7 @@ def test_the_replay_asks_only_for_what_the_twin_measured_and_prunes_as_it_did(tw
     assert spent["unmeasured"] == []
 
 
-@pytest.mark.parametrize("budget_s", [RACE_S, 300.0, 600.0])
+@pytest.mark.parametrize("budget_s", [80.0, RACE_S, 300.0, 600.0])
 def test_on_the_liger_twin_the_staged_search_ends_within_5_percent_of_the_best(budget_s: float) -> None:
     standing, stages, spent = replay(LIGER, budget_s, RESERVE_S)
     top, top_mean = best(LIGER)

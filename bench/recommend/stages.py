@@ -52,6 +52,7 @@ measures.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import time
@@ -151,6 +152,11 @@ def staged_race(
     end = None if budget_s is None else clock() + budget_s
     leader = reference(candidates, axes, pruned, lean, sure)
     named = {c.name: c for c in candidates}
+    micro = {label: i for i, label in enumerate(_choices(candidates, FRONTIER))} if FRONTIER in axes else {}
+
+    def size(name: str) -> int:  # 0 for the largest micro-batch (the space lists it first)
+        return micro.get(named[name].axes.get(FRONTIER, ""), 0)
+
     memo = _Memo(measure)
     entries: dict[str, Entry] = {}
     reports: list[StageReport] = []
@@ -168,7 +174,7 @@ def staged_race(
             # (a compiled leader's check costs what its probe did: known only once it is measured)
             options["spent"] = lambda d=deadline, e=end: clock() > d or _spent(e, clock, reserve)
         before = len(memo.fresh)
-        names = _fitted(frontier(candidates, pruned, leader, stage), memo, options.get("spent"))
+        names = _fitted(frontier(candidates, pruned, leader, stage), memo, options.get("spent"), size)
         standing = race(names, memo, known=memo.known, **options)
         while _all_out_of_memory(standing) and not set(stage) & set(LADDER):
             leaner = step_down(leader, candidates, pruned, stage)  # the reference did not fit: a leaner one
@@ -176,7 +182,7 @@ def staged_race(
                 break
             leader = leaner
             rounds += standing.rounds
-            names = _fitted(frontier(candidates, pruned, leader, stage), memo, options.get("spent"))
+            names = _fitted(frontier(candidates, pruned, leader, stage), memo, options.get("spent"), size)
             standing = race(names, memo, known=memo.known, **options)
         rounds, stopped = rounds + standing.rounds, standing.stopped
         given_up += _given_up(standing)
@@ -187,8 +193,8 @@ def staged_race(
         if standing.winner is not None:
             winner, leader = standing.winner, dict(named[standing.winner].axes)
         new = memo.fresh[before:]
-        size = sum(map(len, frontier(candidates, pruned, leader, stage)))
-        reports.append(StageReport(stage, size, len({n for n, _ in new}), len(new), standing.winner, stopped))
+        in_stage = sum(map(len, frontier(candidates, pruned, leader, stage)))
+        reports.append(StageReport(stage, in_stage, len({n for n, _ in new}), len(new), standing.winner, stopped))
     survivors = tuple(n for n, e in entries.items() if not e.out and e.values)
     return Standing(winner, survivors, entries, rounds, stopped), tuple(reports)
 
@@ -227,23 +233,31 @@ def frontier(
     return [groups[key] for key in sorted(groups)]
 
 
-def _fitted(groups: Sequence[Sequence[str]], memo: _Memo, spent: Callable[[], bool] | None) -> list[str]:
-    """The names a stage races: each combination walked down from its largest micro-batch until one
-    does not run out of memory on its first probe (what ran out stays in, out at once; a combination
-    all out of memory stays in as such), while the budget lasts. At a fixed global batch a larger
-    micro-batch does the same arithmetic in fewer, larger launches: the walk stops at the first that
-    fits, and the smaller ones of that combination are not raced (llama-1b at 24 GB on an H100: in
-    each of the twin's 10 combinations where two or more micro-batches ran, each larger one ran
-    faster; results/recommend/llama-1b-24gb-twin-liger/)."""
-    names: list[str] = []
-    for group in groups:
-        for name in group:
-            if spent is not None and spent() and not memo.known(name, 0):
-                return names
-            names.append(name)
-            if memo(name, 0) != "oom":
-                break
-    return names
+def _fitted(
+    groups: Sequence[Sequence[str]], memo: _Memo, spent: Callable[[], bool] | None, size: Callable[[str], int]
+) -> list[str]:
+    """The names a stage races, its combinations in their order (plainest first): each combination
+    walked down from its largest micro-batch until one does not run out of memory on its first probe
+    (what ran out stays in, out at once; a combination all out of memory stays in as such), while the
+    budget lasts. The walk probes the largest micro-batches first, across the combinations (`size`: a
+    name's micro-batch rank, 0 the largest): a budget that ends during the walk has measured those
+    most likely to be fastest. At a fixed global batch a larger micro-batch does the same arithmetic
+    in fewer, larger launches: the walk stops at the first that fits, and the smaller ones of that
+    combination are not raced (llama-1b at 24 GB on an H100: in each of the twin's 10 combinations
+    where two or more micro-batches ran, each larger one ran faster;
+    results/recommend/llama-1b-24gb-twin-liger/)."""
+    walked: list[list[str]] = [[] for _ in groups]
+    queue = [(size(group[0]), i, 0) for i, group in enumerate(groups) if group]
+    heapq.heapify(queue)
+    while queue:
+        _, i, step = heapq.heappop(queue)
+        name = groups[i][step]
+        if spent is not None and spent() and not memo.known(name, 0):
+            break
+        walked[i].append(name)
+        if memo(name, 0) == "oom" and step + 1 < len(groups[i]):
+            heapq.heappush(queue, (size(groups[i][step + 1]), i, step + 1))
+    return [name for names in walked for name in names]
 
 
 LADDER = ("optimizer", "checkpointing")  # the reference's way down when it runs out of memory: step_down()
