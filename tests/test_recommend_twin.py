@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -28,17 +29,25 @@ def candidate(name: str, speed: float) -> CandidateResult:
     )  # fmt: skip
 
 
-def answer(winner: str | None, wall_s: float = 100.0, stopped: str = "one candidate left"):  # noqa: ANN201
+def answer(  # noqa: ANN201
+    winner: str | None,
+    wall_s: float = 100.0,
+    stopped: str = "one candidate left",
+    others: dict[str, float] | None = None,
+):
     results = [candidate(winner, 1.0)] if winner else []
+    results += [candidate(name, speed) for name, speed in (others or {}).items() if name != winner]
     return build_answer("speed", results, (), stopped, "lm-synthetic", "causal-lm", "cuda", None, 0.15, wall_s)
 
 
 def twin(best: str | None, probes: dict[str, list[float]]) -> Twin:
+    """An exhaustive twin: every candidate in its answer at the median of its probes, as its table shows it."""
     rows = {
         (name, i): {"scenario": name, "status": "ok", "v": v} for name, vs in probes.items() for i, v in enumerate(vs)
     }
     rows[("parity.plain", 0)] = {"scenario": "parity.plain", "status": "ok", "v": 1.0}  # a check, not a probe
-    return Twin(Path("twin"), answer(best, wall_s=600.0), rows)
+    medians = {name: statistics.median(vs) for name, vs in probes.items()}
+    return Twin(Path("twin"), dataclasses.replace(answer(best, wall_s=600.0, others=medians), winner=best), rows)
 
 
 def figure(row) -> float | str:  # noqa: ANN001
@@ -111,3 +120,29 @@ def test_a_twin_that_cannot_answer_is_refused_with_one_line(tmp_path: Path) -> N
     for path, said in refusals.items():
         with pytest.raises(BadInput, match=said):
             load_twin(path, SETTINGS)
+
+
+def test_the_twin_line_shows_each_figure_as_the_twins_own_table_does() -> None:
+    """One figure wherever it is shown: the line gives the best's and this winner's figures as the
+    twin's answer shows them (the median of their probes), not another statistic of the same probes
+    (it gave the geometric mean, 88.33 against the table's 88.19); the ratio and its interval stay
+    those of the geometric means. On the published Liger twin (H100, 24 GB) and its staged answer."""
+    from bench.recommend.resume import earlier_rows
+
+    sets = Path(__file__).resolve().parents[1] / "results" / "recommend" / "llama-1b-24gb-twin-liger"
+    exhaustive, staged = read_answer(sets / "exhaustive"), read_answer(sets / "staged")
+    assert exhaustive is not None and staged is not None
+    check = check_against(
+        staged, Twin(sets / "exhaustive", exhaustive, earlier_rows(sets / "exhaustive")), figure_of, "speed"
+    )
+    table = {c.name: c.samples_per_s for c in exhaustive.candidates}
+    assert check.best_value == table["bf16.b32x1.ckpt.adamw_fused.liger"]
+    assert check.winner_value == table["bf16.b8x4.ckpt.adamw_8bit"]
+    line = twin_line(check, "speed")
+    assert f"at {table['bf16.b32x1.ckpt.adamw_fused.liger']:.4g} samples/s" in line
+    assert "0.577x on speed (0.550-0.605)" in line and "does not hold" in line
+
+
+def figure_of(row) -> float | str:  # noqa: ANN001
+    value = row.get("samples_per_s")
+    return float(value) if row.get("status") == "ok" and isinstance(value, float) else str(row.get("status"))

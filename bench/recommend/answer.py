@@ -104,9 +104,10 @@ def _label(rows: Sequence[Mapping[str, Any]]) -> str | None:
 class TwinCheck:
     twin: str  # the twin's directory
     best: str | None  # the twin's winner
-    best_value: float | None  # its figure on the objective there (geometric mean of its probes)
-    winner_value: float | None  # this answer's winner's figure there
-    ratio: float | None  # winner_value / best_value
+    # the figures the twin's answer shows (its table's: the median of the probes, samples/s or J a sample)
+    best_value: float | None
+    winner_value: float | None  # this answer's winner's there
+    ratio: float | None  # this winner's figure on the objective over the best's: geometric means of their probes
     low: float | None  # the ratio's 95% interval
     high: float | None
     verdict: str  # holds, does not hold, inconclusive, or "not comparable here"

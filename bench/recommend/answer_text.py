@@ -92,10 +92,11 @@ def twin_line(check: TwinCheck, objective: str) -> str:
         return f"exhaustive twin {check.twin}: {check.verdict} ({check.why}); {times}"
     interval = "" if check.low is None or check.high is None else f" ({check.low:.3f}-{check.high:.3f})"
     why = f" ({check.why})" if check.why else ""
+    unit = "J/sample" if objective == "energy" else "samples/s"
     return (
-        f"exhaustive twin {check.twin}: its best {check.best} at {check.best_value:.4g} ({objective}); this winner "
-        f"there {check.winner_value:.4g}, {check.ratio:.3f}x{interval}; within {check.tolerance_pct:g}% of the best: "
-        f"{check.verdict}{why}; {times}"
+        f"exhaustive twin {check.twin}: its best {check.best} at {check.best_value:.4g} {unit}; this winner "
+        f"there {check.winner_value:.4g} {unit}, {check.ratio:.3f}x on {objective}{interval}; within "
+        f"{check.tolerance_pct:g}% of the best: {check.verdict}{why}; {times}"
     )
 
 

@@ -12,8 +12,6 @@ over its sittings, so "in N GPU-minutes" is measured, not argued."""
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,12 +74,19 @@ def check_against(
 
     best = twin.answer.winner
     probes = sum(1 for r in twin.rows.values() if not str(r.get("scenario", "")).startswith("parity."))
+    shown = {c.name: c for c in twin.answer.candidates}
 
-    def made(verdict: str, why: str, best_value: float | None = None, gap: Measurement | None = None) -> TwinCheck:
+    def stored(name: str | None) -> float | None:
+        """The figure the twin's answer shows for `name` (its table's: the median of its probes)."""
+        c = shown.get(name or "")
+        return None if c is None else c.energy_per_sample_j if objective == "energy" else c.samples_per_s
+
+    def made(verdict: str, why: str, gap: Measurement | None = None) -> TwinCheck:
         interval = gap is not None and gap.low == gap.low  # nan: no interval (fewer than 2 probes a side)
+        best_value = None if gap is None else stored(best)
         return TwinCheck(
             twin=str(twin.path), best=best, best_value=best_value,
-            winner_value=None if gap is None or best_value is None else best_value * gap.value,
+            winner_value=None if gap is None else stored(answer.winner),
             ratio=None if gap is None else gap.value, low=gap.low if gap and interval else None,
             high=gap.high if gap and interval else None, verdict=verdict, why=why, search_s=answer.search_s,
             twin_search_s=twin.answer.search_s, twin_probes=probes, tolerance_pct=TOLERANCE_PCT,
@@ -94,9 +99,8 @@ def check_against(
     theirs, ours = values(best), values(answer.winner)
     if not ours:
         return made("does not hold", f"{answer.winner} has no ok probe in the twin")
-    mean = math.exp(statistics.fmean(map(math.log, theirs)))  # the best's geometric mean
     if answer.winner == best:
-        return made("holds", "the same recipe", mean, Measurement.exact(1.0))
-    gap = ratio(theirs, ours)
+        return made("holds", "the same recipe", Measurement.exact(1.0))
+    gap = ratio(theirs, ours)  # of the geometric means of their probes, with its interval
     verdict = judge(Effect(1.0, "higher", TOLERANCE_PCT), gap)
-    return made(verdict.verdict, verdict.why, mean, gap)
+    return made(verdict.verdict, verdict.why, gap)
