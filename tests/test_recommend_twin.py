@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.errors import BadInput
-from bench.recommend.answer import CandidateResult, build_answer, read_answer, write_answer
+from bench.recommend.answer import BELOW, UNPROBED, CandidateResult, build_answer, read_answer, write_answer
 from bench.recommend.answer_text import summary_lines, twin_line
 from bench.recommend.race import BUDGET_SPENT
 from bench.recommend.twin import TOLERANCE_PCT, Twin, check_against, load_twin
@@ -146,3 +146,42 @@ def test_the_twin_line_shows_each_figure_as_the_twins_own_table_does() -> None:
 def figure_of(row) -> float | str:  # noqa: ANN001
     value = row.get("samples_per_s")
     return float(value) if row.get("status") == "ok" and isinstance(value, float) else str(row.get("status"))
+
+
+def test_a_micro_batch_the_stages_passed_over_says_which_larger_one_ran() -> None:
+    """Each stage races a recipe at its largest micro-batch that fits: the smaller ones of that recipe
+    are not measured, and the answer says why (naming the one that ran), not "off the staged path";
+    the lost line groups them so."""
+    ran = dataclasses.replace(candidate("r.b8x1", 80.0), axes={"batch": "b8x1", "x": "r"}, fields={"batch_size": 8})
+    oom = dataclasses.replace(
+        candidate("r.b16x1", 1.0), axes={"batch": "b16x1", "x": "r"}, fields={"batch_size": 16}, outcome="failed",
+        why="oom", objective=None, samples_per_s=None,
+    )  # fmt: skip
+    smaller = [
+        dataclasses.replace(
+            candidate(f"r.b{m}x{8 // m}", 1.0),
+            axes={"batch": f"b{m}x{8 // m}", "x": "r"},
+            fields={"batch_size": m},
+            outcome="skipped",
+            why=UNPROBED,
+            objective=None,
+            samples_per_s=None,
+        )  # fmt: skip
+        for m in (4, 2)
+    ]
+    other = dataclasses.replace(
+        candidate("s.b4x2", 1.0), axes={"batch": "b4x2", "x": "s"}, fields={"batch_size": 4}, outcome="skipped",
+        why=UNPROBED, objective=None, samples_per_s=None,
+    )  # fmt: skip
+    answer = build_answer(
+        "speed", [ran, oom, *smaller, other], (), "one candidate left", "lm-synthetic", "causal-lm", "cuda", None,
+        0.15, 10.0,
+    )  # fmt: skip
+    why = {c.name: c.why for c in answer.candidates}
+    assert why["r.b4x2"] == why["r.b2x4"] == f"{BELOW} (r.b8x1)"
+    assert why["s.b4x2"] == UNPROBED  # its recipe never ran: nothing to name
+    assert why["r.b16x1"] == "oom"
+    assert any(
+        line.startswith("b2x4 (batch)") and "the same recipe ran at a larger micro-batch" in line
+        for line in answer.lost
+    )

@@ -12,7 +12,7 @@ import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,13 @@ from ..fmt import toml_value
 from ..fsio import atomic_write_json
 from .race import MIN_ROUNDS, Entry
 from .space import PLAIN, AxisNote, Candidate
-from .stages import StageReport
+from .stages import FRONTIER, StageReport
 
 ANSWER_JSON = "recommend.json"
 BAD_VERDICTS = ("deviates", "diverged")
 SLOWER = "slower (interval separated)"  # the gist of race.eliminate's "slower than B by X% (interval ...)"
 UNPROBED = "not measured: off the staged search's path, or the budget was spent (docs/recommend.md)"
+BELOW = "not measured: the same recipe ran at a larger micro-batch"  # the stages race the largest that fits
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,7 @@ def build_answer(
     stages: Sequence[StageReport] = (),
     earlier_sittings_s: Sequence[float] = (),
 ) -> Answer:
+    results = passed_over(results)
     measured = [r for r in results if r.objective is not None and r.outcome in ("raced", "eliminated")]
     eligible = sorted(
         (r for r in measured if r.outcome == "raced" and r.parity == "equivalent"), key=lambda r: -(r.objective or 0)
@@ -253,7 +255,31 @@ def why_lost(results: Sequence[CandidateResult]) -> list[str]:
     return lines
 
 
+def passed_over(results: Sequence[CandidateResult]) -> list[CandidateResult]:
+    """The results, a skipped one whose recipe (every axis but the micro-batch) was measured at a
+    larger micro-batch saying so (BELOW, naming it): each stage races a combination at the largest
+    micro-batch that fits (stages.frontier), not the smaller ones."""
+    by_recipe: dict[tuple[tuple[str, str], ...], list[CandidateResult]] = {}
+    for r in results:
+        if r.objective is not None:
+            by_recipe.setdefault(_recipe(r), []).append(r)
+    out = []
+    for r in results:
+        micro = r.fields.get("batch_size") or 0
+        larger = [o for o in by_recipe.get(_recipe(r), []) if (o.fields.get("batch_size") or 0) > micro]
+        if r.outcome == "skipped" and larger:
+            r = replace(r, why=f"{BELOW} ({min(larger, key=lambda o: o.fields.get('batch_size') or 0).name})")
+        out.append(r)
+    return out
+
+
+def _recipe(r: CandidateResult) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((axis, label) for axis, label in r.axes.items() if axis != FRONTIER))
+
+
 def _gist(why: str) -> str:
+    if why.startswith(BELOW):
+        return BELOW.removeprefix("not measured: ")
     if why.startswith("out of memory, predicted"):
         return "out of memory (predicted)"
     if why.startswith("slower than"):
