@@ -431,3 +431,17 @@ def test_a_search_past_its_budget_says_where_the_time_went_and_one_within_it_say
     assert f"the race ended at {race_end:.0f} s" in said
     assert ("ended past it" in said) == (race_end > budget)
     assert ("compiles again" in said) == (compiled and wall - race_end > 0)
+
+
+@given(st.lists(st.floats(0.5, 500.0), min_size=1, max_size=6))
+def test_a_candidates_speed_is_the_figure_the_race_ranked_it_by(speeds: list[float]) -> None:
+    """One figure wherever it is shown: the answer's samples/s (the table, the Pareto front, the
+    --twin line) is the race's own statistic on the speed objective, the geometric mean of the probes,
+    not their median (88.19 in the table against the race's 88.33 on the Liger twin)."""
+    from bench.recommend.race import Entry
+
+    c = Candidate("c", {"precision": "bf16"}, {"precision": "bf16"})
+    rows = {("c", i): {"scenario": "c", "status": "ok", "samples_per_s": v} for i, v in enumerate(speeds)}
+    result = CandidateResult.of(c, Entry("c", list(speeds)), None, rows, [])
+    assert result.samples_per_s == pytest.approx(result.objective, rel=1e-12)
+    assert min(speeds) * (1 - 1e-12) <= result.samples_per_s <= max(speeds) * (1 + 1e-12)

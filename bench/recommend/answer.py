@@ -1,10 +1,13 @@
 """The answer of `gpubench recommend` as data (recommend.json), and its certificate: a matrix of
 the winner and the plain recipe that `gpubench run --matrix` reruns as is.
 
-A candidate's figures are medians over its ok probes (the race's rounds); its parity verdict comes
-from the finalists' loss check (bench/results/parity.py) and is empty for a candidate not judged.
-A candidate judged `deviates` or `diverged` cannot win. The Pareto front (samples/s up, peak memory
-down, J/sample down where measured) is over the measured candidates not judged to deviate."""
+A candidate's speed, energy and MFU are the geometric means of its ok probes (the race's rounds),
+the statistic the race ranks by, so the table, the winner and the --twin line show one figure (the
+table showed medians while the race ranked geometric means, 88.19 against 88.33 on the Liger twin);
+its peak memory and predictions are medians. Its parity verdict comes from the finalists' loss check
+(bench/results/parity.py) and is empty for a candidate not judged. A candidate judged `deviates` or
+`diverged` cannot win. The Pareto front (samples/s up, peak memory down, J/sample down where
+measured) is over the measured candidates not judged to deviate."""
 
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ class CandidateResult:
     outcome: str  # raced, eliminated, pruned, failed, skipped (then winner/runner-up set by build_answer)
     why: str
     probes: int
-    objective: float | None  # the median figure on the objective (higher is better)
+    objective: float | None  # the race's figure on the objective: the geometric mean (higher is better)
     samples_per_s: float | None
     peak_mem_mb: float | None
     pred_peak_allocated_mb: float | None
@@ -77,10 +80,10 @@ class CandidateResult:
         return cls(
             name=c.name, axes=dict(c.axes), fields=dict(c.fields), outcome=outcome, why=why, probes=len(rows),
             objective=math.exp(entry.mean_log) if entry and entry.values else None,
-            samples_per_s=_median(ok, "samples_per_s"), peak_mem_mb=_median(ok, "peak_mem_mb"),
+            samples_per_s=_geomean(ok, "samples_per_s"), peak_mem_mb=_median(ok, "peak_mem_mb"),
             pred_peak_allocated_mb=_median(rows, "pred_peak_allocated_mb"),
-            energy_per_sample_j=_median(ok, "energy_per_sample_j"),
-            bound=_label(ok), mfu_ceiling=_median(ok, "mfu_ceiling"),
+            energy_per_sample_j=_geomean(ok, "energy_per_sample_j"),
+            bound=_label(ok), mfu_ceiling=_geomean(ok, "mfu_ceiling"),
             parity=str(judged.get("parity") or "") if judged else "",
             parity_delta=_number(judged.get("parity_delta")) if judged else None,
             pred_peak_min_mb=_median(rows, "pred_peak_min_mb"),
@@ -89,6 +92,12 @@ class CandidateResult:
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value == value else None
+
+
+def _geomean(rows: Sequence[Mapping[str, Any]], column: str) -> float | None:
+    """The geometric mean of the column's positive figures (the race's statistic: race.Entry.mean_log)."""
+    values = [v for v in (_number(r.get(column)) for r in rows) if v is not None and v > 0]
+    return math.exp(statistics.fmean(map(math.log, values))) if values else None
 
 
 def _median(rows: Sequence[Mapping[str, Any]], column: str) -> float | None:
@@ -105,7 +114,7 @@ def _label(rows: Sequence[Mapping[str, Any]]) -> str | None:
 class TwinCheck:
     twin: str  # the twin's directory
     best: str | None  # the twin's winner
-    # the figures the twin's answer shows (its table's: the median of the probes, samples/s or J a sample)
+    # the figures the twin's answer shows (its table's: samples/s or J a sample)
     best_value: float | None
     winner_value: float | None  # this answer's winner's there
     ratio: float | None  # this winner's figure on the objective over the best's: geometric means of their probes

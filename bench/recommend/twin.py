@@ -77,7 +77,7 @@ def check_against(
     shown = {c.name: c for c in twin.answer.candidates}
 
     def stored(name: str | None) -> float | None:
-        """The figure the twin's answer shows for `name` (its table's: the median of its probes)."""
+        """The figure the twin's answer shows for `name` (its table's)."""
         c = shown.get(name or "")
         return None if c is None else c.energy_per_sample_j if objective == "energy" else c.samples_per_s
 
