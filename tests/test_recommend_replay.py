@@ -14,8 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from tests.twin_replay import best, load, mean_of, replay, twin_pruned
+from twin_replay import best, load, mean_of, replay, twin_pruned
 
 SETS = Path(__file__).resolve().parents[1] / "results" / "recommend"
 LIGER = SETS / "llama-1b-24gb-twin-liger" / "exhaustive"  # --axes batch,checkpointing,optimizer,liger: 72
