@@ -174,16 +174,14 @@ def staged_race(
             # (a compiled leader's check costs what its probe did: known only once it is measured)
             options["spent"] = lambda d=deadline, e=end: clock() > d or _spent(e, clock, reserve)
         before = len(memo.fresh)
-        names = _fitted(frontier(candidates, pruned, leader, stage), memo, options.get("spent"), size)
-        standing = race(names, memo, known=memo.known, **options)
+        groups, standing = _race_stage(frontier(candidates, pruned, leader, stage), memo, size, options)
         while _all_out_of_memory(standing) and not set(stage) & set(LADDER):
             leaner = step_down(leader, candidates, pruned, stage)  # the reference did not fit: a leaner one
             if leaner is None:
                 break
             leader = leaner
             rounds += standing.rounds
-            names = _fitted(frontier(candidates, pruned, leader, stage), memo, options.get("spent"), size)
-            standing = race(names, memo, known=memo.known, **options)
+            groups, standing = _race_stage(frontier(candidates, pruned, leader, stage), memo, size, options)
         rounds, stopped = rounds + standing.rounds, standing.stopped
         given_up += _given_up(standing)
         if stopped.startswith(BUDGET_SPENT) and end is not None and not _spent(end, clock, reserve):
@@ -193,7 +191,7 @@ def staged_race(
         if standing.winner is not None:
             winner, leader = standing.winner, dict(named[standing.winner].axes)
         new = memo.fresh[before:]
-        in_stage = sum(map(len, frontier(candidates, pruned, leader, stage)))
+        in_stage = sum(map(len, groups))
         reports.append(StageReport(stage, in_stage, len({n for n, _ in new}), len(new), standing.winner, stopped))
     survivors = tuple(n for n, e in entries.items() if not e.out and e.values)
     return Standing(winner, survivors, entries, rounds, stopped), tuple(reports)
@@ -231,6 +229,14 @@ def frontier(
         if held and c.name not in pruned:
             groups.setdefault(tuple(rank[a][c.axes[a]] for a in axes), []).append(c.name)
     return [groups[key] for key in sorted(groups)]
+
+
+def _race_stage(
+    groups: list[list[str]], memo: _Memo, size: Callable[[str], int], options: Mapping[str, Any]
+) -> tuple[list[list[str]], Standing]:
+    """The stage's combinations (frontier()) and its race over each at the largest micro-batch that fits."""
+    names = _fitted(groups, memo, options.get("spent"), size)
+    return groups, race(names, memo, known=memo.known, **options)
 
 
 def _fitted(
