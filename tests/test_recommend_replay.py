@@ -1,7 +1,7 @@
 """The staged search replayed on the published exhaustive twins' own probes (tests/twin_replay.py):
 which recipe the rule reaches, and what it spends, on GPU measurements, without a GPU.
 
-On one H100 capped at 24 GB (results/recommend/llama-1b-24gb-twin-liger/), the staged search of the
+On one H100 capped at 24 GB (results/recommend/llama-1b-24gb-twin/liger/), the staged search of the
 day raced Liger and the optimizer one axis at a time at micro-batch 4 x 8, where Liger ran a third
 slower, and ended at 0.577x of the exhaustive best (32 x 1 with Liger, which only Liger let fit). A
 replay is not a measurement: it says the rule now reaches the best on those figures; the GPU run
@@ -17,7 +17,7 @@ import pytest
 from twin_replay import best, load, mean_of, replay, twin_pruned
 
 SETS = Path(__file__).resolve().parents[1] / "results" / "recommend"
-LIGER = SETS / "llama-1b-24gb-twin-liger" / "exhaustive"  # --axes batch,checkpointing,optimizer,liger: 72
+LIGER = SETS / "llama-1b-24gb-twin" / "liger" / "exhaustive"  # --axes batch,checkpointing,optimizer,liger: 72
 PRECISION = SETS / "llama-1b-24gb-twin" / "exhaustive"  # --axes precision,optimizer: 12
 # the race's time on the GPU at --budget 4m: 240 s less the ceiling and the plain recipe's checks
 # (about 80 s before the race), the finalists' checks kept out (2 x 17 s)

@@ -129,7 +129,7 @@ def test_the_twin_line_shows_each_figure_as_the_twins_own_table_does() -> None:
     those of the geometric means. On the published Liger twin (H100, 24 GB) and its staged answer."""
     from bench.recommend.resume import earlier_rows
 
-    sets = Path(__file__).resolve().parents[1] / "results" / "recommend" / "llama-1b-24gb-twin-liger"
+    sets = Path(__file__).resolve().parents[1] / "results" / "recommend" / "llama-1b-24gb-twin" / "liger"
     exhaustive, staged = read_answer(sets / "exhaustive"), read_answer(sets / "staged")
     assert exhaustive is not None and staged is not None
     check = check_against(

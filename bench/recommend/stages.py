@@ -16,7 +16,7 @@ global batch a larger micro-batch does the same arithmetic in fewer, larger laun
 24 GB on an H100 each larger one that fitted ran faster, in every combination where two or more ran.
 Before, Liger and the optimizer were raced one axis at a time at micro-batch 4 x 8: Liger ran a third
 slower there and lost, and the search ended at 0.577x of its exhaustive twin's best, 32 x 1 with
-Liger, which only Liger let fit (results/recommend/llama-1b-24gb-twin-liger/).
+Liger, which only Liger let fit (results/recommend/llama-1b-24gb-twin/liger/).
 
 The precision stage holds the memory axes at the reference. Given the memory model's predicted peaks,
 the reference is chosen among the candidates not pruned with every axis but micro-batch,
@@ -251,7 +251,7 @@ def _fitted(
     in fewer, larger launches: the walk stops at the first that fits, and the smaller ones of that
     combination are not raced (llama-1b at 24 GB on an H100: in each of the twin's 10 combinations
     where two or more micro-batches ran, each larger one ran faster;
-    results/recommend/llama-1b-24gb-twin-liger/)."""
+    results/recommend/llama-1b-24gb-twin/liger/)."""
     walked: list[list[str]] = [[] for _ in groups]
     queue = [(size(group[0]), i, 0) for i, group in enumerate(groups) if group]
     heapq.heapify(queue)
