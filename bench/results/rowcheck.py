@@ -30,8 +30,8 @@ def check_rows(path: Path, frame: pd.DataFrame, lines: list[int]) -> pd.DataFram
     """`frame` as read by pandas, `lines[i]` the line of the file on which row i starts. Returns
     the frame with its numeric columns as numbers; raises BadInput at the first bad row."""
 
-    def stop(mask: pd.Series, describe: Callable[[int], str], hint: str | None = None) -> None:
-        hits = np.flatnonzero(mask.to_numpy(dtype=bool))
+    def stop(mask: pd.Series | np.ndarray, describe: Callable[[int], str], hint: str | None = None) -> None:
+        hits = np.flatnonzero(np.asarray(mask, dtype=bool))
         if len(hits):
             i = int(hits[0])
             raise BadInput(f"{path}: line {lines[i]}: {describe(i)}", hint=hint)
@@ -88,14 +88,22 @@ def usable(row: dict[str, Any]) -> dict[str, Any]:
 
 def _number_column(raw: pd.Series, stop: Callable[..., None], column: str) -> pd.Series:
     """A column of numbers: an empty or spelled-out missing cell is NaN; text, infinity (except a
-    diverged loss) and, where a figure cannot be negative, a negative number stop the read."""
-    converted = pd.to_numeric(raw, errors="coerce")
-    spelled_nan = raw.astype(str).str.strip().str.lower().isin(NAN_WORDS)
-    stop(
-        raw.notna() & converted.isna() & ~spelled_nan,
-        lambda i: f"column '{column}' holds a non-numeric value {_shown(raw.iloc[i])}",
-    )
-    values = converted.astype("float64")
+    diverged loss) and, where a figure cannot be negative, a negative number stop the read. A column
+    pandas already read as numbers holds no text, so only the others' unconverted cells are looked at
+    (the text checks were most of a read's time: 0.17 s of a 13-row file's 0.23 s)."""
+    if raw.dtype.kind in "iuf":
+        converted = raw
+    else:
+        converted = pd.to_numeric(raw, errors="coerce")
+        suspect = raw.notna().to_numpy() & converted.isna().to_numpy()
+        if suspect.any():
+            spelled_nan = np.zeros(len(raw), dtype=bool)
+            spelled_nan[suspect] = raw[suspect].astype(str).str.strip().str.lower().isin(NAN_WORDS).to_numpy()
+            stop(
+                suspect & ~spelled_nan,
+                lambda i: f"column '{column}' holds a non-numeric value {_shown(raw.iloc[i])}",
+            )
+    values = converted.to_numpy(dtype="float64", na_value=np.nan)
     if column not in NONFINITE_COLUMNS:
         stop(np.isinf(values), lambda i: f"column '{column}' holds {_shown(raw.iloc[i])}, not a finite number")
     if column not in SIGNED_COLUMNS:
