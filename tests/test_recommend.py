@@ -222,6 +222,24 @@ def test_a_family_that_lost_on_speed_says_by_how_much_with_its_interval() -> Non
     )
 
 
+def test_a_choice_whose_candidates_were_never_measured_did_not_lose() -> None:
+    """A race whose budget ended before it measured a choice's candidates gives that choice no
+    "lost" line (on the CPU, a 2-minute budget spent on the plain recipe's checks listed every axis
+    choice as "out; most often: not measured"); a choice with one refused candidate still has one."""
+    from bench.recommend.answer import UNPROBED
+
+    def skipped(name: str, ckpt: str, why: str = UNPROBED) -> CandidateResult:
+        return dataclasses.replace(
+            result(name, 0.0, parity="", outcome="skipped"), why=why, objective=None, samples_per_s=None,
+            axes={"checkpointing": ckpt},
+        )  # fmt: skip
+
+    never = [skipped("a.ckpt", "ckpt"), skipped("b.ckpt", "ckpt"), skipped("c.ckpt2", "ckpt2")]
+    assert answer_of(never).lost == ()
+    refused = [*never, skipped("d.ckpt2", "ckpt2", "out of memory, predicted 900 MB > 100 MB")]
+    assert answer_of(refused).lost == ("ckpt2 (checkpointing): 2 candidates out; most often: out of memory (predicted)",)
+
+
 def test_the_certificate_is_a_matrix_run_reads(tmp_path: Path) -> None:
     answer = answer_of([result("fp32.b8x1.ckpt.adamw", 10.0)])
     plain = Candidate(PLAIN, plain_fields(False, 8), {})

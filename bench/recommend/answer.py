@@ -245,14 +245,16 @@ def pareto(results: Sequence[CandidateResult]) -> tuple[str, ...]:
 
 
 def why_lost(results: Sequence[CandidateResult]) -> list[str]:
-    """For each axis choice whose every candidate is out (pruned, failed, eliminated, deviates): why."""
+    """For each axis choice whose every candidate is out (pruned, failed, eliminated, deviates): why.
+    A choice none of whose candidates was measured or refused (the race's budget ended first) did not
+    lose: the summary's count of skipped candidates says so, not a line here for each choice."""
     lines = []
     choices = sorted({(axis, label) for r in results for axis, label in r.axes.items() if label})
     for axis, label in choices:
         group = [r for r in results if r.axes.get(axis) == label]
         if any(r.outcome == "raced" and r.parity not in BAD_VERDICTS for r in group):
             continue
-        reasons = [r.why or r.parity for r in group if r.why or r.parity]
+        reasons = [w for r in group if (w := r.why or r.parity) and w != UNPROBED]  # why, where it was found
         if not reasons:
             continue
         common = max(set(_gist(w) for w in reasons), key=[_gist(w) for w in reasons].count)
