@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.run.session import harness_time
+from bench.run.session import before_rows_parts, harness_time
 
 
 def at(t: float) -> str:
@@ -75,3 +75,47 @@ def test_the_time_line_names_the_rest_where_it_was_told_apart_and_says_so_where_
         " 0.5 s between rows, 2.0 s after the last)"
     )
     assert time_line({"harness_time": told | {"rows": 0}}) is None  # trained nothing: no line
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(0, 30, allow_nan=False), st.just("damaged")), min_size=1, max_size=6))
+def test_the_rows_wait_for_their_fork_server_is_the_sum_of_their_forked_steps(forked: list[object]) -> None:
+    """`rows_server_wait_s`: each row's launch-to-fork step (startup_breakdown's `forked`); a spawned
+    row (no such step) or an unreadable breakdown adds nothing, and no forked row means no figure."""
+    import json
+
+    since = 1_800_000_000.0
+    made = []
+    for i, f in enumerate(forked):
+        row = _row(since + i, 2.0, 10.0, 0.5)
+        steps = {"cuda_ready": 0.3} | ({} if f is None or f == "damaged" else {"forked": f})
+        row["startup_breakdown"] = "{not json" if f == "damaged" else json.dumps(steps)
+        made.append(row)
+    spent = harness_time(made, 100.0, since, {"before_rows_s": 1.0, "after_rows_s": 0.0})
+    waits = [f for f in forked if isinstance(f, float)]
+    if waits:
+        assert spent["rows_server_wait_s"] == pytest.approx(sum(waits))
+    else:
+        assert "rows_server_wait_s" not in spent
+
+
+def test_the_time_before_the_first_row_is_told_apart_from_the_marks_the_command_took() -> None:
+    marks = {"planned": 13.0, "environment": 15.5, "ceiling_from": 15.6, "ceiling_to": 23.6}
+    assert before_rows_parts(10.0, marks) == {
+        "before_rows": {"planning_s": 3.0, "environment_s": 2.5, "ceiling_s": pytest.approx(8.0)}
+    }
+    assert before_rows_parts(10.0, {"planned": 11.0}) == {"before_rows": {"planning_s": 1.0}}
+    assert before_rows_parts(10.0, {}) == {}  # refused before planning ended: nothing told
+
+
+def test_the_time_line_tells_the_parts_before_the_rows_and_the_wait_for_the_fork_server() -> None:
+    from bench.results.harness import time_line
+
+    told = {"wall_s": 532.0, "train_loop_s": 493.7, "training_share": 0.928, "rows": 12, "after_rows_s": 0.0}
+    parts = {"before_rows_s": 13.3, "rows_startup_s": 19.7, "rows_teardown_s": 4.6, "between_rows_s": 1.1}
+    split = {"before_rows": {"planning_s": 3.1, "environment_s": 2.2, "ceiling_s": 8.0}, "rows_server_wait_s": 10.4}
+    line = time_line({"harness_time": told | parts | split})
+    assert line is not None and line.endswith(
+        "(12 rows; the rest: 13.3 s before the first row (planning 3.1 s, the environment 2.2 s, the matmul"
+        " ceiling 8.0 s), 19.7 s starting the rows (10.4 s of it waiting for the fork server), 4.6 s ending"
+        " them, 1.1 s between rows, 0.0 s after the last)"
+    )

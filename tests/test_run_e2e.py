@@ -47,6 +47,13 @@ def test_quick_run_exits_0_and_prints_a_summary(quick: tuple[subprocess.Complete
     assert all(spent[k] >= 0 for k in parts) and spent["before_rows_s"] > 0 and spent["rows_startup_s"] > 0
     assert sum(spent[k] for k in parts) + spent["train_loop_s"] == pytest.approx(spent["wall_s"], abs=0.01)
     assert f"{spent['before_rows_s']:.1f} s before the first row" in done.stderr
+    # ...and the time before the first row told apart (a CPU run measures no ceiling), the rows' wait
+    # for the fork server, which the CPU run starts at its first row, within their start
+    before = spent["before_rows"]
+    assert set(before) == {"planning_s", "environment_s"} and all(v > 0 for v in before.values())
+    assert sum(before.values()) <= spent["before_rows_s"]
+    assert f"before the first row (planning {before['planning_s']:.1f} s, the environment" in done.stderr
+    assert 0 < spent["rows_server_wait_s"] <= spent["rows_startup_s"]
     for name in load_matrix("quick").names():
         assert name in done.stdout
 

@@ -18,6 +18,22 @@ REST = (
 )
 
 
+# what `before_rows_s` and `rows_startup_s` were told apart into, where the command measured it
+BEFORE_ROWS = (("planning_s", "planning"), ("environment_s", "the environment"), ("ceiling_s", "the matmul ceiling"))
+
+
+def _inside(spent: dict[str, Any], key: str) -> str:
+    """ " (planning 3.1 s, ...)" after the time before the first row, " (10.4 s of it waiting for
+    the fork server)" after the rows' start; "" where the command did not tell them apart."""
+    if key == "before_rows_s" and isinstance(spent.get("before_rows"), dict):
+        parts = spent["before_rows"]
+        said = [f"{words} {parts[k]:.1f} s" for k, words in BEFORE_ROWS if isinstance(parts.get(k), int | float)]
+        return f" ({', '.join(said)})" if said else ""
+    if key == "rows_startup_s" and isinstance(spent.get("rows_server_wait_s"), int | float):
+        return f" ({spent['rows_server_wait_s']:.1f} s of it waiting for the fork server)"
+    return ""
+
+
 def time_line(env: dict[str, Any] | None) -> str | None:
     """ "time: W s, P% of it in the training loops (R rows; the rest: A s before the first row, ...)"
     for the latest command of the run in `env`, with the whole run's share after a --resume; None
@@ -26,7 +42,7 @@ def time_line(env: dict[str, Any] | None) -> str | None:
     if spent.get("training_share") is None or not spent.get("rows"):
         return None
     if all(isinstance(spent.get(key), int | float) for key, _ in REST):
-        rest = ", ".join(f"{spent[key]:.1f} s {words}" for key, words in REST)
+        rest = ", ".join(f"{spent[key]:.1f} s {words}{_inside(spent, key)}" for key, words in REST)
     else:  # an env.json written before the rest was told apart, or a row without its timing
         rest = "start-up, imports, probes, between workers"
     line = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import tempfile
 import time
@@ -41,6 +42,7 @@ def run(
     started = time.monotonic()  # --time-limit counts from here, the probe included
     with tempfile.TemporaryDirectory(prefix="gpubench-") as scratch:
         plan, probe = prepare(request, Path(scratch))
+    marks = {"planned": time.monotonic()}  # the parts of the time before the first row (harness_time)
     for name, note in plan.notes.items():  # an --engine that left a scenario: said before it runs
         info(f"scenario '{name}' {note}")
     made = () if plan.resume else plan.made  # a resumed run's folder is never taken away
@@ -57,7 +59,7 @@ def run(
         raise
     with locked(plan.out):  # until the run ends: a second run here is refused (outdir.py)
         try:
-            plan, outcome = _measure(plan, request, probe, gpu, procs, started, reporter, warn)
+            plan, outcome = _measure(plan, request, probe, gpu, procs, (started, marks), reporter, warn)
         except KeyboardInterrupt:  # a Ctrl-C while planning, or a second one: before the first row?
             if not plan.resume:
                 discard_unmeasured(plan.out, before, made)
@@ -86,12 +88,12 @@ def _measure(
     probe: dict[str, Any],
     gpu: dict[str, Any] | None,
     procs: list[dict[str, Any]],
-    started: float,
+    clock: tuple[float, dict[str, float]],
     reporter: Reporter | None,
     warn: Callable[[str], None],
 ) -> tuple[RunPlan, RunOutcome]:
     """Under the lock: env.json and scenarios.json, then every scenario x repeat; the plan gains
-    the measured matmul ceiling."""
+    the measured matmul ceiling. `clock`: the command's start and the marks of its steps so far."""
     if plan.resume:
         remove_stale_temps(plan.out)
     else:
@@ -106,6 +108,7 @@ def _measure(
         cpu_affinity=plan.cpu_affinity,
     )
     env["launcher"] = plan.launcher
+    clock[1]["environment"] = time.monotonic()
     most = max((s.gpus for s in plan.scenarios if s.distributed and isinstance(s.gpus, int)), default=0)
     if most and plan.device != "cpu":
         env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
@@ -115,7 +118,7 @@ def _measure(
     try:
         if ahead is not None:
             ahead.prestart()
-        return _run_rows(plan, request, env, gpu, started, reporter, warn, ahead)
+        return _run_rows(plan, request, env, gpu, clock, reporter, warn, ahead)
     finally:
         if ahead is not None:
             ahead.close()  # execute closed it if it ran; else it ends here
@@ -135,12 +138,13 @@ def _run_rows(
     request: RunRequest,
     env: dict[str, Any],
     gpu: dict[str, Any] | None,
-    started: float,
+    clock: tuple[float, dict[str, float]],
     reporter: Reporter | None,
     warn: Callable[[str], None],
     launcher: Launcher | None,
 ) -> tuple[RunPlan, RunOutcome]:
     """The probes that use the GPU (interconnect, ceiling), scenarios.json, then the rows."""
+    started, marks = clock
     env["cpu_affinity"] = cpus.format_list(plan.cpu_affinity) if plan.cpu_affinity else None
     env["inductor_cache"] = inductor_cache_dir(plan.inductor_cache)
     if interconnect.world_sizes(plan.scenarios):  # before the multi-process scenarios: bus GB/s per world size
@@ -155,7 +159,9 @@ def _run_rows(
         env["lanes"] = {"lanes": plan.lanes, "dirs": "lanes/lane-K", "devices": "each lane's env.json"}
         env["matmul_ceiling"] = {"reason": "--lanes: each lane measures its own GPU's (lanes/lane-K/env.json)"}
     elif plan.device != "cpu" and request.ceiling:  # a GPU run: the matmul ceiling, before any worker
+        marks["ceiling_from"] = time.monotonic()
         plan = with_matmul_ceiling(plan, env)
+        marks["ceiling_to"] = time.monotonic()
     else:
         env["matmul_ceiling"] = {"reason": "a CPU run" if plan.device == "cpu" else "--no-ceiling"}
     write_plan(plan.out, plan.to_json(), env, resumed=plan.resume)
@@ -179,7 +185,8 @@ def _run_rows(
         note_launcher_fallback(plan.out, outcome.launcher_fallback)
     ended = time.monotonic()
     spans = {"before_rows_s": rows_from - started, "after_rows_s": ended - rows_to}
-    note_harness_time(plan.out, harness_time(outcome.rows, ended - started, workers_from, spans), resumed=plan.resume)
+    spent = harness_time(outcome.rows, ended - started, workers_from, spans) | before_rows_parts(started, marks)
+    note_harness_time(plan.out, spent, resumed=plan.resume)
     return plan, outcome
 
 
@@ -229,6 +236,7 @@ def harness_time(
     startup = sum(float(r["startup_s"]) for r in timed)
     teardown = sum(float(r["overhead_s"]) - float(r["startup_s"]) for r in timed)
     told = train + startup + teardown + spans["before_rows_s"] + spans["after_rows_s"]
+    wait = server_wait_s(timed)
     return (
         spent
         | spans
@@ -237,7 +245,39 @@ def harness_time(
             "rows_teardown_s": teardown,
             "between_rows_s": max(0.0, wall_s - told),
         }
+        | ({} if wait is None else {"rows_server_wait_s": wait})
     )
+
+
+def before_rows_parts(started: float, marks: dict[str, float]) -> dict[str, Any]:
+    """env.json `harness_time.before_rows`: the parts of the time before the first row, from the
+    marks the command took: planning (the torch probe in a child, the scenarios), the environment
+    (the GPU's other processes, the lock, envinfo.collect with its CPU probe) and, when measured,
+    the matmul ceiling (which the fork server's imports overlap)."""
+    parts: dict[str, float] = {}
+    if "planned" in marks:
+        parts["planning_s"] = marks["planned"] - started
+        if "environment" in marks:
+            parts["environment_s"] = marks["environment"] - marks["planned"]
+    if "ceiling_from" in marks and "ceiling_to" in marks:
+        parts["ceiling_s"] = marks["ceiling_to"] - marks["ceiling_from"]
+    return {"before_rows": parts} if parts else {}
+
+
+def server_wait_s(rows: list[dict[str, Any]]) -> float | None:
+    """The seconds the rows waited for their fork server (startup_breakdown's `forked`: from the
+    launch to the fork, the first row's wait for the server's imports above all); None when no row
+    was forked."""
+    waits = []
+    for row in rows:
+        raw = row.get("startup_breakdown")
+        try:
+            parts = json.loads(raw) if isinstance(raw, str) and raw else raw
+        except ValueError:
+            continue
+        if isinstance(parts, dict) and _number(parts.get("forked")):
+            waits.append(float(parts["forked"]))
+    return sum(waits) if waits else None
 
 
 def _number(value: object) -> bool:
