@@ -16,6 +16,7 @@ import pandas as pd
 
 from bench.families import family_of
 from bench.recipe.scenario import Scenario
+from bench.recommend.finalists import pick_finalists
 from bench.recommend.prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
 from bench.recommend.space import build_space, valid_candidates
 from bench.recommend.stages import staged_race
@@ -52,11 +53,7 @@ def replay(twin: Path, budget_s: float, reserve_s: float) -> tuple[Any, Any, dic
     recommend, probes = load(twin)
     settings = recommend["settings"]
     model = settings["model"]
-    family = family_of(model)
-    space = build_space(
-        family, cuda=True, global_batch=settings["global_batch"], installed=INSTALLED, axes=settings.get("axes")
-    )
-    every = space.candidates()
+    every = _space(settings).candidates()
     base = {"seq_len": settings["seq_len"]}
     kept, invalid = valid_candidates(every, model, base)
     peaks = predicted_peaks({c.name: Scenario(name=c.name, model=model, **base, **c.fields) for c in kept}, model)
@@ -82,6 +79,30 @@ def replay(twin: Path, budget_s: float, reserve_s: float) -> tuple[Any, Any, dic
     )  # fmt: skip
     spent["race_s"] = clock.now
     return standing, stages, spent
+
+
+def replayed_answer(twin: Path, standing: Any, finalists: int = 2) -> tuple[str | None, list[str]]:
+    """(the answer's winner, its finalists) after the race `standing`, as searching.py picks them: the
+    candidates left in the race ranked by their mean, `finalists` of them (the best of each optimizer
+    first), and the best whose loss is `equivalent`, read from the twin's own loss checks. A finalist
+    the twin did not judge stops the replay (ValueError): its verdict would be made up."""
+    answer = json.loads((twin / "recommend.json").read_text())
+    verdicts = {c["name"]: c.get("parity") for c in answer["candidates"] if c.get("parity")}
+    left = sorted((e for e in standing.entries.values() if e.values and not e.out), key=lambda e: -e.mean_log)
+    recommend, _ = load(twin)
+    named = {c.name: c for c in _space(recommend["settings"]).candidates()}
+    chosen = pick_finalists([e.name for e in left], named, finalists)
+    unjudged = [n for n in chosen if n not in verdicts]
+    if unjudged:
+        raise ValueError(f"the twin did not judge the loss of {', '.join(unjudged)}")
+    return next((n for n in chosen if verdicts[n] == "equivalent"), None), chosen
+
+
+def _space(settings: dict[str, Any]) -> Any:
+    return build_space(
+        family_of(settings["model"]), cuda=True, global_batch=settings["global_batch"], installed=INSTALLED,
+        axes=settings.get("axes"),
+    )  # fmt: skip
 
 
 def best(twin: Path) -> tuple[str, float]:
