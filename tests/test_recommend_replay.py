@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from twin_replay import best, load, mean_of, replay, replayed_answer, twin_pruned
+from twin_replay import INSTALLED, best, load, mean_of, replay, replayed_answer, twin_pruned
 
 SETS = Path(__file__).resolve().parents[1] / "results" / "recommend"
 LIGER = SETS / "llama-1b-24gb-twin" / "liger" / "exhaustive"  # --axes batch,checkpointing,optimizer,liger: 72
@@ -82,3 +82,21 @@ def test_on_the_liger_twin_a_larger_micro_batch_that_fits_is_never_slower() -> N
     for combo, means in compared.items():
         ordered = [means[k] for k in sorted(means)]
         assert ordered == sorted(ordered), combo
+
+
+@pytest.mark.parametrize("twin", [LIGER, PRECISION], ids=["liger", "precision"])
+def test_each_published_twin_is_still_the_question_its_command_asks(twin: Path) -> None:
+    """`--twin` refuses a twin whose question differs from the search's, its candidates' matrix
+    included (by hash). A change to how the candidates are written would leave the published twins
+    (730 s and 253 s of one H100) unusable and refuse the next GPU run at its start: this says so on
+    the CPU. The question is built as `recommend` builds it on a CUDA device with the twin's packages."""
+    from bench.recommend.searching import RecommendRequest, question
+    from bench.recommend.twin import load_twin
+
+    settings = load(twin)[0]["settings"]
+    request = RecommendRequest(
+        model=settings["model"], gpu_memory=settings["gpu_memory"], seq_len=settings["seq_len"],
+        axes=tuple(settings["axes"]), twin=twin,
+    )  # fmt: skip
+    asked = question(request, "cuda", INSTALLED).settings
+    assert load_twin(twin, asked).path == twin  # BadInput, naming the flag that differs, if not

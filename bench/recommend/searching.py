@@ -141,22 +141,11 @@ def recommend(
             raise BadInput("on the CPU, gpubench recommend needs --gpu-memory", hint="nothing runs out of memory there")
         if request.objective == "energy" and not cuda:
             raise BadInput("--objective energy on the CPU: no energy counter there", hint="use --objective speed")
-        model = resolve_model(request.model or "auto", device)
-        family = family_of(model)
-        cfg = read_config(model)
-        task = resolve_task("auto", cfg, family, model_origin(model))
-        proxy = request.data or _learnable(task)
-        space = build_space(
-            family, cuda=cuda, global_batch=request.global_batch, allow=request.allow, installed=installed(),
-            axes=request.axes,
-        )  # fmt: skip
-        base = _base(request, model if request.model is None else request.model)
-        every = space.candidates()
-        candidates, invalid = valid_candidates(every, model, {k: v for k, v in base.items() if k != "model"})
-        plain = Candidate(PLAIN, plain_fields(cuda, request.global_batch), {})
+        q = question(request, device, installed())
+        model, family, task, proxy, space = q.model, q.family, q.task, q.proxy, q.space
+        every, candidates, invalid, plain, settings = q.every, q.candidates, q.invalid, q.plain, q.settings
         matrix = scratch / "candidates.toml"
-        _write_matrix(matrix, base, [plain, *candidates], proxy)
-        settings = search_settings(request, matrix.read_text(encoding="utf-8"))
+        atomic_write_text(matrix, q.matrix_text)
         if request.resume:
             assert request.out is not None
             check_same_search(request.out, settings)
@@ -239,6 +228,47 @@ def recommend(
             shutil.rmtree(plan.shared_dir, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class Question:
+    """What a search asks, from its flags, the device and the packages installed, before any work:
+    its candidates as a matrix, and the settings a --resume or a --twin must share (with the
+    candidates' matrix, by its hash)."""
+
+    model: str
+    family: Any
+    task: str
+    proxy: str
+    space: Any
+    every: list[Candidate]
+    candidates: list[Candidate]
+    invalid: dict[str, str]
+    plain: Candidate
+    matrix_text: str
+    settings: dict[str, Any]
+
+
+def question(request: RecommendRequest, device: str, packages: frozenset[str]) -> Question:
+    """The search's question on `device` with `packages` installed (installed(); a test names them to
+    check a published twin is still the question its command asks)."""
+    cuda = device != "cpu"
+    model = resolve_model(request.model or "auto", device)
+    family = family_of(model)
+    task = resolve_task("auto", read_config(model), family, model_origin(model))
+    proxy = request.data or _learnable(task)
+    space = build_space(
+        family, cuda=cuda, global_batch=request.global_batch, allow=request.allow, installed=packages,
+        axes=request.axes,
+    )  # fmt: skip
+    base = _base(request, model if request.model is None else request.model)
+    every = space.candidates()
+    candidates, invalid = valid_candidates(every, model, {k: v for k, v in base.items() if k != "model"})
+    plain = Candidate(PLAIN, plain_fields(cuda, request.global_batch), {})
+    text = matrix_text(base, [plain, *candidates], proxy)
+    return Question(
+        model, family, task, proxy, space, every, candidates, invalid, plain, text, search_settings(request, text)
+    )
+
+
 def _learnable(task: str) -> str:
     for kind in datakinds.KINDS.values():
         if kind.learnable and kind.serves(task):
@@ -255,7 +285,7 @@ def _base(request: RecommendRequest, model: str) -> dict[str, Any]:
     return base
 
 
-def _write_matrix(path: Path, base: dict[str, Any], candidates: list[Candidate], proxy: str) -> None:
+def matrix_text(base: dict[str, Any], candidates: list[Candidate], proxy: str) -> str:
     """The candidates as a matrix: one scenario each, and the parity scenarios (learnable data)."""
     from .answer import toml_table
 
@@ -265,7 +295,7 @@ def _write_matrix(path: Path, base: dict[str, Any], candidates: list[Candidate],
     for c in candidates:
         lines += ["", f'[scenarios."{c.name}"]', *toml_table(dict(c.fields))]
         lines += ["", f'[scenarios."{PARITY_PREFIX}{c.name}"]', *toml_table({**c.fields, "data": proxy})]
-    atomic_write_text(path, "\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 def _probe(sc: Scenario, request: RecommendRequest, cap: float | None) -> Scenario:
