@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -159,6 +160,15 @@ def test_an_exhaustive_search_stops_at_its_budget_and_resume_finishes_it(tmp_pat
     assert f"exhaustive twin {out}: its best {final['winner']}" in shown.stdout, shown.stderr
     refused = gpubench("recommend", *common, "--gpu-memory", "4GB", "--out", tmp_path / "o", "--twin", out, timeout=300)
     assert refused.returncode == 2 and "made with --gpu-memory = '2GB', not '4GB'" in refused.stderr
+    # the same question measured on another card: its best is that card's, refused before any work
+    elsewhere = tmp_path / "h100"
+    shutil.copytree(out, elsewhere)
+    env = json.loads((elsewhere / "env.json").read_text()) | {"gpu": {"name": "NVIDIA H100 80GB HBM3"}}
+    (elsewhere / "env.json").write_text(json.dumps(env), encoding="utf-8")
+    other = gpubench("recommend", *staged, "--out", tmp_path / "x", "--twin", elsewhere, timeout=300)
+    assert other.returncode == 2, other.stderr
+    assert "measured on NVIDIA H100 80GB HBM3, and this search runs on the CPU" in other.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_a_budget_the_loss_checks_use_up_says_what_it_went_on_and_what_would_race(tmp_path: Path) -> None:

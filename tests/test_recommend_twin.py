@@ -122,6 +122,24 @@ def test_a_twin_that_cannot_answer_is_refused_with_one_line(tmp_path: Path) -> N
             load_twin(path, SETTINGS)
 
 
+def test_a_twin_from_another_model_of_gpu_is_refused_with_one_line(tmp_path: Path) -> None:
+    """The staged winner is read off the twin's probes: a twin from another card (an H100's, for a
+    search on an H200) answers for that card, so it is refused before any work; the same card, or both
+    on the CPU, is accepted."""
+    from bench.recommend.twin import check_same_card
+
+    h100 = {"name": "NVIDIA H100 80GB HBM3", "memory_total_mb": 81559.0}
+    d = stored(tmp_path, "h100", True)
+    env = json.loads((d / "env.json").read_text()) | {"gpu": h100}
+    (d / "env.json").write_text(json.dumps(env), encoding="utf-8")
+    check_same_card(d, dict(h100, uuid="GPU-other"))  # another card of the same model: accepted
+    with pytest.raises(BadInput, match=r"measured on NVIDIA H100 80GB HBM3, and this search runs on NVIDIA H200 \("):
+        check_same_card(d, {"name": "NVIDIA H200"})
+    with pytest.raises(BadInput, match="and this search runs on the CPU"):
+        check_same_card(d, None)
+    check_same_card(stored(tmp_path, "cpu", True), None)  # both on the CPU
+
+
 def test_the_twin_line_shows_each_figure_as_the_twins_own_table_does() -> None:
     """One figure wherever it is shown: the line gives the best's and this winner's figures as the
     twin's answer shows them (the median of their probes), not another statistic of the same probes

@@ -56,7 +56,7 @@ from .record import record
 from .resume import SETTINGS_KEY, check_same_search, earlier_rows, earlier_sittings_s, search_settings
 from .space import OBJECTIVES, PLAIN, Candidate, build_space, plain_fields, valid_candidates
 from .stages import StageReport, staged_race
-from .twin import Twin, check_against, load_twin
+from .twin import Twin, check_against, check_same_card, load_twin
 
 DEFAULT_GLOBAL_BATCH = 32
 DEFAULT_BUDGET_S = 900.0
@@ -158,6 +158,8 @@ def recommend(
         plan, seen = prepare(run_request, scratch)  # every candidate validated: a refusal is exit 2 here
     try:
         gpu, procs = gpu_in_use(plan.gpu_uuid, seen, warn)
+        if twin is not None:
+            check_same_card(twin.path, gpu)
         total = float((gpu or {}).get("memory_total_mb") or 0) or None
         if capacity is not None and total is not None and capacity > total:
             raise BadInput(f"--gpu-memory {request.gpu_memory}: more than this GPU's {total:,.0f} MB")

@@ -63,6 +63,18 @@ def load_twin(path: Path, settings: Mapping[str, Any]) -> Twin:
     return Twin(path, answer, earlier_rows(path))
 
 
+def check_same_card(path: Path, gpu: Mapping[str, Any] | None) -> None:
+    """BadInput (one line) unless the twin was measured on this model of GPU (its name), or both on the
+    CPU: its best is this GPU's only where its probes came from one like it."""
+    theirs = ((read_env(path) or {}).get("gpu") or {}).get("name")
+    mine = (gpu or {}).get("name")
+    if theirs != mine:
+        raise BadInput(
+            f"--twin {path}: measured on {theirs or 'the CPU'}, and this search runs on {mine or 'the CPU'}",
+            hint="the twin must come from the same model of GPU: run its --exhaustive on this one",
+        )
+
+
 def check_against(
     answer: Answer, twin: Twin, figure: Callable[[Mapping[str, Any]], float | str], objective: str
 ) -> TwinCheck:
