@@ -132,12 +132,12 @@ def test_a_twin_from_another_model_of_gpu_is_refused_with_one_line(tmp_path: Pat
     d = stored(tmp_path, "h100", True)
     env = json.loads((d / "env.json").read_text()) | {"gpu": h100}
     (d / "env.json").write_text(json.dumps(env), encoding="utf-8")
-    check_same_card(d, dict(h100, uuid="GPU-other"))  # another card of the same model: accepted
+    check_same_card(load_twin(d, SETTINGS), dict(h100, uuid="GPU-other"))  # another card of the same model: accepted
     with pytest.raises(BadInput, match=r"measured on NVIDIA H100 80GB HBM3, and this search runs on NVIDIA H200 \("):
-        check_same_card(d, {"name": "NVIDIA H200"})
+        check_same_card(load_twin(d, SETTINGS), {"name": "NVIDIA H200"})
     with pytest.raises(BadInput, match="and this search runs on the CPU"):
-        check_same_card(d, None)
-    check_same_card(stored(tmp_path, "cpu", True), None)  # both on the CPU
+        check_same_card(load_twin(d, SETTINGS), None)
+    check_same_card(load_twin(stored(tmp_path, "cpu", True), SETTINGS), None)  # both on the CPU
 
 
 def test_the_twin_line_shows_each_figure_as_the_twins_own_table_does() -> None:

@@ -19,6 +19,7 @@ from ..checks import bounded
 from ..errors import BadInput, ExitCode
 from ..families import family_of, read_config, resolve_task
 from ..families import origin as model_origin
+from ..families.base import Family
 from ..families.resolve import resolve_model
 from ..fsio import atomic_write_text
 from ..measure.nvml import open_nvml
@@ -54,7 +55,7 @@ from .prune import MEMORY_MARGIN, predicted_peaks, prune_by_memory
 from .race import BUDGET_SPENT, race
 from .record import record
 from .resume import SETTINGS_KEY, check_same_search, earlier_rows, earlier_sittings_s, search_settings
-from .space import OBJECTIVES, PLAIN, Candidate, build_space, plain_fields, valid_candidates
+from .space import OBJECTIVES, PLAIN, Candidate, Space, build_space, plain_fields, valid_candidates
 from .stages import StageReport, staged_race
 from .twin import Twin, check_against, check_same_card, load_twin
 
@@ -159,7 +160,7 @@ def recommend(
     try:
         gpu, procs = gpu_in_use(plan.gpu_uuid, seen, warn)
         if twin is not None:
-            check_same_card(twin.path, gpu)
+            check_same_card(twin, gpu)
         total = float((gpu or {}).get("memory_total_mb") or 0) or None
         if capacity is not None and total is not None and capacity > total:
             raise BadInput(f"--gpu-memory {request.gpu_memory}: more than this GPU's {total:,.0f} MB")
@@ -237,10 +238,10 @@ class Question:
     candidates' matrix, by its hash)."""
 
     model: str
-    family: Any
+    family: Family
     task: str
     proxy: str
-    space: Any
+    space: Space
     every: list[Candidate]
     candidates: list[Candidate]
     invalid: dict[str, str]

@@ -174,14 +174,16 @@ def staged_race(
             # (a compiled leader's check costs what its probe did: known only once it is measured)
             options["spent"] = lambda d=deadline, e=end: clock() > d or _spent(e, clock, reserve)
         before = len(memo.fresh)
-        groups, standing = _race_stage(frontier(candidates, pruned, leader, stage), memo, size, options)
+        groups = frontier(candidates, pruned, leader, stage)
+        standing = _race_stage(groups, memo, size, options)
         while _all_out_of_memory(standing) and not set(stage) & set(LADDER):
             leaner = step_down(leader, candidates, pruned, stage)  # the reference did not fit: a leaner one
             if leaner is None:
                 break
             leader = leaner
             rounds += standing.rounds
-            groups, standing = _race_stage(frontier(candidates, pruned, leader, stage), memo, size, options)
+            groups = frontier(candidates, pruned, leader, stage)
+            standing = _race_stage(groups, memo, size, options)
         rounds, stopped = rounds + standing.rounds, standing.stopped
         given_up += _given_up(standing)
         if stopped.startswith(BUDGET_SPENT) and end is not None and not _spent(end, clock, reserve):
@@ -233,10 +235,9 @@ def frontier(
 
 def _race_stage(
     groups: list[list[str]], memo: _Memo, size: Callable[[str], int], options: Mapping[str, Any]
-) -> tuple[list[list[str]], Standing]:
-    """The stage's combinations (frontier()) and its race over each at the largest micro-batch that fits."""
-    names = _fitted(groups, memo, options.get("spent"), size)
-    return groups, race(names, memo, known=memo.known, **options)
+) -> Standing:
+    """The race over the stage's combinations (frontier()), each at the largest micro-batch that fits."""
+    return race(_fitted(groups, memo, options.get("spent"), size), memo, known=memo.known, **options)
 
 
 def _fitted(

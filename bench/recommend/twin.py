@@ -35,12 +35,14 @@ class Twin:
     path: Path
     answer: Answer
     rows: Mapping[tuple[str, int], Mapping[str, Any]]
+    card: str | None = None  # the GPU it was measured on (env.json gpu.name); None: the CPU
 
 
 def load_twin(path: Path, settings: Mapping[str, Any]) -> Twin:
     """The twin in `path`, checked before any work: BadInput (one line) unless it is a finished
     exhaustive search of the same question."""
-    stored = ((read_env(path) or {}).get("recommend") or {}).get(SETTINGS_KEY)
+    env = read_env(path) or {}
+    stored = (env.get("recommend") or {}).get(SETTINGS_KEY)
     answer = read_answer(path) if path.is_dir() else None
     if not isinstance(stored, dict) or answer is None:
         raise BadInput(
@@ -60,17 +62,16 @@ def load_twin(path: Path, settings: Mapping[str, Any]) -> Twin:
                 f"--twin {path}: made with {FLAGS.get(key, key)} = {stored.get(key)!r}, not {value!r}",
                 hint="the twin must search the same question: the same flags but --exhaustive",
             )
-    return Twin(path, answer, earlier_rows(path))
+    return Twin(path, answer, earlier_rows(path), (env.get("gpu") or {}).get("name"))
 
 
-def check_same_card(path: Path, gpu: Mapping[str, Any] | None) -> None:
+def check_same_card(twin: Twin, gpu: Mapping[str, Any] | None) -> None:
     """BadInput (one line) unless the twin was measured on this model of GPU (its name), or both on the
     CPU: its best is this GPU's only where its probes came from one like it."""
-    theirs = ((read_env(path) or {}).get("gpu") or {}).get("name")
     mine = (gpu or {}).get("name")
-    if theirs != mine:
+    if twin.card != mine:
         raise BadInput(
-            f"--twin {path}: measured on {theirs or 'the CPU'}, and this search runs on {mine or 'the CPU'}",
+            f"--twin {twin.path}: measured on {twin.card or 'the CPU'}, and this search runs on {mine or 'the CPU'}",
             hint="the twin must come from the same model of GPU: run its --exhaustive on this one",
         )
 

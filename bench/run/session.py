@@ -108,7 +108,8 @@ def _measure(
         cpu_affinity=plan.cpu_affinity,
     )
     env["launcher"] = plan.launcher
-    clock[1]["environment"] = time.monotonic()
+    marks = clock[1]  # the command's steps so far, for harness_time's before_rows
+    marks["environment"] = time.monotonic()
     most = max((s.gpus for s in plan.scenarios if s.distributed and isinstance(s.gpus, int)), default=0)
     if most and plan.device != "cpu":
         env["multi_gpu"] = envinfo.multi_gpu(plan.gpu_uuids[:most], probe)
